@@ -1,0 +1,105 @@
+"""What every model backend accepts and returns, and the Protocol it implements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from memora.messages import Message
+from memora.usage import Usage
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """One reply request: the instructions plus the context messages, in order.
+
+    ``counted_input_tokens`` and ``input_budget`` are the memory's own figures for
+    this request. Model backends ignore them; the offline backend reports them.
+    """
+
+    model: str
+    instructions: str
+    messages: tuple[Message, ...]
+    counted_input_tokens: int | None = None
+    input_budget: int | None = None
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """Fold ``new_messages`` into ``existing_summary``.
+
+    ``existing_summary`` is ``""`` before the first fold. ``max_output_tokens``
+    bounds the new summary, so that it always fits the input budget.
+    """
+
+    model: str
+    instructions: str
+    existing_summary: str
+    new_messages: tuple[Message, ...]
+    max_output_tokens: int
+
+    @property
+    def input_text(self) -> str:
+        """The summary request's input, in the article's exact layout."""
+        transcript = "\n".join(f"{m.role}: {m.content}" for m in self.new_messages)
+        return f"""
+Existing summary:
+{self.existing_summary or "(empty)"}
+
+New messages:
+{transcript}
+"""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished model response: its whole text and what it used."""
+
+    text: str
+    usage: Usage
+
+
+class BackendError(RuntimeError):
+    """A model request failed; the message is safe to show to users (no secrets)."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model behind Memora.
+
+    ``label`` names it in the UI ("Offline (no model)", "OpenAI Responses"), and
+    ``offline`` is True only for the offline engine, which is no language model.
+    """
+
+    label: str
+    offline: bool
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        """Yields text deltas as they arrive, then exactly one ``Completion`` last.
+
+        Raises ``BackendError`` (or a subclass) on failure, possibly after some
+        deltas were yielded; the caller then discards the partial text.
+        """
+        ...
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        """Returns the merged summary. Raises ``BackendError`` on failure."""
+        ...
+
+
+class CountsTokensRemotely(Protocol):
+    """A backend whose server can count a request's input tokens."""
+
+    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
+
+
+def drain(stream: Iterator[str | Completion]) -> Completion:
+    """Consumes a reply stream and returns its ``Completion``.
+
+    Raises BackendError if the stream ends without one.
+    """
+    for item in stream:
+        if isinstance(item, Completion):
+            return item
+    raise BackendError("the model's stream ended before the response was complete")

@@ -1,0 +1,98 @@
+"""The offline engine's summarizer: extractive, deterministic, no language model.
+
+It keeps what the user said, one statement per line, and merges it into the
+previous summary. It never writes a sentence the user did not write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from memora.messages import Message
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
+_WORD = re.compile(r"[\w']+", re.UNICODE)
+_LEADING_FILLER = {"actually", "well", "oh", "no", "so", "now", "also", "and", "but", "sorry", "ok", "okay", "hi", "hello"}
+_VERBS = {"is", "am", "are", "was", "were", "'m", "want", "wants", "like", "likes", "need", "needs", "prefer", "live", "work", "study"}
+_FIRST_PERSON = {"i", "i'm", "my", "me", "mine", "we", "our", "我", "我的"}
+_BULLET = "- "
+MAX_STATEMENT_WORDS = 40
+
+
+def split_statements(text: str) -> list[str]:
+    """Splits a message into sentences, dropping empty ones and greetings-only lines."""
+    parts = (p.strip() for line in text.splitlines() for p in _SENTENCE_END.split(line))
+    return [p for p in parts if p and not _is_greeting(p)]
+
+
+def _is_greeting(sentence: str) -> bool:
+    words = [w.lower() for w in _WORD.findall(sentence)]
+    return bool(words) and all(w in _LEADING_FILLER | {"thanks", "thank", "you", "bye", "there"} for w in words)
+
+
+def _words(sentence: str) -> list[str]:
+    return [w.lower().replace("i'm", "i 'm") for w in _WORD.findall(sentence)]
+
+
+def topic_key(sentence: str) -> str | None:
+    """The words up to the first verb, with leading filler removed.
+
+    "Actually my level is B2" and "My level is B1" share the key "my level is",
+    so the newer one replaces the older. Sentences with no such verb have no key
+    and never replace anything.
+    """
+    words = " ".join(_words(sentence)).split()
+    while words and words[0] in _LEADING_FILLER:
+        words = words[1:]
+    for i, word in enumerate(words[:8]):
+        if word in _VERBS:
+            return " ".join(words[: i + 1])
+    return None
+
+
+def _is_about_user(sentence: str) -> bool:
+    lowered = sentence.lower()
+    return bool(set(_words(sentence)) & _FIRST_PERSON) or "我" in lowered or sentence.rstrip().endswith(("?", "？"))
+
+
+def _clip(sentence: str) -> str:
+    words = sentence.split()
+    return sentence if len(words) <= MAX_STATEMENT_WORDS else " ".join(words[:MAX_STATEMENT_WORDS]) + " …"
+
+
+def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: int) -> str:
+    """Merges the user's statements in ``new_messages`` into ``existing``.
+
+    - Each user sentence becomes one ``- `` line; assistant messages are skipped.
+    - A newer sentence with the same topic key replaces the older one in place of it.
+    - Exact repeats are kept once.
+    - Over ``word_limit`` words, lines not about the user (no first person, not a
+      question) are dropped first, oldest first, then the oldest lines of all.
+    Returns ``existing`` unchanged when there is nothing new to keep.
+    """
+    lines = [line[len(_BULLET) :] if line.startswith(_BULLET) else line for line in existing.splitlines() if line.strip()]
+    for message in new_messages:
+        if message.role != "user":
+            continue
+        for sentence in split_statements(message.content):
+            sentence = _clip(sentence)
+            key = topic_key(sentence)
+            lines = [old for old in lines if old != sentence and (key is None or topic_key(old) != key)]
+            lines.append(sentence)
+    lines = _fit(lines, word_limit)
+    return "\n".join(_BULLET + line for line in lines)
+
+
+def _fit(lines: list[str], word_limit: int) -> list[str]:
+    def size(ls: list[str]) -> int:
+        return sum(len(line.split()) for line in ls)
+
+    for keep_if in (_is_about_user, lambda _: False):
+        i = 0
+        while size(lines) > word_limit and i < len(lines):
+            if keep_if(lines[i]):
+                i += 1
+            else:
+                del lines[i]
+    return lines

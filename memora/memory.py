@@ -1,0 +1,546 @@
+"""ShortTermMemory: the conversation's state, and what each request is sent.
+
+The article's Memora v0.7 API is kept name for name, so its main loop runs
+against this class unchanged. On top of it:
+
+- budget planning from local o200k_base counts, so that several pairs leaving
+  the window or the budget are folded in one summary request;
+- a bounded summary (``max_summary_tokens``), so summary plus message can fit;
+- transactional turns (``memory.turn(text)``) that survive BaseException;
+- a usage ledger, one frozen record per model request.
+
+This module imports no model SDK; it talks to a ``Backend``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memora.backends import Backend, Completion, ReplyRequest, SummaryRequest, as_backend
+from memora.backends.base import BackendError
+from memora.messages import Message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.tokens import (
+    REPLY_PRIMING_TOKENS,
+    LocalTokenCounter,
+    TokenCounter,
+    count_message,
+    count_text,
+    truncate_text,
+)
+from memora.usage import Usage, UsageRecord
+
+DEFAULT_MODEL = "gpt-5-mini"
+MAX_INPUT_TOKENS = 1000
+MAX_RECENT_TURNS = 3
+MAX_SUMMARY_TOKENS = 200
+"""About 150 English words, the cap SUMMARY_INSTRUCTIONS asks for."""
+
+MIN_MESSAGE_ROOM = 32
+"""Tokens a budget must leave for the current message, beyond instructions and summary."""
+
+Source = Literal["summary", "window", "current"]
+
+
+class ContextBudgetError(ValueError):
+    """Even the summary plus the current message exceed ``max_input_tokens``.
+
+    Carries both figures: ``input_tokens`` (what the smallest possible context
+    needs) and ``max_input_tokens`` (the budget).
+    """
+
+    def __init__(self, input_tokens: int, max_input_tokens: int) -> None:
+        self.input_tokens = input_tokens
+        self.max_input_tokens = max_input_tokens
+        super().__init__(
+            f"The current message needs {input_tokens} input tokens with the instructions and summary, "
+            f"but max_input_tokens is {max_input_tokens}. Shorten the message or raise the budget."
+        )
+
+
+class SummaryError(BackendError):
+    """The summary request returned nothing usable; the old summary is kept."""
+
+
+@dataclass(frozen=True)
+class SummaryVersion:
+    """One state of the running summary.
+
+    ``summarized_message_count`` is the history pointer after this version:
+    messages ``history[:summarized_message_count]`` are folded into ``text``.
+    ``folded`` is the half-open index range this version added (empty when the
+    summary was rewritten without moving the pointer). ``tokens`` is what the
+    summary request cost; ``turn`` is the user turn that triggered it.
+    """
+
+    text: str
+    summarized_message_count: int
+    folded: tuple[int, int]
+    tokens: int
+    turn: int
+
+
+@dataclass(frozen=True)
+class PreparedContext:
+    """What one reply request sends, with where each message came from.
+
+    ``sources[i]`` and ``message_tokens[i]`` describe ``context_messages[i]``.
+    ``input_tokens`` covers instructions plus all messages, framing included.
+    """
+
+    context_messages: tuple[Message, ...]
+    sources: tuple[Source, ...]
+    message_tokens: tuple[int, ...]
+    input_tokens: int
+    summary_token_usage: int
+    newly_summarized_count: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The article's ``memory_stats`` dict."""
+        return {
+            "context_messages": list(self.context_messages),
+            "input_tokens": self.input_tokens,
+            "summary_token_usage": self.summary_token_usage,
+            "newly_summarized_count": self.newly_summarized_count,
+        }
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """The article's per-turn stats block, for one finished turn.
+
+    ``input_tokens`` and ``output_tokens`` are what the server billed; they are
+    None when the caller did not report them (the article's ``finish_turn``).
+    ``estimated`` is True when the server reported no usage and it was counted locally.
+    """
+
+    turn: int
+    newly_summarized_count: int
+    context_messages: int
+    counted_input_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    summary_token_usage: int
+    session_total_tokens: int
+    estimated: bool = False
+
+
+class ShortTermMemory:
+    """The short-term memory of one conversation.
+
+    ``history`` holds every message in full, as alternating user/assistant
+    pairs, possibly followed by one pending user message. Messages
+    ``history[:summarized_message_count]`` are folded into ``summary``; the rest
+    of the completed pairs form the recent window.
+
+    ``client`` is a memora backend or an ``openai.OpenAI`` client. Token
+    counts are local (o200k_base) unless ``token_counter`` says otherwise.
+    ``fold_batch_turns`` lets the window grow that many extra turns before
+    folding, so that folds come in fewer, larger summary requests.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        system_prompt: str = SYSTEM_PROMPT,
+        summary_instructions: str = SUMMARY_INSTRUCTIONS,
+        max_input_tokens: int = MAX_INPUT_TOKENS,
+        max_recent_turns: int = MAX_RECENT_TURNS,
+        *,
+        token_counter: TokenCounter | None = None,
+        max_summary_tokens: int = MAX_SUMMARY_TOKENS,
+        fold_batch_turns: int = 0,
+    ) -> None:
+        self.backend: Backend = as_backend(client)
+        self.client = client
+        self.model = model
+        self.system_prompt = system_prompt
+        self.summary_instructions = summary_instructions
+        self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
+        self.max_summary_tokens = max_summary_tokens
+        self.max_input_tokens = max_input_tokens
+        self.max_recent_turns = max_recent_turns
+        self.fold_batch_turns = fold_batch_turns
+        self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
+        if fold_batch_turns < 0:
+            raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
+
+        self.history: list[Message] = []
+        self.summary_versions: list[SummaryVersion] = []
+        self.last_context: list[Message] = []
+        self.last_prepared: PreparedContext | None = None
+        self.ledger: list[UsageRecord] = []
+        self.turn_stats: dict[int, TurnStats] = {}
+        """Stats of each finished turn, keyed by the history index of its assistant reply."""
+        self._local = LocalTokenCounter()
+        self._history_tokens = (0, 0)  # (messages counted, their tokens): full-history cost, kept incrementally
+
+    # -- limits -------------------------------------------------------------
+
+    def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None) -> None:
+        """Changes the budget or the window; applied from the next request.
+
+        Raises ValueError, changing nothing, when ``max_recent_turns`` is below 0 or
+        the budget cannot hold the instructions plus a full-length summary.
+        """
+        budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
+        recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
+        if recent < 0:
+            raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
+        floor = self.minimum_budget()
+        if budget < floor:
+            raise ValueError(
+                f"max_input_tokens must be at least {floor}: the instructions and a full summary "
+                f"({self.max_summary_tokens} tokens) already need that much, before any message."
+            )
+        self.max_input_tokens, self.max_recent_turns = budget, recent
+
+    def minimum_budget(self) -> int:
+        """The smallest budget that fits instructions, a full-length summary and a short message."""
+        return self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._reserved_summary_tokens() + MIN_MESSAGE_ROOM
+
+    # -- the article's API ----------------------------------------------------
+
+    @property
+    def summary(self) -> str:
+        return self.summary_versions[-1].text if self.summary_versions else ""
+
+    @property
+    def summarized_message_count(self) -> int:
+        return self.summary_versions[-1].summarized_message_count if self.summary_versions else 0
+
+    @property
+    def session_total_tokens(self) -> int:
+        """Every token of this session's model requests: the ledger's sum."""
+        return sum(record.total_tokens for record in self.ledger)
+
+    def add_user_message(self, content: str) -> None:
+        """Appends a user message. Raises ValueError if a user message is already pending."""
+        if self.has_pending_turn:
+            raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
+        self.history.append(Message("user", content))
+
+    def rollback_last_user_message(self) -> None:
+        """Removes the pending user message, if there is one; otherwise does nothing."""
+        if self.has_pending_turn:
+            self.history.pop()
+
+    def format_messages(self, messages: list[Message] | tuple[Message, ...]) -> str:
+        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
+
+    def count_input_tokens(self, messages: list[Message] | tuple[Message, ...]) -> int:
+        """Instructions plus ``messages``, counted by this memory's token counter."""
+        return self.token_counter.count(self.model, self.system_prompt, messages)
+
+    def update_summary(self, new_messages: list[Message] | tuple[Message, ...]) -> int:
+        """Merges ``new_messages`` into the summary without moving the pointer.
+
+        Kept for the article's API; ``prepare_context`` folds through
+        ``fold_through`` instead, which moves summary and pointer together.
+        Returns the tokens the summary request used.
+        """
+        version = self._summarize(tuple(new_messages), self.summarized_message_count, self.summarized_message_count)
+        self.summary_versions.append(version)
+        return version.tokens
+
+    def create_context_messages(self, recent_messages: list[Message], current_user_message: Message) -> list[Message]:
+        context = [self.summary_message()] if self.summary else []
+        return [*context, *recent_messages, current_user_message]
+
+    def prepare_context(self) -> dict[str, Any]:
+        """Folds what must leave the window or the budget, and returns the article's dict."""
+        return self.prepare().as_dict()
+
+    def finish_turn(
+        self,
+        assistant_reply: str,
+        context_messages: list[Message] | tuple[Message, ...],
+        response_tokens: int,
+        *,
+        usage: Usage | None = None,
+        latency_s: float = 0.0,
+    ) -> TurnStats:
+        """Completes the pending turn with the assistant's reply.
+
+        ``usage`` is the reply's billed usage, when the caller has it; without it
+        the ledger records only ``response_tokens`` as the request's total.
+        Raises ValueError when no user message is pending.
+        """
+        if not self.has_pending_turn:
+            raise ValueError("There is no pending user message to reply to.")
+        prepared = self.last_prepared
+        counted = prepared.input_tokens if prepared else self.count_input_tokens(list(context_messages))
+        record = UsageRecord(
+            turn=self.turn_number,
+            kind="reply",
+            model=self.model,
+            counted_input_tokens=counted,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+            total_tokens=usage.total_tokens if usage else response_tokens,
+            latency_s=latency_s,
+            reasoning_tokens=usage.reasoning_tokens if usage else 0,
+            cached_tokens=usage.cached_tokens if usage else 0,
+            estimated=usage.estimated if usage else False,
+            full_history_tokens=self.full_history_tokens(),
+        )
+        self.ledger.append(record)
+        self.history.append(Message("assistant", assistant_reply))
+        self.last_context = list(context_messages)
+        stats = TurnStats(
+            turn=record.turn,
+            newly_summarized_count=prepared.newly_summarized_count if prepared else 0,
+            context_messages=len(context_messages),
+            counted_input_tokens=counted,
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            summary_token_usage=prepared.summary_token_usage if prepared else 0,
+            session_total_tokens=self.session_total_tokens,
+            estimated=record.estimated,
+        )
+        self.turn_stats[len(self.history) - 1] = stats
+        return stats
+
+    def get_status(self) -> dict[str, int | bool]:
+        return {
+            "History messages": len(self.history),
+            "Summarized messages": self.summarized_message_count,
+            "Last context messages": len(self.last_context),
+            "Summary available": bool(self.summary),
+            "Session total tokens": self.session_total_tokens,
+        }
+
+    # -- transactional turns ------------------------------------------------
+
+    @contextmanager
+    def turn(self, user_text: str) -> Iterator[Turn]:
+        """One user turn that either completes or leaves no trace in the history.
+
+        Appends the user message, yields a ``Turn``, and on leaving the block
+        removes the message again unless the reply was committed: after any
+        exception, BaseException included (Streamlit's stop and rerun), and after
+        a stream abandoned half-way. The user's text stays on ``turn.user_text``.
+        Summaries folded before the failure stay folded; they are consistent.
+        Raises ValueError for an empty message (nothing is appended then).
+        """
+        if not user_text.strip():
+            raise ValueError("The message is empty.")
+        self.add_user_message(user_text)
+        active = Turn(self, user_text)
+        try:
+            yield active
+        finally:
+            if not active.committed:
+                self.rollback_last_user_message()
+
+    @property
+    def has_pending_turn(self) -> bool:
+        return bool(self.history) and self.history[-1].role == "user"
+
+    @property
+    def turn_number(self) -> int:
+        """The 1-based number of the current (or, between turns, the last) user turn."""
+        return (len(self.history) + 1) // 2
+
+    # -- context planning -----------------------------------------------------
+
+    def summary_message(self) -> Message:
+        return Message("developer", SUMMARY_PREAMBLE + self.summary)
+
+    def prepare(self) -> PreparedContext:
+        """Builds this turn's context, folding into the summary what must leave.
+
+        Pairs that left the window, and then the oldest pairs while the budget is
+        exceeded, are folded in one summary request, planned from local counts
+        with room reserved for a full-length summary. A second request happens
+        only if the counter in use (the API's, say) disagrees with the plan.
+        Raises ValueError without a pending user message, and
+        ContextBudgetError when even summary plus current message do not fit;
+        it raises that before any summary request when the message alone is too big.
+        """
+        if not self.history:
+            raise ValueError("The conversation history is empty.")
+        if not self.has_pending_turn:
+            raise ValueError("The last message must be a user message before building the context.")
+
+        current = len(self.history) - 1
+        spent, folded = 0, 0
+        start = self._plan_window_start(current)
+        while True:
+            if start > self.summarized_message_count:
+                before = self.summarized_message_count
+                version = self.fold_through(start)
+                spent += version.tokens
+                folded += start - before
+            prepared = self._context_from(start, current, spent, folded)
+            if prepared.input_tokens <= self.max_input_tokens:
+                self.last_prepared = prepared
+                return prepared
+            if start >= current:
+                raise ContextBudgetError(prepared.input_tokens, self.max_input_tokens)
+            start += 2
+
+    def fold_through(self, end: int) -> SummaryVersion:
+        """Folds ``history[summarized_message_count:end]`` into the summary in one request.
+
+        Summary and pointer change together, in one assignment, or not at all:
+        a failed request leaves the old summary in place. ``end`` must be even
+        and must not pass the completed pairs.
+        """
+        start = self.summarized_message_count
+        completed = len(self.history) - (1 if self.has_pending_turn else 0)
+        if end % 2 or not start < end <= completed:
+            raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
+        version = self._summarize(tuple(self.history[start:end]), start, end)
+        self.summary_versions.append(version)
+        return version
+
+    def full_history_tokens(self) -> int:
+        """What one request with every message in history would cost, instructions included."""
+        counted, tokens = self._history_tokens
+        if counted > len(self.history):
+            counted, tokens = 0, 0
+        tokens += sum(count_message(m.role, m.content) for m in self.history[counted:])
+        self._history_tokens = (len(self.history), tokens)
+        # Rollbacks shorten the history; the recount above restarts from zero then.
+        return self._instructions_tokens() + REPLY_PRIMING_TOKENS + tokens
+
+    def _plan_window_start(self, current: int) -> int:
+        """The first history index that stays verbatim, from local counts alone."""
+        pointer = self.summarized_message_count
+        window_limit = 2 * self.max_recent_turns
+        start = pointer
+        if current - pointer > 2 * (self.max_recent_turns + self.fold_batch_turns):
+            start = current - window_limit
+        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._message_tokens(current)
+        window = sum(self._message_tokens(i) for i in range(start, current))
+
+        def summary_cost() -> int:
+            return self._reserved_summary_tokens() if start > pointer else self._current_summary_tokens()
+
+        if fixed > self.max_input_tokens:
+            raise ContextBudgetError(fixed + self._current_summary_tokens(), self.max_input_tokens)
+        while fixed + summary_cost() + window > self.max_input_tokens and start < current:
+            window -= self._message_tokens(start) + self._message_tokens(start + 1)
+            start += 2
+        return start
+
+    def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
+        recent = self.history[start:current]
+        messages = tuple(self.create_context_messages(recent, self.history[current]))
+        sources: tuple[Source, ...] = (
+            ("summary",) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
+        )
+        return PreparedContext(
+            context_messages=messages,
+            sources=sources,
+            message_tokens=tuple(count_message(m.role, m.content) for m in messages),
+            input_tokens=self.count_input_tokens(messages),
+            summary_token_usage=spent,
+            newly_summarized_count=folded,
+        )
+
+    def _summarize(self, new_messages: tuple[Message, ...], start: int, end: int) -> SummaryVersion:
+        request = SummaryRequest(
+            model=self.model,
+            instructions=self.summary_instructions,
+            existing_summary=self.summary,
+            new_messages=new_messages,
+            max_output_tokens=self.max_summary_tokens,
+        )
+        began = time.perf_counter()
+        completion = self.backend.summarize(request)
+        self._record("summary", self._local.count(self.model, request.instructions, [Message("user", request.input_text)]), completion, began)
+        text = truncate_text(completion.text.strip(), self.max_summary_tokens)
+        if not text and new_messages:
+            raise SummaryError("The model returned an empty summary; the previous summary is kept.")
+        return SummaryVersion(text, end, (start, end), completion.usage.total_tokens, self.turn_number)
+
+    def _record(self, kind: Literal["reply", "summary"], counted: int, completion: Completion, began: float, **extra: Any) -> None:
+        self.ledger.append(
+            UsageRecord.of(
+                turn=self.turn_number,
+                kind=kind,
+                model=self.model,
+                counted_input_tokens=counted,
+                usage=completion.usage,
+                latency_s=time.perf_counter() - began,
+                **extra,
+            )
+        )
+
+    def _message_tokens(self, index: int) -> int:
+        message = self.history[index]
+        return count_message(message.role, message.content)
+
+    def _instructions_tokens(self) -> int:
+        return count_message("system", self.system_prompt) if self.system_prompt else 0
+
+    def _reserved_summary_tokens(self) -> int:
+        # +1: the preamble and the summary may not split at a token boundary.
+        return count_message("developer", SUMMARY_PREAMBLE) + self.max_summary_tokens + 1
+
+    def _current_summary_tokens(self) -> int:
+        return count_message("developer", SUMMARY_PREAMBLE + self.summary) if self.summary else 0
+
+
+class Turn:
+    """One user turn in progress; see ``ShortTermMemory.turn``."""
+
+    def __init__(self, memory: ShortTermMemory, user_text: str) -> None:
+        self.memory = memory
+        self.user_text = user_text
+        self.prepared: PreparedContext | None = None
+        self.stats: TurnStats | None = None
+        self.reply: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.stats is not None
+
+    def stream(self) -> Iterator[str]:
+        """Prepares the context, yields the reply's text as it arrives, then commits.
+
+        The turn is committed only after the model's final event. If the stream
+        fails or is abandoned part-way, nothing of the reply is kept, and the
+        enclosing ``with memory.turn(...)`` rolls the user message back.
+        """
+        memory = self.memory
+        self.prepared = prepared = memory.prepare()
+        request = ReplyRequest(
+            model=memory.model,
+            instructions=memory.system_prompt,
+            messages=prepared.context_messages,
+            counted_input_tokens=prepared.input_tokens,
+            input_budget=memory.max_input_tokens,
+        )
+        began = time.perf_counter()
+        for item in memory.backend.stream_reply(request):
+            if isinstance(item, Completion):
+                self._commit(item, began)
+                return
+            yield item
+        raise BackendError("The model's stream ended before the response was complete.")
+
+    def run(self) -> str:
+        """Runs the whole turn without streaming; returns the reply text."""
+        for _ in self.stream():
+            pass
+        assert self.reply is not None
+        return self.reply
+
+    def _commit(self, completion: Completion, began: float) -> None:
+        assert self.prepared is not None
+        self.reply = completion.text
+        self.stats = self.memory.finish_turn(
+            completion.text,
+            self.prepared.context_messages,
+            completion.usage.total_tokens,
+            usage=completion.usage,
+            latency_s=time.perf_counter() - began,
+        )

