@@ -15,7 +15,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _LEADING_FILLER = {"actually", "well", "oh", "no", "so", "now", "also", "and", "but", "sorry", "ok", "okay", "hi", "hello"}
 _VERBS = {"is", "am", "are", "was", "were", "'m", "want", "wants", "like", "likes", "need", "needs", "prefer", "live", "work", "study"}
-_FIRST_PERSON = {"i", "i'm", "my", "me", "mine", "we", "our", "我", "我的"}
+_FIRST_PERSON = {"i", "'m", "my", "mine", "we", "our"}
 _BULLET = "- "
 MAX_STATEMENT_WORDS = 40
 
@@ -52,8 +52,12 @@ def topic_key(sentence: str) -> str | None:
 
 
 def _is_about_user(sentence: str) -> bool:
-    lowered = sentence.lower()
-    return bool(set(_words(sentence)) & _FIRST_PERSON) or "我" in lowered or sentence.rstrip().endswith(("?", "？"))
+    """A statement in the first person: a fact, goal or preference of the user's."""
+    return bool(set(" ".join(_words(sentence)).split()) & _FIRST_PERSON) or "我" in sentence
+
+
+def _is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith(("?", "？"))
 
 
 def _clip(sentence: str) -> str:
@@ -67,8 +71,8 @@ def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: in
     - Each user sentence becomes one ``- `` line; assistant messages are skipped.
     - A newer sentence with the same topic key replaces the older one in place of it.
     - Exact repeats are kept once.
-    - Over ``word_limit`` words, lines not about the user (no first person, not a
-      question) are dropped first, oldest first, then the oldest lines of all.
+    - Over ``word_limit`` words, the oldest lines go first: first those that are
+      neither about the user (first person) nor questions, then questions, then any.
     Returns ``existing`` unchanged when there is nothing new to keep.
     """
     lines = [line[len(_BULLET) :] if line.startswith(_BULLET) else line for line in existing.splitlines() if line.strip()]
@@ -88,7 +92,8 @@ def _fit(lines: list[str], word_limit: int) -> list[str]:
     def size(ls: list[str]) -> int:
         return sum(len(line.split()) for line in ls)
 
-    for keep_if in (_is_about_user, lambda _: False):
+    tiers = (lambda line: _is_about_user(line) or _is_question(line), _is_about_user, lambda line: False)
+    for keep_if in tiers:
         i = 0
         while size(lines) > word_limit and i < len(lines):
             if keep_if(lines[i]):

@@ -1,0 +1,85 @@
+"""The terminal REPL and the article's own main loop, both offline."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memora import ShortTermMemory
+from memora.cli import repl
+from tests.fakes import ScriptedBackend
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_repl(memory, lines):
+    inputs, output = iter(lines), []
+    repl(memory, read=lambda prompt: next(inputs), write=output.append)
+    return "\n".join(output)
+
+
+def test_repl_commands_and_stats(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    out = run_repl(memory, ["one", "two", "three", "history", "context", "summary", "status", "exit"])
+    assert "Memora: reply 3" in out
+    assert "Newly summarized messages: 2" in out
+    assert "Counted input tokens:" in out and "Actual input tokens:" in out
+    assert "--- Full Conversation History ---\nuser: one\nassistant: reply 1" in out
+    assert "--- Conversation Summary ---\none | reply 1" in out
+    assert "History messages: 6" in out and "Summarized messages: 2" in out
+    assert out.endswith("Bye!")
+    assert len(backend.replies) == 3, "commands call no model"
+
+
+def test_repl_reports_a_failure_and_keeps_going(backend):
+    memory = ShortTermMemory(backend)
+    backend.fail_next("reply")
+    out = run_repl(memory, ["hello", "hello again", "exit"])
+    assert "Request failed: scripted failure" in out
+    assert [m.content for m in memory.history] == ["hello again", "reply 2"]
+
+
+def test_repl_ends_on_end_of_input(backend):
+    def read(prompt):
+        raise EOFError
+
+    output = []
+    repl(ShortTermMemory(backend), read=read, write=output.append)
+    assert output[-1] == "Bye!"
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMORA_"))}
+    return {**env, "PYTHONPATH": str(ROOT)}
+
+
+def test_python_m_memora_runs_offline():
+    script = "My English level is B1.\nstatus\nexit\n"
+    result = subprocess.run(
+        [sys.executable, "-m", "memora"], input=script, capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Backend: Offline (no language model)" in result.stdout
+    assert "Offline mode, no language model." in result.stdout
+    assert "History messages: 2" in result.stdout
+
+
+def test_the_articles_main_loop_runs_against_the_package():
+    turns = [f"Turn {i}: I am practising travel English." for i in range(1, 7)]
+    script = "\n".join([*turns, "history", "context", "summary", "status", "exit"]) + "\n"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "article_v07_loop.py")],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Request failed" not in out
+    assert out.count("--- Memory Status ---") == 6
+    assert "History messages: 12" in out
+    assert "Summarized messages: 4" in out
+    assert "Last context messages: 8" in out
+    assert "- Turn 1: I am practising travel English." in out

