@@ -59,7 +59,8 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
 def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> None:
     """Reads until ``exit`` or end of input. A failed turn is rolled back and reported."""
     write("Memora v0.7")
-    write(f"Backend: {memory.backend.label} · model {memory.model}")
+    model = "" if memory.backend.offline else f" · model {memory.model}"
+    write(f"Backend: {memory.backend.label}{model}")
     write("Commands: " + ", ".join(COMMANDS))
     while True:
         try:
