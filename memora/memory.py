@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from memora.backends import Backend, Completion, ReplyRequest, SummaryRequest, as_backend
 from memora.backends.base import BackendError
+from memora.limits import SessionLimits
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import (
@@ -140,7 +141,8 @@ class ShortTermMemory:
     ``client`` is a memora backend or an ``openai.OpenAI`` client. Token
     counts are local (o200k_base) unless ``token_counter`` says otherwise.
     ``fold_batch_turns`` lets the window grow that many extra turns before
-    folding, so that folds come in fewer, larger summary requests.
+    folding, so that folds come in fewer, larger summary requests. ``limits``
+    caps message size, turns and tokens per session (see ``memora.limits``).
     """
 
     def __init__(
@@ -155,6 +157,7 @@ class ShortTermMemory:
         token_counter: TokenCounter | None = None,
         max_summary_tokens: int = MAX_SUMMARY_TOKENS,
         fold_batch_turns: int = 0,
+        limits: SessionLimits | None = None,
     ) -> None:
         self.backend: Backend = as_backend(client)
         self.client = client
@@ -166,6 +169,7 @@ class ShortTermMemory:
         self.max_input_tokens = max_input_tokens
         self.max_recent_turns = max_recent_turns
         self.fold_batch_turns = fold_batch_turns
+        self.limits = limits or SessionLimits()
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
         if fold_batch_turns < 0:
             raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
@@ -326,10 +330,12 @@ class ShortTermMemory:
         exception, BaseException included (Streamlit's stop and rerun), and after
         a stream abandoned half-way. The user's text stays on ``turn.user_text``.
         Summaries folded before the failure stay folded; they are consistent.
-        Raises ValueError for an empty message (nothing is appended then).
+        Raises ValueError for an empty message, and LimitReached (a ValueError)
+        when a session limit refuses it; nothing is appended then.
         """
         if not user_text.strip():
             raise ValueError("The message is empty.")
+        self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
         self.add_user_message(user_text)
         active = Turn(self, user_text)
         try:

@@ -1,0 +1,40 @@
+"""Session limits for classroom sharing: refused before anything is sent or stored."""
+
+import pytest
+
+from memora import ShortTermMemory
+from memora.limits import LimitReached, SessionLimits
+from tests.test_memory import assert_consistent, chat
+
+
+def test_a_huge_paste_is_refused_before_any_request(backend):
+    memory = ShortTermMemory(backend)
+    with pytest.raises(LimitReached) as caught:
+        with memory.turn("x" * 200_000):
+            pass
+    assert (caught.value.code, caught.value.value, caught.value.limit) == ("message_too_long", 200_000, 20_000)
+    assert "200,000 characters" in str(caught.value)
+    assert memory.history == [] and backend.replies == [] and backend.summaries == []
+
+
+def test_turn_and_token_caps(backend):
+    memory = ShortTermMemory(backend, limits=SessionLimits(max_turns=2))
+    chat(memory, "a", "b")
+    with pytest.raises(LimitReached, match="limit of 2 turns"):
+        chat(memory, "c")
+    assert len(backend.replies) == 2
+    assert_consistent(memory)
+
+    memory = ShortTermMemory(backend, limits=SessionLimits(max_session_tokens=50))
+    chat(memory, "a")
+    assert memory.session_total_tokens >= 50
+    with pytest.raises(LimitReached) as caught:
+        chat(memory, "b")
+    assert caught.value.code == "too_many_tokens"
+
+
+@pytest.mark.parametrize("field", ["max_message_chars", "max_turns", "max_session_tokens"])
+@pytest.mark.parametrize("value", [0, -5])
+def test_nonsense_limits_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        SessionLimits(**{field: value})
