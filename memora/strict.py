@@ -71,6 +71,8 @@ def parse_json(raw: bytes | str, error: type[StrictError], *, max_bytes: int) ->
 
     try:
         return json.loads(text, parse_constant=no_constant, parse_float=finite_float, object_pairs_hook=unique_keys)
+    except StrictError:
+        raise
     except RecursionError:
         raise error("too_deep", "The file is nested too deeply.") from None
     except json.JSONDecodeError as problem:
