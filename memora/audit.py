@@ -115,7 +115,12 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
         if tag == "equal":
             add("same", new_tokens[b0:b1])
         else:
-            add("removed", old_tokens[a0:a1])
+            removed = old_tokens[a0:a1]
+            # A same-run ends with the new text's spacing; when the new text ends
+            # there but the old one went on, the old space comes back here.
+            if removed and a0 and old_tokens[a0 - 1][-1:].isspace() and segments and not segments[-1].text[-1:].isspace():
+                removed = [" ", *removed]
+            add("removed", removed)
             add("added", new_tokens[b0:b1])
     return tuple(segments)
 

@@ -91,3 +91,21 @@ def test_markdown_marks_words_per_line_with_hard_breaks():
     )
     assert diff_markdown(segments) == "\\- ~~B1\\.~~ **B2\\.**  \n**\\- Mina** likes tea\\."
     assert diff_markdown(()) == ""
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_words = st.lists(st.sampled_from(["B1", "B2", "I", "like", "tea.", "我", "的", "程度", "，", "- ", "\n", "  "]), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_words, _words)
+def test_any_diff_rebuilds_new_exactly_and_old_up_to_whitespace(old_words, new_words):
+    old, new = " ".join(old_words), " ".join(new_words)
+    segments = word_diff(old, new)
+    assert "".join(s.text for s in segments if s.kind != "removed") == new
+    assert "".join(s.text for s in segments if s.kind != "added").split() == old.split()
+    assert all(s.text for s in segments)
+    assert all(a.kind != b.kind for a, b in zip(segments, segments[1:]))
+    assert "<" not in diff_markdown(segments)
