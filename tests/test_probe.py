@@ -128,6 +128,8 @@ def test_extractive_correction_retracts_only_the_corrected_clause():
         150,
     )
     assert summary.splitlines() == ["- My name is Mina.", "- I want travel English.", "- Actually I'm B2, not B1."]
+    again = merge_summary(summary, [user("Sorry, I'm C1, not B2.")], 150)
+    assert again.splitlines() == ["- My name is Mina.", "- I want travel English.", "- Sorry, I'm C1, not B2."]
     assert retracted_values("I'm not sure about that.") == []
     assert retracted_values("其實我是 B2，不是 B1。") == ["B1"]
     assert topic_key("I'm B2.") is None and topic_key("My level is B2.") == "my level is"

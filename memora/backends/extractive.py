@@ -46,8 +46,9 @@ def topic_key(sentence: str) -> str | None:
     """The words up to the first verb, with leading filler removed.
 
     "Actually my level is B2" and "My level is B1" share the key "my level is",
-    so the newer one replaces the older. Sentences with no such verb have no key
-    and never replace anything.
+    so the newer one replaces the older. Sentences with no such verb, or whose
+    words up to it are only pronouns and verbs ("I'm B2", "I want tea"), have no
+    key and never replace anything.
     """
     words = " ".join(_words(sentence)).split()
     while words and words[0] in _LEADING_FILLER:
@@ -76,6 +77,9 @@ def _retract(line: str, value: str) -> str:
     pattern = re.compile(rf"(?<![\w]){re.escape(value)}(?![\w])", re.IGNORECASE)
     if not pattern.search(line):
         return line
+    if retracted_values(line):
+        # An earlier correction of the same fact goes whole: "not B1." alone would mislead.
+        return ""
     clauses = [c for c in _CLAUSE_END.split(line) if c.strip()]
     kept = [c for c in clauses if not pattern.search(c)]
     if not kept:
