@@ -123,3 +123,21 @@ def test_format_usd():
     assert format_usd(float("nan")) == "—"
     assert format_usd(0.000123) == "$0.000123"
     assert format_usd(-1.5) == "-$1.5000"
+
+
+def test_costs_of_a_real_session_follow_its_ledger():
+    from tests.fakes import ScriptedBackend
+
+    memory = ShortTermMemory(ScriptedBackend(), max_recent_turns=1)
+    for text in ["My name is Ana.", "I like tea.", "I live in Lisbon.", "I study at night."]:
+        with memory.turn(text) as turn:
+            turn.run()
+    price = PriceTable().price_for(memory.model)
+    frame = ledger_cost_frame(memory.ledger)
+    expected = [(r.input_tokens * price.input + r.output_tokens * price.output) / 1e6 for r in memory.ledger]
+    assert frame.cost_usd.tolist() == pytest.approx(expected)
+    summary = cost_summary(memory.ledger)
+    assert summary.spent_usd == pytest.approx(sum(expected))
+    replies = [r for r in memory.ledger if r.kind == "reply"]
+    assert summary.full_history_usd == pytest.approx(sum(r.full_history_tokens for r in replies) * price.input / 1e6)
+    assert cost_per_turn(memory.ledger).reply.sum() == pytest.approx(sum(e for e, r in zip(expected, memory.ledger) if r.kind == "reply"))
