@@ -1,7 +1,8 @@
 """The offline engine's summarizer: extractive, deterministic, no language model.
 
 It keeps what the user said, one statement per line, and merges it into the
-previous summary. It never writes a sentence the user did not write.
+previous summary. It never writes a word the user did not write: it keeps whole
+sentences, or, when a later correction retracts part of one, the rest of it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ _WORD = re.compile(r"[\w']+", re.UNICODE)
 _LEADING_FILLER = {"actually", "well", "oh", "no", "so", "now", "also", "and", "but", "sorry", "ok", "okay", "hi", "hello"}
 _VERBS = {"is", "am", "are", "was", "were", "'m", "want", "wants", "like", "likes", "need", "needs", "prefer", "live", "work", "study"}
 _FIRST_PERSON = {"i", "'m", "my", "mine", "we", "our"}
+_GENERIC_KEY_WORDS = _FIRST_PERSON | _VERBS | {"i", "'m", "i'm", "me", "it", "this", "that", "there", "you", "he", "she", "they", "really", "just", "still"}
+# "Actually I'm B2, not B1": a cue that the sentence corrects something, then the retracted value.
+_CORRECTION_CUE = re.compile(r"\b(?:actually|correction|sorry|i mean|i meant|wait|oops)\b|其實|更正|不對|抱歉", re.IGNORECASE)
+_RETRACTED = re.compile(r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)([A-Za-z0-9][\w'-]*)", re.IGNORECASE)
+_NOT_A_VALUE = {"a", "an", "the", "really", "very", "sure", "so", "too", "that", "this", "it", "yet", "just", "to", "be", "at", "in", "on"}
+_CLAUSE_END = re.compile(r"(?<=[,;，；、])\s*|\s+(?=and\s|but\s)")
 _BULLET = "- "
 MAX_STATEMENT_WORDS = 40
 
@@ -39,16 +46,46 @@ def topic_key(sentence: str) -> str | None:
     """The words up to the first verb, with leading filler removed.
 
     "Actually my level is B2" and "My level is B1" share the key "my level is",
-    so the newer one replaces the older. Sentences with no such verb have no key
-    and never replace anything.
+    so the newer one replaces the older. Sentences with no such verb, or whose
+    words up to it are only pronouns and verbs ("I'm B2", "I want tea"), have no
+    key and never replace anything.
     """
     words = " ".join(_words(sentence)).split()
     while words and words[0] in _LEADING_FILLER:
         words = words[1:]
     for i, word in enumerate(words[:8]):
         if word in _VERBS:
-            return " ".join(words[: i + 1])
+            key = words[: i + 1]
+            # "I'm" or "I want" alone says nothing about the topic: "I'm B2" must not replace "I'm Mina".
+            return None if all(w in _GENERIC_KEY_WORDS for w in key) else " ".join(key)
     return None
+
+
+def retracted_values(sentence: str) -> list[str]:
+    """The values a correcting sentence takes back: ``["B1"]`` for "Actually I'm B2, not B1."
+
+    Only sentences with a correction cue ("actually", "sorry", "I mean", 其實, 更正...)
+    retract anything, so "I'm not sure" retracts nothing.
+    """
+    if not _CORRECTION_CUE.search(sentence):
+        return []
+    return [v for v in _RETRACTED.findall(sentence) if v.lower() not in _NOT_A_VALUE]
+
+
+def _retract(line: str, value: str) -> str:
+    """``line`` without the clauses that state ``value``; ``""`` if nothing else is left."""
+    pattern = re.compile(rf"(?<![\w]){re.escape(value)}(?![\w])", re.IGNORECASE)
+    if not pattern.search(line):
+        return line
+    if retracted_values(line):
+        # An earlier correction of the same fact goes whole: "not B1." alone would mislead.
+        return ""
+    clauses = [c for c in _CLAUSE_END.split(line) if c.strip()]
+    kept = [c for c in clauses if not pattern.search(c)]
+    if not kept:
+        return ""
+    text = re.sub(r"^(?:and|but|so)\s+", "", " ".join(c.strip() for c in kept), flags=re.IGNORECASE).rstrip(",;，；、 ")
+    return text if text.endswith((".", "!", "?", "。", "！", "？")) else text + "."
 
 
 def _is_about_user(sentence: str) -> bool:
@@ -70,6 +107,8 @@ def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: in
 
     - Each user sentence becomes one ``- `` line; assistant messages are skipped.
     - A newer sentence with the same topic key replaces the older one in place of it.
+    - A correction ("Actually I'm B2, not B1.") removes, from older lines, the
+      clauses that state the retracted value, and lines left empty by that.
     - Exact repeats are kept once.
     - Over ``word_limit`` words, the oldest lines go first: first those that are
       neither about the user (first person) nor questions, then questions, then any.
@@ -83,6 +122,8 @@ def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: in
             sentence = _clip(sentence)
             key = topic_key(sentence)
             lines = [old for old in lines if old != sentence and (key is None or topic_key(old) != key)]
+            for value in retracted_values(sentence):
+                lines = [kept for kept in (_retract(old, value) for old in lines) if kept]
             lines.append(sentence)
     lines = _fit(lines, word_limit)
     return "\n".join(_BULLET + line for line in lines)
