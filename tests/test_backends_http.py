@@ -327,3 +327,37 @@ def test_responses_failed_event_is_an_error() -> None:
         error, turn, _ = failed_turn(memory, "Hi")
 
     assert "boom" in str(error) and memory.history == [] and memory.ledger == []
+
+
+def test_responses_incomplete_event_keeps_the_text_received() -> None:
+    def incomplete(handler, request) -> None:
+        handler.start_stream()
+        handler.send_event({"type": "response.output_text.delta", "sequence_number": 0, "item_id": "m", "output_index": 0, "content_index": 0, "delta": "Half an ans", "logprobs": []}, "response.output_text.delta")
+        usage = {"input_tokens": 90, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 94}
+        response = {"id": "resp_1", "object": "response", "status": "incomplete", "output": [], "incomplete_details": {"reason": "max_output_tokens"}, "usage": usage}
+        handler.send_event({"type": "response.incomplete", "sequence_number": 1, "response": response}, "response.incomplete")
+        handler.end_stream()
+
+    with ResponsesServer() as server:
+        memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)))
+        server.queue(incomplete)
+        chat(memory, "Hi")
+
+    assert memory.history[-1] == Message("assistant", "Half an ans")
+    assert (memory.ledger[-1].input_tokens, memory.ledger[-1].output_tokens) == (90, 4)
+
+
+def test_chat_error_chunk_mid_stream_is_an_error_without_the_key() -> None:
+    def error_chunk(handler, request) -> None:
+        handler.start_stream()
+        handler.send_event({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]})
+        handler.send_event({"error": {"message": f"model crashed (key {CHAT_KEY})", "type": "server_error"}})
+        handler.end_stream()
+
+    with ChatServer() as server:
+        memory = ShortTermMemory(ChatCompletionsBackend(_client(server.url, CHAT_KEY)), model="llama3.2")
+        server.queue(error_chunk)
+        error, turn, seen = failed_turn(memory, "Hi")
+
+    assert seen == ["Hel"] and "model crashed" in str(error) and CHAT_KEY not in str(error)
+    assert memory.history == [] and memory.ledger == [] and turn.user_text == "Hi"
