@@ -19,8 +19,9 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MODEL``: the model. Default ``gpt-5-mini`` for ``openai``; required by ``chat``.
 - ``MEMORA_TOKEN_COUNTING``: ``local`` (o200k_base, no network; default) or ``api``
   (``responses.input_tokens.count``; ``openai`` backend only).
-- ``MEMORA_TIMEOUT``: seconds to wait for the server (connect, and between streamed
-  bytes); default 60.
+- ``MEMORA_TIMEOUT``: seconds to wait for the server's answer, and between streamed
+  bytes; default 120 (a reasoning model may think a while before its first word).
+  Connecting is given at most 5 seconds.
 - ``MEMORA_MAX_RETRIES``: the SDK's retries on connection errors, 408, 409, 429 and
   5xx, with backoff; default 2.
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
@@ -33,6 +34,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS
 
@@ -49,7 +51,9 @@ BACKEND_LABELS: dict[BackendName, str] = {
 }
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 5.0
+"""The SDK's own connect timeout: an unreachable server is reported in seconds, not minutes."""
 DEFAULT_MAX_RETRIES = 2
 
 
@@ -183,10 +187,10 @@ def build_backend(settings: Settings) -> Backend:
         client = openai.OpenAI(
             api_key=settings.chat_api_key or NO_KEY,
             base_url=settings.base_url,
-            timeout=settings.timeout_s,
+            timeout=_timeout(settings),
             max_retries=settings.max_retries,
         )
-        return ChatCompletionsBackend(client, label=f"OpenAI-compatible server ({settings.base_url})")
+        return ChatCompletionsBackend(client, label=f"OpenAI-compatible server ({shown_url(settings.base_url)})")
     if not settings.api_key:
         raise SettingsError("The openai backend needs OPENAI_API_KEY (environment, secrets, or the page's key field).")
     from memora.backends.openai_responses import OpenAIResponsesBackend
@@ -194,10 +198,26 @@ def build_backend(settings: Settings) -> Backend:
     client = openai.OpenAI(
         api_key=settings.api_key,
         base_url=settings.base_url,
-        timeout=settings.timeout_s,
+        timeout=_timeout(settings),
         max_retries=settings.max_retries,
     )
     return OpenAIResponsesBackend(client)
+
+
+def _timeout(settings: Settings) -> Any:  # -> openai.Timeout
+    import openai
+
+    return openai.Timeout(settings.timeout_s, connect=min(CONNECT_TIMEOUT_S, settings.timeout_s))
+
+
+def shown_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part, fit to show in the UI."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def build_token_counter(settings: Settings, backend: Backend) -> TokenCounter:

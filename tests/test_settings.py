@@ -10,6 +10,7 @@ from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import DEFAULT_MODEL
 from memora.settings import (
     BACKENDS,
+    CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     Settings,
@@ -17,6 +18,7 @@ from memora.settings import (
     build_backend,
     build_token_counter,
     load_settings,
+    shown_url,
 )
 from memora.tokens import ApiTokenCounter, LocalTokenCounter
 
@@ -59,7 +61,8 @@ def test_chat_from_environment_and_from_secrets_builds_the_same_backend() -> Non
     assert isinstance(backend, ChatCompletionsBackend)
     assert str(backend.client.base_url).rstrip("/") == "http://localhost:11434/v1"
     assert backend.client.api_key == NO_KEY
-    assert backend.client.timeout == DEFAULT_TIMEOUT_S and backend.client.max_retries == DEFAULT_MAX_RETRIES
+    assert backend.client.timeout.read == DEFAULT_TIMEOUT_S and backend.client.timeout.connect == CONNECT_TIMEOUT_S
+    assert backend.client.max_retries == DEFAULT_MAX_RETRIES
 
 
 def test_chat_never_receives_the_openai_key() -> None:
@@ -83,7 +86,9 @@ def test_openai_backend_takes_base_url_timeout_and_retries() -> None:
     backend = build_backend(settings)
     assert isinstance(backend, OpenAIResponsesBackend)
     assert str(backend.client.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
-    assert (backend.client.timeout, backend.client.max_retries) == (7.0, 1)
+    assert (backend.client.timeout.read, backend.client.timeout.connect, backend.client.max_retries) == (7.0, 5.0, 1)
+    short = build_backend(settings.with_changes(timeout_s=0.5))
+    assert short.client.timeout.connect == 0.5  # never longer than the whole timeout
 
 
 def test_page_changes_select_the_same_backends() -> None:
@@ -136,3 +141,10 @@ def test_openai_without_a_key_cannot_be_built() -> None:
 
 def test_backends_lists_every_choice() -> None:
     assert BACKENDS == ("offline", "openai", "chat")
+
+
+def test_the_chat_label_never_shows_credentials_in_the_url() -> None:
+    assert shown_url("http://user:pw@10.0.0.5:8000/v1") == "http://10.0.0.5:8000/v1"
+    assert shown_url("http://localhost:11434/v1") == "http://localhost:11434/v1"
+    settings = load_settings({}, {**OLLAMA, "MEMORA_BASE_URL": "https://bob:hunter22@llm.school.example/v1"})
+    assert "hunter22" not in build_backend(settings).label
