@@ -1,6 +1,7 @@
 """The terminal REPL: the article's Memora v0.7 loop on the same memory.
 
-Commands: history, context, summary, status, exit. Offline unless a key is set.
+Commands: history, context, summary, status, usage, exit. Offline unless a key is set;
+``memora.settings`` lists the variables that choose the backend.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Callable, Sequence
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
-from memora.settings import SettingsError, build_backend, load_settings
+from memora.settings import SettingsError, build_backend, build_token_counter, load_settings
+from memora.usage import UsageRecord
 
-COMMANDS = ("history", "context", "summary", "status", "exit")
+COMMANDS = ("history", "context", "summary", "status", "usage", "exit")
 
 
 def format_messages(title: str, messages: Sequence[Message]) -> str:
@@ -21,25 +23,60 @@ def format_messages(title: str, messages: Sequence[Message]) -> str:
     return f"\n--- {title} ---\n{body}\n----------------------------"
 
 
+def format_gap(counted: int, actual: int | None, estimated: bool) -> str:
+    """How far the count taken before sending was from what the server billed.
+
+    Negative means the local count was under the bill. There is no gap to show when
+    the server reported nothing, or when its figure is itself a local estimate.
+    """
+    if actual is None:
+        return "not available (the server reported no input tokens)"
+    if estimated:
+        return "none to show (the server reported no usage; both figures are local counts)"
+    gap = counted - actual
+    share = f" ({gap / actual:+.1%} of actual)" if actual else ""
+    return f"{gap:+d} tokens{share}"
+
+
 def format_stats(stats: TurnStats) -> str:
     """The article's per-turn block, plus the gap between counted and billed input."""
-    actual = "not reported" if stats.input_tokens is None else f"{stats.input_tokens}"
-    if stats.estimated:
-        actual += " (estimated locally)"
-    gap = "" if stats.input_tokens is None else f" (counted - actual = {stats.counted_input_tokens - stats.input_tokens:+d})"
+    if stats.input_tokens is None:
+        actual = "not reported"
+    elif stats.estimated:
+        actual = f"{stats.input_tokens} (estimated locally: the server reported no usage)"
+    else:
+        actual = f"{stats.input_tokens} (billed by the server)"
     return "\n".join(
         [
             "\n--- Memory Status ---",
             f"Newly summarized messages: {stats.newly_summarized_count}",
             f"Context messages sent: {stats.context_messages}",
             f"Counted input tokens: {stats.counted_input_tokens}",
-            f"Actual input tokens: {actual}{gap}",
+            f"Actual input tokens: {actual}",
+            f"Estimate gap (counted - actual): {format_gap(stats.counted_input_tokens, stats.input_tokens, stats.estimated)}",
             f"Output tokens: {stats.output_tokens}",
             f"Summary update tokens: {stats.summary_token_usage}",
             f"Session total tokens: {stats.session_total_tokens}",
             "---------------------",
         ]
     )
+
+
+def format_usage(records: Sequence[UsageRecord]) -> str:
+    """Every model request of the session: counted against billed input, and the rest of its usage."""
+    if not records:
+        return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
+    header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}"
+    rows = []
+    for r in records:
+        actual = "-" if r.input_tokens is None else f"{r.input_tokens}{'~' if r.estimated else ''}"
+        gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"
+        output = "-" if r.output_tokens is None else str(r.output_tokens)
+        rows.append(
+            f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} {r.reasoning_tokens:>6} {r.cached_tokens:>6}"
+        )
+    note = "~ estimated locally: the server reported no usage" if any(r.estimated for r in records) else ""
+    return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])
 
 
 def run_command(memory: ShortTermMemory, command: str) -> str | None:
@@ -50,6 +87,8 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
         return format_messages("Last Request Context", memory.last_context)
     if command == "summary":
         return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
+    if command == "usage":
+        return format_usage(memory.ledger)
     if command == "status":
         rows = "\n".join(f"{name}: {value}" for name, value in memory.get_status().items())
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
@@ -60,7 +99,7 @@ def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Cal
     """Reads until ``exit`` or end of input. A failed turn is rolled back and reported."""
     write("Memora v0.7")
     model = "" if memory.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {memory.backend.label}{model}")
+    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label}")
     write("Commands: " + ", ".join(COMMANDS))
     while True:
         try:
@@ -90,11 +129,13 @@ def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Cal
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
+        backend = build_backend(settings)
         memory = ShortTermMemory(
-            client=build_backend(settings),
+            client=backend,
             model=settings.model,
             max_input_tokens=settings.max_input_tokens,
             max_recent_turns=settings.max_recent_turns,
+            token_counter=build_token_counter(settings, backend),
         )
     except (SettingsError, ValueError) as error:
         print(f"Configuration error: {error}", file=sys.stderr)

@@ -30,7 +30,6 @@ from memora.tokens import (
     LocalTokenCounter,
     TokenCounter,
     count_message,
-    count_text,
     truncate_text,
 )
 from memora.usage import Usage, UsageRecord

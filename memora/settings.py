@@ -1,20 +1,60 @@
 """Settings from environment variables and Streamlit secrets; no Streamlit import here.
 
 Precedence, highest first: Streamlit secrets, then the environment, then defaults.
-The page passes ``st.secrets`` in as a plain mapping.
+The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
+``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
+the same backend whichever way it was chosen.
+
+Variables (each may also be a key in ``.streamlit/secrets.toml``):
+
+- ``MEMORA_BACKEND``: ``offline``, ``openai`` (the Responses API) or ``chat`` (any
+  OpenAI-compatible Chat Completions server). Default: ``openai`` when
+  OPENAI_API_KEY is set, else ``offline``.
+- ``OPENAI_API_KEY``: the OpenAI key; used by the ``openai`` backend only, so it is
+  never sent to another server.
+- ``MEMORA_BASE_URL``, else ``OPENAI_BASE_URL``: the server's URL, ending in ``/v1``
+  (Ollama: ``http://localhost:11434/v1``). Required by ``chat``; for ``openai`` it
+  points the Responses API at a proxy or another endpoint (default: OpenAI's).
+- ``MEMORA_API_KEY``: the ``chat`` server's key, if it needs one.
+- ``MEMORA_MODEL``: the model. Default ``gpt-5-mini`` for ``openai``; required by ``chat``.
+- ``MEMORA_TOKEN_COUNTING``: ``local`` (o200k_base, no network; default) or ``api``
+  (``responses.input_tokens.count``; ``openai`` backend only).
+- ``MEMORA_TIMEOUT``: seconds to wait for the server's answer, and between streamed
+  bytes; default 120 (a reasoning model may think a while before its first word).
+  Connecting is given at most 5 seconds.
+- ``MEMORA_MAX_RETRIES``: the SDK's retries on connection errors, 408, 409, 429 and
+  5xx, with backoff; default 2.
+- ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS
 
-BackendName = Literal["offline", "openai"]
-BACKENDS: tuple[BackendName, ...] = ("offline", "openai")
+if TYPE_CHECKING:
+    from memora.backends.base import Backend
+    from memora.tokens import TokenCounter
+
+BackendName = Literal["offline", "openai", "chat"]
+BACKENDS: tuple[BackendName, ...] = ("offline", "openai", "chat")
+BACKEND_LABELS: dict[BackendName, str] = {
+    "offline": "Offline (no language model)",
+    "openai": "OpenAI (Responses API)",
+    "chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
+}
+TokenCounting = Literal["local", "api"]
+TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
+DEFAULT_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 5.0
+"""The SDK's own connect timeout: an unreachable server is reported in seconds, not minutes."""
+DEFAULT_MAX_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -22,7 +62,9 @@ class Settings:
     """Everything needed to build a memory and its backend.
 
     ``backend`` is ``"offline"`` unless a key is configured or asked for.
-    ``api_key`` never appears in ``repr`` and is never logged.
+    ``api_key`` is the OpenAI key (``openai`` backend); ``chat_api_key`` is the
+    OpenAI-compatible server's (``chat`` backend). Neither appears in ``repr``;
+    neither is ever logged.
     """
 
     backend: BackendName = "offline"
@@ -31,9 +73,14 @@ class Settings:
     max_recent_turns: int = MAX_RECENT_TURNS
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
+    chat_api_key: str | None = field(default=None, repr=False)
+    token_counting: TokenCounting = "local"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_retries: int = DEFAULT_MAX_RETRIES
 
     @property
     def has_key(self) -> bool:
+        """Whether an OpenAI key is set (the ``chat`` server's key is ``chat_api_key``)."""
         return bool(self.api_key)
 
     def with_changes(self, **changes: Any) -> Settings:
@@ -41,55 +88,147 @@ class Settings:
 
 
 class SettingsError(ValueError):
-    """A configured value is malformed; the message names the variable."""
+    """A configured value is malformed or missing; the message names the variable."""
 
 
-def _int(name: str, raw: Any) -> int:
+def _int(name: str, raw: Any, minimum: int) -> int:
     try:
-        return int(raw)
+        value = int(raw)
     except (TypeError, ValueError):
         raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _seconds(name: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SettingsError(f"{name} must be more than 0 seconds, not {raw!r}")
+    return value
+
+
+def _first(value: Any, default: Any) -> Any:
+    # "0" is a valid setting here, so ``or`` would not do.
+    return default if value is None else value
 
 
 def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Reads ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``, ``MEMORA_BACKEND``, ``MEMORA_MODEL``,
-    ``MEMORA_MAX_INPUT_TOKENS`` and ``MEMORA_MAX_RECENT_TURNS``.
+    """Reads the variables listed in this module's docstring, secrets first.
 
-    With a key and no ``MEMORA_BACKEND``, the backend is ``openai``; without a
-    key it is ``offline``. Raises SettingsError for a malformed value.
+    An empty value counts as unset. With a key and no ``MEMORA_BACKEND`` the
+    backend is ``openai``; without a key it is ``offline``.
+    Raises SettingsError for a malformed value, an unknown backend or counting
+    mode, ``chat`` without a base URL or model, and ``api`` counting without ``openai``.
     """
     secrets = secrets or {}
     environ = os.environ if environ is None else environ
 
     def get(name: str) -> Any:
         value = secrets.get(name)
-        return value if value not in (None, "") else environ.get(name) or None
+        if value not in (None, ""):
+            return str(value).strip() if isinstance(value, str) else value
+        return (environ.get(name) or "").strip() or None
 
     api_key = get("OPENAI_API_KEY")
-    backend = get("MEMORA_BACKEND") or ("openai" if api_key else "offline")
+    backend = str(get("MEMORA_BACKEND") or ("openai" if api_key else "offline")).lower()
     if backend not in BACKENDS:
         raise SettingsError(f"MEMORA_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    counting = str(get("MEMORA_TOKEN_COUNTING") or "local").lower()
+    if counting not in TOKEN_COUNTING:
+        raise SettingsError(f"MEMORA_TOKEN_COUNTING must be one of {', '.join(TOKEN_COUNTING)}, not {counting!r}")
+    if counting == "api" and backend != "openai":
+        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
+
+    base_url = get("MEMORA_BASE_URL") or get("OPENAI_BASE_URL")
+    model = get("MEMORA_MODEL")
+    if backend == "chat":
+        if not base_url:
+            raise SettingsError(
+                "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 "
+                "(Ollama: http://localhost:11434/v1)."
+            )
+        if not model:
+            raise SettingsError("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
     defaults = Settings()
     return Settings(
-        backend=backend,
-        model=get("MEMORA_MODEL") or defaults.model,
-        max_input_tokens=_int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens),
-        max_recent_turns=_int("MEMORA_MAX_RECENT_TURNS", get("MEMORA_MAX_RECENT_TURNS") or defaults.max_recent_turns),
+        backend=backend,  # type: ignore[arg-type]
+        model=model or defaults.model,
+        max_input_tokens=_int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens, 1),
+        max_recent_turns=_int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
         api_key=api_key,
-        base_url=get("OPENAI_BASE_URL"),
+        base_url=base_url,
+        chat_api_key=get("MEMORA_API_KEY"),
+        token_counting=counting,  # type: ignore[arg-type]
+        timeout_s=_seconds("MEMORA_TIMEOUT", get("MEMORA_TIMEOUT") or defaults.timeout_s),
+        max_retries=_int("MEMORA_MAX_RETRIES", _first(get("MEMORA_MAX_RETRIES"), defaults.max_retries), 0),
     )
 
 
-def build_backend(settings: Settings):  # -> memora.backends.Backend
-    """The backend the settings select. Raises SettingsError for openai without a key."""
+def build_backend(settings: Settings) -> Backend:
+    """The backend the settings select.
+
+    Raises SettingsError for ``openai`` without a key and ``chat`` without a base URL.
+    """
     from memora.backends import OfflineBackend
 
     if settings.backend == "offline":
         return OfflineBackend()
-    if not settings.api_key:
-        raise SettingsError("The openai backend needs OPENAI_API_KEY (environment, secrets, or the page's key field).")
     import openai
 
+    if settings.backend == "chat":
+        from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+
+        if not settings.base_url:
+            raise SettingsError("The chat backend needs MEMORA_BASE_URL (Ollama: http://localhost:11434/v1).")
+        client = openai.OpenAI(
+            api_key=settings.chat_api_key or NO_KEY,
+            base_url=settings.base_url,
+            timeout=_timeout(settings),
+            max_retries=settings.max_retries,
+        )
+        return ChatCompletionsBackend(client, label=f"OpenAI-compatible server ({shown_url(settings.base_url)})")
+    if not settings.api_key:
+        raise SettingsError("The openai backend needs OPENAI_API_KEY (environment, secrets, or the page's key field).")
     from memora.backends.openai_responses import OpenAIResponsesBackend
 
-    return OpenAIResponsesBackend(openai.OpenAI(api_key=settings.api_key, base_url=settings.base_url))
+    client = openai.OpenAI(
+        api_key=settings.api_key,
+        base_url=settings.base_url,
+        timeout=_timeout(settings),
+        max_retries=settings.max_retries,
+    )
+    return OpenAIResponsesBackend(client)
+
+
+def _timeout(settings: Settings) -> Any:  # -> openai.Timeout
+    import openai
+
+    return openai.Timeout(settings.timeout_s, connect=min(CONNECT_TIMEOUT_S, settings.timeout_s))
+
+
+def shown_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part, fit to show in the UI."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def build_token_counter(settings: Settings, backend: Backend) -> TokenCounter:
+    """The ShortTermMemory's ``token_counter``: local o200k_base, or the server's count endpoint.
+
+    Raises SettingsError for ``api`` counting with a backend that cannot count.
+    """
+    from memora.tokens import ApiTokenCounter, LocalTokenCounter
+
+    if settings.token_counting == "local":
+        return LocalTokenCounter()
+    if not callable(getattr(backend, "count_input_tokens", None)):
+        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; this backend cannot count remotely.")
+    return ApiTokenCounter(backend)  # type: ignore[arg-type]

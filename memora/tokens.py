@@ -39,10 +39,19 @@ _O200K_PATTERN = "|".join(
 
 TOKENS_PER_MESSAGE = 3
 """Each message is framed as ``<|im_start|>role<|im_sep|>content<|im_end|>``: three
-framing tokens plus the role's own tokens."""
+framing tokens plus the role's own tokens (every role used here is one token).
+
+Calibration: these are the constants of OpenAI's cookbook "How to count tokens with
+tiktoken" for gpt-4o and gpt-4o-mini. With o200k_base they reproduce its published
+check exactly (124 counted, 124 billed by the API; ``tests/test_token_calibration.py``
+recomputes the 124). The Responses API's ``instructions`` are documented as a system
+(or developer) message inserted into the model's context, so they are framed the same way.
+Two public reports for reasoning models (o4-mini, gpt-5) show the API billing one token
+fewer than this count for a two-message request: the count errs, by a token, on the
+safe side of the budget. Tools, files and images, which Memora never sends, would add more."""
 
 REPLY_PRIMING_TOKENS = 3
-"""Every request ends with the assistant's turn being opened."""
+"""Every request ends with the assistant's turn being opened (``<|im_start|>assistant<|im_sep|>``)."""
 
 
 @cache

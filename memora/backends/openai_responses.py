@@ -1,4 +1,10 @@
-"""OpenAI's Responses API: streaming replies, bounded summaries, server-side counting."""
+"""OpenAI's Responses API: streaming replies, bounded summaries, server-side counting.
+
+Timeouts and retries are the client's own (``openai.OpenAI(timeout=..., max_retries=...)``);
+``memora.settings.build_backend`` sets them from MEMORA_TIMEOUT and MEMORA_MAX_RETRIES.
+The request bodies are built by ``reply_params``, ``summary_params`` and ``count_params``,
+which the contract tests send to a mock of OpenAI's published spec.
+"""
 
 from __future__ import annotations
 
@@ -9,48 +15,40 @@ from typing import Any
 import openai
 
 from memora.backends.base import BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.openai_errors import ModelServerError, explain_error, redact, stream_ended_early
 from memora.messages import Message
+from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
+
+__all__ = [
+    "OpenAIResponsesBackend",
+    "REASONING_ALLOWANCE",
+    "explain_error",
+    "is_reasoning_model",
+    "redact",
+    "usage_of",
+]
 
 # Reasoning models spend part of max_output_tokens on reasoning before any text.
 # The summary's text is bounded by the memory itself; this is headroom for thought.
 REASONING_ALLOWANCE = 2048
 _REASONING_MODEL = re.compile(r"^(gpt-5|o\d)")
-_SECRET = re.compile(r"(sk-|Bearer\s+)[\w\-*.]+")
+_TEXT_DELTAS = ("response.output_text.delta", "response.refusal.delta")
+_FINAL = ("response.completed", "response.incomplete")
 
 
 def is_reasoning_model(model: str) -> bool:
     return bool(_REASONING_MODEL.match(model))
 
 
-def redact(text: str) -> str:
-    """Removes anything shaped like an API key or bearer token."""
-    return _SECRET.sub(r"\1[redacted]", text)
+def usage_of(usage: Any, estimate: Usage | None = None) -> Usage:
+    """Reads a Responses ``usage`` object.
 
-
-def explain_error(error: Exception) -> BackendError:
-    """A user-facing BackendError for an SDK error; never includes the key."""
-    match error:
-        case openai.AuthenticationError():
-            return BackendError("The model server rejected the API key (HTTP 401). Check OPENAI_API_KEY.")
-        case openai.RateLimitError():
-            return BackendError("The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and resend.")
-        case openai.APITimeoutError():
-            return BackendError("The model server did not answer in time. Resend, or raise MEMORA_TIMEOUT.")
-        case openai.APIConnectionError():
-            return BackendError("Could not connect to the model server. Check the network and OPENAI_BASE_URL.")
-        case openai.InternalServerError() | openai.APIStatusError() if getattr(error, "status_code", 0) >= 500:
-            return BackendError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.")
-        case openai.APIStatusError():
-            return BackendError(f"The model server refused the request (HTTP {error.status_code}): {redact(error.message)}")
-        case _:
-            return BackendError(redact(f"The model request failed: {error}"))
-
-
-def usage_of(usage: Any) -> Usage:
-    """Reads a Responses ``usage`` object; a missing one gives zeros marked as estimated."""
+    Without one, returns ``estimate`` (local counts, marked estimated), or zeros
+    marked estimated when there is no estimate either.
+    """
     if usage is None:
-        return Usage(0, 0, estimated=True)
+        return estimate if estimate is not None else Usage(0, 0, estimated=True)
     input_details = getattr(usage, "input_tokens_details", None)
     output_details = getattr(usage, "output_tokens_details", None)
     return Usage(
@@ -61,10 +59,16 @@ def usage_of(usage: Any) -> Usage:
     )
 
 
+def input_items(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Messages as the Responses API's easy input items (``{"role", "content"}``)."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
 class OpenAIResponsesBackend:
     """Talks to ``client.responses``; any ``openai.OpenAI`` client will do.
 
-    SDK errors are re-raised as BackendError with a message safe to show.
+    SDK errors are re-raised as ``ModelServerError`` (a BackendError) with a
+    message safe to show: the client's API key never appears in it.
     """
 
     offline = False
@@ -73,47 +77,102 @@ class OpenAIResponsesBackend:
         self.client = client
         self.label = label
 
+    # -- request bodies ---------------------------------------------------------
+
+    @staticmethod
+    def reply_params(request: ReplyRequest) -> dict[str, Any]:
+        """The body of a streamed reply request."""
+        return {
+            "model": request.model,
+            "instructions": request.instructions,
+            "input": input_items(request.messages),
+            "stream": True,
+        }
+
+    @staticmethod
+    def summary_params(request: SummaryRequest) -> dict[str, Any]:
+        """The body of a summary request, bounded by ``max_output_tokens``.
+
+        Reasoning models get ``REASONING_ALLOWANCE`` more and low effort, since
+        their reasoning counts against the same limit; the memory truncates the text.
+        """
+        params: dict[str, Any] = {
+            "model": request.model,
+            "instructions": request.instructions,
+            "input": request.input_text,
+            "max_output_tokens": request.max_output_tokens,
+        }
+        if is_reasoning_model(request.model):
+            params["max_output_tokens"] = request.max_output_tokens + REASONING_ALLOWANCE
+            params["reasoning"] = {"effort": "low"}
+        return params
+
+    @staticmethod
+    def count_params(model: str, instructions: str, messages: Sequence[Message]) -> dict[str, Any]:
+        return {"model": model, "instructions": instructions, "input": input_items(messages)}
+
+    # -- the Backend protocol -----------------------------------------------------
+
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        """Yields text deltas, then one Completion whose usage is the final event's.
+
+        ``response.incomplete`` (the output limit, a content filter) still completes
+        the turn with the text received. ``response.failed`` and ``error`` events,
+        and a stream that ends or breaks before its final event, raise ModelServerError.
+        """
         parts: list[str] = []
+        started = False
         try:
-            stream = self.client.responses.create(
-                model=request.model,
-                instructions=request.instructions,
-                input=list(request.messages),
-                stream=True,
-            )
-            with stream:
+            with self.client.responses.create(**self.reply_params(request)) as stream:
                 for event in stream:
-                    if event.type == "response.output_text.delta":
+                    started = True
+                    if event.type in _TEXT_DELTAS:
                         parts.append(event.delta)
                         yield event.delta
-                    elif event.type in ("response.completed", "response.incomplete"):
-                        yield Completion("".join(parts), usage_of(event.response.usage))
+                    elif event.type in _FINAL:
+                        text = "".join(parts)
+                        yield Completion(text, usage_of(event.response.usage, self._estimate(request, text)))
                         return
-                    elif event.type in ("response.failed", "error"):
-                        raise BackendError("The model reported an error while answering. Resend in a moment.")
+                    elif event.type == "response.failed":
+                        raise self._failed(getattr(event.response, "error", None))
+                    elif event.type == "error":
+                        raise self._failed(event)
         except openai.OpenAIError as error:
-            raise explain_error(error) from None
-        raise BackendError("The model's stream ended before the response was complete.")
+            raise self._explain(error, during_stream=started) from None
+        raise stream_ended_early()
 
     def summarize(self, request: SummaryRequest) -> Completion:
-        options: dict[str, Any] = {"max_output_tokens": request.max_output_tokens}
-        if is_reasoning_model(request.model):
-            options = {"max_output_tokens": request.max_output_tokens + REASONING_ALLOWANCE, "reasoning": {"effort": "low"}}
         try:
-            response = self.client.responses.create(
-                model=request.model,
-                instructions=request.instructions,
-                input=request.input_text,
-                **options,
-            )
+            response = self.client.responses.create(**self.summary_params(request))
         except openai.OpenAIError as error:
-            raise explain_error(error) from None
-        return Completion(response.output_text, usage_of(response.usage))
+            raise self._explain(error) from None
+        text = response.output_text
+        estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
+        return Completion(text, usage_of(response.usage, estimate))
 
     def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
+        """The server's count of this request's input (``responses.input_tokens.count``)."""
         try:
-            counted = self.client.responses.input_tokens.count(model=model, instructions=instructions, input=list(messages))
+            counted = self.client.responses.input_tokens.count(**self.count_params(model, instructions, messages))
         except openai.OpenAIError as error:
-            raise explain_error(error) from None
+            raise self._explain(error) from None
         return counted.input_tokens
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _estimate(self, request: ReplyRequest, text: str) -> Usage:
+        counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)
+        return Usage(counted, count_text(text), estimated=True)
+
+    def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
+        return explain_error(error, secrets=(self._key(),), during_stream=during_stream)
+
+    def _failed(self, error: Any) -> ModelServerError:
+        detail = getattr(error, "message", None) or "no details"
+        return ModelServerError(
+            f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}", "stream"
+        )
+
+    def _key(self) -> str | None:
+        key = getattr(self.client, "api_key", None)
+        return key if isinstance(key, str) else None

@@ -1,0 +1,147 @@
+"""Any OpenAI-compatible Chat Completions server: Ollama, LM Studio, vLLM, llama.cpp's server.
+
+Such servers accept ``system``, ``user`` and ``assistant`` roles, and many reject
+``developer``, so the summary's ``developer`` message is sent as ``system``, after
+the instructions, which lead as a system message of their own.
+
+Usage comes from the stream's last chunk when the server honours
+``stream_options={"include_usage": True}``. When it reports none, input and output
+are counted locally with o200k_base and marked ``estimated``: a local model has its
+own tokenizer, so the figure is an estimate, and the UI says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import openai
+
+from memora.backends.base import BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.openai_errors import explain_error, stream_ended_early
+from memora.messages import Message
+from memora.tokens import LocalTokenCounter, count_text
+from memora.usage import Usage
+
+NO_KEY = "not-needed"
+"""Sent as the key to servers that need none; the SDK refuses to run without one."""
+
+_ROLE_FOR_SERVER = {"developer": "system"}
+
+
+def chat_messages(instructions: str, messages: Sequence[Message]) -> list[dict[str, str]]:
+    """The instructions as a leading system message, then ``messages`` with ``developer`` sent as ``system``.
+
+    Empty instructions add no message.
+    """
+    leading = [{"role": "system", "content": instructions}] if instructions else []
+    return leading + [{"role": _ROLE_FOR_SERVER.get(m.role, m.role), "content": m.content} for m in messages]
+
+
+def usage_of(usage: Any, estimate: Usage) -> Usage:
+    """Reads a Chat Completions ``usage`` object, or returns ``estimate`` when there is none."""
+    if usage is None:
+        return estimate
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", 0) or 0,
+        cached_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
+    )
+
+
+def estimate_usage(instructions: str, messages: Sequence[Message], text: str) -> Usage:
+    """Local o200k_base counts of a request and its reply, marked estimated."""
+    counted = LocalTokenCounter().count("", instructions, messages)
+    return Usage(counted, count_text(text), estimated=True)
+
+
+class ChatCompletionsBackend:
+    """Talks to ``client.chat.completions`` of an ``openai.OpenAI`` client pointed at the server.
+
+    Errors are re-raised as ``ModelServerError`` naming MEMORA_BASE_URL and
+    MEMORA_API_KEY; the key never appears in them.
+    """
+
+    offline = False
+
+    def __init__(self, client: openai.OpenAI, label: str = "OpenAI-compatible chat server") -> None:
+        self.client = client
+        self.label = label
+
+    # -- request bodies ---------------------------------------------------------
+
+    @staticmethod
+    def reply_params(request: ReplyRequest) -> dict[str, Any]:
+        return {
+            "model": request.model,
+            "messages": chat_messages(request.instructions, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    @staticmethod
+    def summary_params(request: SummaryRequest) -> dict[str, Any]:
+        """A non-streamed request bounded by ``max_tokens``, which every such server understands."""
+        return {
+            "model": request.model,
+            "messages": chat_messages(request.instructions, [Message("user", request.input_text)]),
+            "max_tokens": request.max_output_tokens,
+        }
+
+    # -- the Backend protocol -----------------------------------------------------
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        """Yields text deltas, then one Completion.
+
+        The reply is complete once a choice carries a ``finish_reason``; the usage
+        chunk that may follow is read before the Completion is yielded. A stream
+        that ends or breaks before any ``finish_reason`` raises ModelServerError.
+        """
+        parts: list[str] = []
+        finished = False
+        usage: Any = None
+        started = False
+        try:
+            with self.client.chat.completions.create(**self.reply_params(request)) as stream:
+                for chunk in stream:
+                    started = True
+                    if chunk.usage is not None:
+                        usage = chunk.usage
+                    for choice in chunk.choices:
+                        if choice.index != 0:
+                            continue
+                        if choice.delta is not None and choice.delta.content:
+                            parts.append(choice.delta.content)
+                            yield choice.delta.content
+                        if choice.finish_reason is not None:
+                            finished = True
+        except openai.OpenAIError as error:
+            # A break after finish_reason loses only the usage chunk; the reply is whole.
+            if not (finished and isinstance(error, openai.APIConnectionError)):
+                raise self._explain(error, during_stream=started) from None
+        if not finished:
+            raise stream_ended_early()
+        text = "".join(parts)
+        yield Completion(text, usage_of(usage, estimate_usage(request.instructions, request.messages, text)))
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        try:
+            response = self.client.chat.completions.create(**self.summary_params(request))
+        except openai.OpenAIError as error:
+            raise self._explain(error) from None
+        text = (response.choices[0].message.content or "") if response.choices else ""
+        estimate = estimate_usage(request.instructions, [Message("user", request.input_text)], text)
+        return Completion(text, usage_of(response.usage, estimate))
+
+    def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
+        key = getattr(self.client, "api_key", None)
+        return explain_error(
+            error,
+            key_name="MEMORA_API_KEY",
+            url_name="MEMORA_BASE_URL",
+            secrets=(key if isinstance(key, str) else None,),
+            during_stream=during_stream,
+        )

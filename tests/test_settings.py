@@ -1,0 +1,150 @@
+"""load_settings: precedence (secrets, then environment, then defaults) and errors; build_backend; build_token_counter."""
+
+from __future__ import annotations
+
+import pytest
+
+from memora.backends import OfflineBackend
+from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.memory import DEFAULT_MODEL
+from memora.settings import (
+    BACKENDS,
+    CONNECT_TIMEOUT_S,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    Settings,
+    SettingsError,
+    build_backend,
+    build_token_counter,
+    load_settings,
+    shown_url,
+)
+from memora.tokens import ApiTokenCounter, LocalTokenCounter
+
+OLLAMA = {"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1", "MEMORA_MODEL": "llama3.2"}
+
+
+def test_defaults_without_anything_are_offline_and_local() -> None:
+    settings = load_settings({}, {})
+    assert settings == Settings()
+    assert (settings.backend, settings.model, settings.token_counting) == ("offline", DEFAULT_MODEL, "local")
+    assert (settings.timeout_s, settings.max_retries) == (DEFAULT_TIMEOUT_S, DEFAULT_MAX_RETRIES)
+    assert isinstance(build_backend(settings), OfflineBackend)
+
+
+def test_a_key_alone_selects_openai() -> None:
+    settings = load_settings({}, {"OPENAI_API_KEY": "sk-env"})
+    assert settings.backend == "openai" and settings.has_key
+
+
+def test_secrets_win_over_the_environment_and_empty_values_count_as_unset() -> None:
+    environ = {"OPENAI_API_KEY": "sk-env", "MEMORA_MODEL": "gpt-env", "MEMORA_TIMEOUT": "5", "MEMORA_MAX_RETRIES": "4"}
+    secrets = {"OPENAI_API_KEY": "sk-secret", "MEMORA_MODEL": "", "MEMORA_TIMEOUT": 12.5, "MEMORA_MAX_RETRIES": 0}
+    settings = load_settings(secrets, environ)
+    assert settings.api_key == "sk-secret"
+    assert settings.model == "gpt-env"  # the empty secret falls through to the environment
+    assert settings.timeout_s == 12.5
+    assert settings.max_retries == 0  # zero is a value, not "unset"
+
+
+def test_the_key_never_shows_in_repr() -> None:
+    settings = load_settings({"OPENAI_API_KEY": "sk-hidden", "MEMORA_API_KEY": "local-hidden"}, {})
+    assert "sk-hidden" not in repr(settings) and "local-hidden" not in repr(settings)
+
+
+def test_chat_from_environment_and_from_secrets_builds_the_same_backend() -> None:
+    from_env = load_settings({}, OLLAMA)
+    from_secrets = load_settings(OLLAMA, {})
+    assert from_env == from_secrets
+    backend = build_backend(from_env)
+    assert isinstance(backend, ChatCompletionsBackend)
+    assert str(backend.client.base_url).rstrip("/") == "http://localhost:11434/v1"
+    assert backend.client.api_key == NO_KEY
+    assert backend.client.timeout.read == DEFAULT_TIMEOUT_S and backend.client.timeout.connect == CONNECT_TIMEOUT_S
+    assert backend.client.max_retries == DEFAULT_MAX_RETRIES
+
+
+def test_chat_never_receives_the_openai_key() -> None:
+    settings = load_settings({}, {**OLLAMA, "OPENAI_API_KEY": "sk-do-not-leak"})
+    assert build_backend(settings).client.api_key == NO_KEY
+    with_key = load_settings({}, {**OLLAMA, "MEMORA_API_KEY": "lm-studio-key"})
+    assert build_backend(with_key).client.api_key == "lm-studio-key"
+
+
+def test_memora_base_url_wins_over_openai_base_url() -> None:
+    environ = {**OLLAMA, "OPENAI_BASE_URL": "http://elsewhere/v1"}
+    assert load_settings({}, environ).base_url == "http://localhost:11434/v1"
+    del environ["MEMORA_BASE_URL"]
+    assert load_settings({}, environ).base_url == "http://elsewhere/v1"
+
+
+def test_openai_backend_takes_base_url_timeout_and_retries() -> None:
+    settings = load_settings(
+        {}, {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "MEMORA_TIMEOUT": "7", "MEMORA_MAX_RETRIES": "1"}
+    )
+    backend = build_backend(settings)
+    assert isinstance(backend, OpenAIResponsesBackend)
+    assert str(backend.client.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
+    assert (backend.client.timeout.read, backend.client.timeout.connect, backend.client.max_retries) == (7.0, 5.0, 1)
+    short = build_backend(settings.with_changes(timeout_s=0.5))
+    assert short.client.timeout.connect == 0.5  # never longer than the whole timeout
+
+
+def test_page_changes_select_the_same_backends() -> None:
+    base = load_settings({}, {})
+    assert isinstance(build_backend(base.with_changes(backend="openai", api_key="sk-page")), OpenAIResponsesBackend)
+    chat = base.with_changes(backend="chat", base_url="http://localhost:1234/v1", model="qwen2.5")
+    assert isinstance(build_backend(chat), ChatCompletionsBackend)
+
+
+def test_token_counter_follows_the_setting() -> None:
+    api = load_settings({}, {"OPENAI_API_KEY": "sk-x", "MEMORA_TOKEN_COUNTING": "API"})
+    backend = build_backend(api)
+    assert isinstance(build_token_counter(api, backend), ApiTokenCounter)
+    assert isinstance(build_token_counter(load_settings({}, OLLAMA), OfflineBackend()), LocalTokenCounter)
+    with pytest.raises(SettingsError, match="needs MEMORA_BACKEND=openai"):
+        build_token_counter(api, OfflineBackend())
+
+
+@pytest.mark.parametrize(
+    ("environ", "names"),
+    [
+        ({"MEMORA_BACKEND": "anthropic"}, "MEMORA_BACKEND"),
+        ({"MEMORA_TOKEN_COUNTING": "guess"}, "MEMORA_TOKEN_COUNTING"),
+        ({**OLLAMA, "MEMORA_TOKEN_COUNTING": "api"}, "MEMORA_TOKEN_COUNTING=api"),
+        ({"MEMORA_BACKEND": "chat", "MEMORA_MODEL": "llama3.2"}, "MEMORA_BASE_URL"),
+        ({"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1"}, "MEMORA_MODEL"),
+        ({"MEMORA_TIMEOUT": "soon"}, "MEMORA_TIMEOUT"),
+        ({"MEMORA_TIMEOUT": "0"}, "MEMORA_TIMEOUT"),
+        ({"MEMORA_TIMEOUT": "nan"}, "MEMORA_TIMEOUT"),
+        ({"MEMORA_MAX_RETRIES": "-1"}, "MEMORA_MAX_RETRIES"),
+        ({"MEMORA_MAX_RETRIES": "two"}, "MEMORA_MAX_RETRIES"),
+        ({"MEMORA_MAX_INPUT_TOKENS": "1k"}, "MEMORA_MAX_INPUT_TOKENS"),
+        ({"MEMORA_MAX_RECENT_TURNS": "-2"}, "MEMORA_MAX_RECENT_TURNS"),
+    ],
+)
+def test_malformed_values_name_their_variable(environ: dict[str, str], names: str) -> None:
+    with pytest.raises(SettingsError, match=names):
+        load_settings({}, environ)
+
+
+def test_a_bad_secret_is_reported_even_with_a_good_environment() -> None:
+    with pytest.raises(SettingsError, match="MEMORA_BACKEND"):
+        load_settings({"MEMORA_BACKEND": "gemini"}, {"MEMORA_BACKEND": "offline"})
+
+
+def test_openai_without_a_key_cannot_be_built() -> None:
+    with pytest.raises(SettingsError, match="OPENAI_API_KEY"):
+        build_backend(load_settings({}, {"MEMORA_BACKEND": "openai"}))
+
+
+def test_backends_lists_every_choice() -> None:
+    assert BACKENDS == ("offline", "openai", "chat")
+
+
+def test_the_chat_label_never_shows_credentials_in_the_url() -> None:
+    assert shown_url("http://user:pw@10.0.0.5:8000/v1") == "http://10.0.0.5:8000/v1"
+    assert shown_url("http://localhost:11434/v1") == "http://localhost:11434/v1"
+    settings = load_settings({}, {**OLLAMA, "MEMORA_BASE_URL": "https://bob:hunter22@llm.school.example/v1"})
+    assert "hunter22" not in build_backend(settings).label
