@@ -179,6 +179,7 @@ class ShortTermMemory:
         """Stats of each finished turn, keyed by the history index of its assistant reply."""
         self._local = LocalTokenCounter()
         self._history_tokens = (0, 0)  # (messages counted, their tokens): full-history cost, kept incrementally
+        self._ledger_total: tuple[list[UsageRecord], int, int] = (self.ledger, 0, 0)  # (ledger, records summed, sum)
 
     # -- limits -------------------------------------------------------------
 
@@ -216,8 +217,18 @@ class ShortTermMemory:
 
     @property
     def session_total_tokens(self) -> int:
-        """Every token of this session's model requests: the ledger's sum."""
-        return sum(record.total_tokens for record in self.ledger)
+        """Every token of this session's model requests: the ledger's sum.
+
+        Kept incrementally, since it is read every turn and the ledger grows
+        without bound: only records appended since the last read are added. The
+        ledger is append-only here; if it is replaced or shortened, it is summed afresh.
+        """
+        ledger, counted, total = self._ledger_total
+        if ledger is not self.ledger or counted > len(self.ledger):
+            ledger, counted, total = self.ledger, 0, 0
+        total += sum(record.total_tokens for record in self.ledger[counted:])
+        self._ledger_total = (ledger, len(self.ledger), total)
+        return total
 
     def add_user_message(self, content: str) -> None:
         """Appends a user message. Raises ValueError if a user message is already pending."""
