@@ -140,7 +140,8 @@ class ShortTermMemory:
     ``client`` is a memora backend or an ``openai.OpenAI`` client. Token
     counts are local (o200k_base) unless ``token_counter`` says otherwise.
     ``fold_batch_turns`` lets the window grow that many extra turns before
-    folding, so that folds come in fewer, larger summary requests.
+    folding, so that folds come in fewer, larger summary requests; when the
+    budget forces a fold before the batch is full, the whole batch folds then.
     """
 
     def __init__(
@@ -439,6 +440,10 @@ class ShortTermMemory:
         while fixed + summary_cost() + window > self.max_input_tokens and start < current:
             window -= self._message_tokens(start) + self._message_tokens(start + 1)
             start += 2
+        if self.fold_batch_turns and start > pointer:
+            # The budget forced a fold before the batch was full: fold the whole batch in this
+            # request, back to max_recent_turns, or every later turn would fold one pair again.
+            start = max(start, current - window_limit)
         return start
 
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
