@@ -142,6 +142,7 @@ class ShortTermMemory:
     ``fold_batch_turns`` lets the window grow that many extra turns before
     folding, so that folds come in fewer, larger summary requests; when the
     budget forces a fold before the batch is full, the whole batch folds then.
+    ``prefold()`` folds between turns what the next turn will certainly fold.
     """
 
     def __init__(
@@ -412,6 +413,48 @@ class ShortTermMemory:
         self.summary_versions.append(version)
         return version
 
+    # -- folding ahead of the next turn ---------------------------------------
+
+    def fold_due(self) -> int:
+        """The history index the next turn's ``prepare()`` is certain to fold through.
+
+        Between turns, whatever the next user message turns out to be, the next
+        ``prepare()`` will fold at least ``history[summarized_message_count:fold_due()]``:
+        the pairs that leave the recent window when the message arrives (after
+        ``fold_batch_turns`` extra turns, as ``prepare()`` does), and the oldest
+        pairs that would not fit the budget even beside the shortest possible
+        message. Planned from local counts under the current limits; makes no request.
+        Returns ``summarized_message_count`` when nothing is due.
+        Raises ValueError while a user message is pending.
+        """
+        if self.has_pending_turn:
+            raise ValueError("A user message is pending; its prepare() does the folding.")
+        # A message shorter than any real one: folding more for it could never be wasted.
+        return self._plan_window_start(len(self.history), current_tokens=count_message("user", ""))
+
+    def prefold(self) -> SummaryVersion | None:
+        """Folds now, in one summary request, what the next turn is certain to fold.
+
+        Meant to be called right after a reply is committed, while the user reads
+        and types: the next ``prepare()`` then finds the summary already up to
+        date and sends the reply request without waiting for a summary request.
+        Returns the new ``SummaryVersion``, or None (and makes no request) when
+        ``fold_due()`` finds nothing to fold.
+
+        Transactional like ``fold_through``: summary and pointer move together or
+        not at all. If the request fails, the error (``BackendError``, or
+        ``SummaryError`` for an empty summary) propagates and the memory is as
+        before; the next ``prepare()`` folds the same messages itself. The ledger
+        records the summary request under the turn just finished.
+        If the limits change before the next message (a wider window, say),
+        what was folded stays folded.
+        Raises ValueError while a user message is pending.
+        """
+        end = self.fold_due()
+        if end <= self.summarized_message_count:
+            return None
+        return self.fold_through(end)
+
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
         counted, tokens = self._history_tokens
@@ -422,14 +465,19 @@ class ShortTermMemory:
         # Rollbacks shorten the history; the recount above restarts from zero then.
         return self._instructions_tokens() + REPLY_PRIMING_TOKENS + tokens
 
-    def _plan_window_start(self, current: int) -> int:
-        """The first history index that stays verbatim, from local counts alone."""
+    def _plan_window_start(self, current: int, current_tokens: int | None = None) -> int:
+        """The first history index that stays verbatim, from local counts alone.
+
+        ``current_tokens`` stands in for the tokens of ``history[current]`` when
+        planning for a message not yet in the history (``fold_due``).
+        """
         pointer = self.summarized_message_count
         window_limit = 2 * self.max_recent_turns
         start = pointer
         if current - pointer > 2 * (self.max_recent_turns + self.fold_batch_turns):
             start = current - window_limit
-        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._message_tokens(current)
+        message = self._message_tokens(current) if current_tokens is None else current_tokens
+        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + message
         window = sum(self._message_tokens(i) for i in range(start, current))
 
         def summary_cost() -> int:
