@@ -112,40 +112,59 @@ def with_ratios(rows: list[TokenFigures]) -> list[TokenFigures]:
 
 
 def bookkeeping_us(
-    factory: Factory, history_turns: int, limits: Limits, *, block: int = 12, repeats: int = 7, seed: int = 7
-) -> float:
-    """Memory bookkeeping per turn, in microseconds, at ``history_turns`` turns of history.
+    factories: dict[str, Factory],
+    history_turns: Sequence[int],
+    limits: Limits,
+    *,
+    block: int = 12,
+    repeats: int = 7,
+    seed: int = 7,
+) -> dict[str, dict[int, float]]:
+    """Memory bookkeeping per turn, in microseconds, by strategy and turns of history.
 
-    The strategy is replayed to ``history_turns`` turns, then each repeat plays
-    ``block`` more turns on a deep copy of that state, with fresh messages (so
-    new text is tokenized as it would be in real use). The result is the median,
-    over repeats, of the mean per turn of each block. A turn's bookkeeping is
-    its wall time minus the time spent inside the backend (for the article,
-    that includes its count calls, which are model calls).
+    Each strategy is replayed to each length in ``history_turns``. Then each
+    repeat plays ``block`` more turns on a deep copy of every such state, with
+    fresh messages (so new text is tokenized as it would be in real use). A
+    turn's bookkeeping is its wall time minus the time spent inside the backend
+    (for the article, that includes its count calls, which are model calls).
+    The figure is the median, over repeats, of the mean per turn of a block.
+    Repeats go round every strategy and length in turn, so that a burst of load
+    from elsewhere on the machine spoils one sample of many figures, not one figure.
     """
-    strategy, _ = replay(factory, make_script(history_turns, seed), limits)
-    strategy.backend.calls.clear()
-    samples = []
+    states = {}
+    for name, factory in factories.items():
+        for turns in history_turns:
+            strategy, _ = replay(factory, make_script(turns, seed), limits)
+            strategy.backend.calls.clear()
+            states[name, turns] = strategy
+    samples: dict[tuple[str, int], list[float]] = {key: [] for key in states}
     for repeat in range(repeats):
         fresh = make_script(block, seed=10_000 + repeat)
-        clone = copy.deepcopy(strategy)
-        clone.backend.replies, clone.backend._next_reply = fresh.replies, 0
-        times = []
-        # As timeit does: the cyclic GC's pauses scale with every live object in this
-        # process (other strategies' replays included), not with this memory's work.
-        gc.collect()
-        gc.disable()
-        try:
-            for text in fresh.user_messages:
-                busy, began = clone.backend.busy_s, time.perf_counter()
-                clone.play_turn(text)
-                times.append(time.perf_counter() - began - (clone.backend.busy_s - busy))
-        finally:
-            gc.enable()
-        # The mean over the block, not its median: fold and no-fold turns alternate in
-        # cycles (batching), and a block's median would depend on where the cycle starts.
-        samples.append(statistics.fmean(times))
-    return statistics.median(samples) * 1e6
+        for key, strategy in states.items():
+            samples[key].append(_block_mean(strategy, fresh))
+    return {
+        name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories
+    }
+
+
+def _block_mean(strategy: Strategy, fresh: Script) -> float:
+    clone = copy.deepcopy(strategy)
+    clone.backend.replies, clone.backend._next_reply = fresh.replies, 0
+    times = []
+    # As timeit does: the cyclic GC's pauses scale with every live object in this
+    # process (other strategies' replays included), not with this memory's work.
+    gc.collect()
+    gc.disable()
+    try:
+        for text in fresh.user_messages:
+            busy, began = clone.backend.busy_s, time.perf_counter()
+            clone.play_turn(text)
+            times.append(time.perf_counter() - began - (clone.backend.busy_s - busy))
+    finally:
+        gc.enable()
+    # The mean over the block, not its median: fold and no-fold turns alternate in
+    # cycles (batching), and a block's median would depend on where the cycle starts.
+    return statistics.fmean(times)
 
 
 @dataclass(frozen=True)
@@ -225,10 +244,7 @@ def run(
             strategy, _ = replay(factory, script, limits)
             rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens))
         tokens[turns] = with_ratios(rows)
-    bookkeeping = {
-        name: {n: bookkeeping_us(factory, n, limits, repeats=repeats, seed=seed) for n in history_turns}
-        for name, factory in factories.items()
-    }
+    bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
     report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
