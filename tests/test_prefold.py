@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memora.backends.base import BackendError
-from memora.memory import ShortTermMemory
+from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import count_message
@@ -138,3 +142,37 @@ def test_prefold_with_a_pending_user_message_raises_and_sends_nothing(backend):
         memory.prefold()
     assert backend.summaries == []
     assert memory.history[-1] == Message("user", "five")
+
+
+words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "練習", "please", "why?"])
+texts = st.lists(words, min_size=1, max_size=150).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=st.lists(texts, min_size=1, max_size=10),
+    budget=st.integers(min_value=450, max_value=1500),
+    recent=st.integers(min_value=0, max_value=4),
+    batch=st.integers(min_value=0, max_value=3),
+)
+def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, budget, recent, batch):
+    backend = ScriptedBackend(summary_text=lambda request: "fact " * 30)
+    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_batch_turns=batch)
+    for text in messages:
+        due = memory.fold_due()
+        without = copy.deepcopy(memory)
+        try:
+            play(without, text)
+        except ContextBudgetError:
+            continue
+        # Whatever this message is, prepare() alone folds at least what fold_due() named.
+        assert without.summarized_message_count >= due
+
+        summaries_before = len(backend.summaries)
+        version = memory.prefold()
+        assert len(backend.summaries) == summaries_before + (version is not None)
+        assert memory.summarized_message_count == due
+        play(memory, text)
+        assert backend.replies[-1].counted_input_tokens <= budget
+    folded = [m for s in backend.summaries for m in s.new_messages]
+    assert folded == memory.history[: memory.summarized_message_count]
