@@ -12,7 +12,6 @@ from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
-from memora.tokens import count_message
 from tests.fakes import ScriptedBackend
 
 
