@@ -140,8 +140,10 @@ class ShortTermMemory:
     ``client`` is a memora backend or an ``openai.OpenAI`` client. Token
     counts are local (o200k_base) unless ``token_counter`` says otherwise.
     ``fold_batch_turns`` lets the window grow that many extra turns before
-    folding, so that folds come in fewer, larger summary requests. ``limits``
-    caps message size, turns and tokens per session (see ``memora.limits``).
+    folding, so that folds come in fewer, larger summary requests; when the
+    budget forces a fold before the batch is full, the whole batch folds then.
+    ``prefold()`` folds between turns what the next turn will certainly fold.
+    ``limits`` caps message size, turns and tokens per session (see ``memora.limits``).
     """
 
     def __init__(
@@ -182,6 +184,7 @@ class ShortTermMemory:
         """Stats of each finished turn, keyed by the history index of its assistant reply."""
         self._local = LocalTokenCounter()
         self._history_tokens = (0, 0)  # (messages counted, their tokens): full-history cost, kept incrementally
+        self._ledger_total: tuple[list[UsageRecord], int, int] = (self.ledger, 0, 0)  # (ledger, records summed, sum)
 
     # -- limits -------------------------------------------------------------
 
@@ -219,8 +222,18 @@ class ShortTermMemory:
 
     @property
     def session_total_tokens(self) -> int:
-        """Every token of this session's model requests: the ledger's sum."""
-        return sum(record.total_tokens for record in self.ledger)
+        """Every token of this session's model requests: the ledger's sum.
+
+        Kept incrementally, since it is read every turn and the ledger grows
+        without bound: only records appended since the last read are added. The
+        ledger is append-only here; if it is replaced or shortened, it is summed afresh.
+        """
+        ledger, counted, total = self._ledger_total
+        if ledger is not self.ledger or counted > len(self.ledger):
+            ledger, counted, total = self.ledger, 0, 0
+        total += sum(record.total_tokens for record in self.ledger[counted:])
+        self._ledger_total = (ledger, len(self.ledger), total)
+        return total
 
     def add_user_message(self, content: str) -> None:
         """Appends a user message. Raises ValueError if a user message is already pending."""
@@ -405,6 +418,48 @@ class ShortTermMemory:
         self.summary_versions.append(version)
         return version
 
+    # -- folding ahead of the next turn ---------------------------------------
+
+    def fold_due(self) -> int:
+        """The history index the next turn's ``prepare()`` is certain to fold through.
+
+        Between turns, whatever the next user message turns out to be, the next
+        ``prepare()`` will fold at least ``history[summarized_message_count:fold_due()]``:
+        the pairs that leave the recent window when the message arrives (after
+        ``fold_batch_turns`` extra turns, as ``prepare()`` does), and the oldest
+        pairs that would not fit the budget even beside the shortest possible
+        message. Planned from local counts under the current limits; makes no request.
+        Returns ``summarized_message_count`` when nothing is due.
+        Raises ValueError while a user message is pending.
+        """
+        if self.has_pending_turn:
+            raise ValueError("A user message is pending; its prepare() does the folding.")
+        # A message shorter than any real one: folding more for it could never be wasted.
+        return self._plan_window_start(len(self.history), current_tokens=count_message("user", ""))
+
+    def prefold(self) -> SummaryVersion | None:
+        """Folds now, in one summary request, what the next turn is certain to fold.
+
+        Meant to be called right after a reply is committed, while the user reads
+        and types: the next ``prepare()`` then finds the summary already up to
+        date and sends the reply request without waiting for a summary request.
+        Returns the new ``SummaryVersion``, or None (and makes no request) when
+        ``fold_due()`` finds nothing to fold.
+
+        Transactional like ``fold_through``: summary and pointer move together or
+        not at all. If the request fails, the error (``BackendError``, or
+        ``SummaryError`` for an empty summary) propagates and the memory is as
+        before; the next ``prepare()`` folds the same messages itself. The ledger
+        records the summary request under the turn just finished.
+        If the limits change before the next message (a wider window, say),
+        what was folded stays folded.
+        Raises ValueError while a user message is pending.
+        """
+        end = self.fold_due()
+        if end <= self.summarized_message_count:
+            return None
+        return self.fold_through(end)
+
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
         counted, tokens = self._history_tokens
@@ -415,14 +470,19 @@ class ShortTermMemory:
         # Rollbacks shorten the history; the recount above restarts from zero then.
         return self._instructions_tokens() + REPLY_PRIMING_TOKENS + tokens
 
-    def _plan_window_start(self, current: int) -> int:
-        """The first history index that stays verbatim, from local counts alone."""
+    def _plan_window_start(self, current: int, current_tokens: int | None = None) -> int:
+        """The first history index that stays verbatim, from local counts alone.
+
+        ``current_tokens`` stands in for the tokens of ``history[current]`` when
+        planning for a message not yet in the history (``fold_due``).
+        """
         pointer = self.summarized_message_count
         window_limit = 2 * self.max_recent_turns
         start = pointer
         if current - pointer > 2 * (self.max_recent_turns + self.fold_batch_turns):
             start = current - window_limit
-        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._message_tokens(current)
+        message = self._message_tokens(current) if current_tokens is None else current_tokens
+        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + message
         window = sum(self._message_tokens(i) for i in range(start, current))
 
         def summary_cost() -> int:
@@ -433,6 +493,10 @@ class ShortTermMemory:
         while fixed + summary_cost() + window > self.max_input_tokens and start < current:
             window -= self._message_tokens(start) + self._message_tokens(start + 1)
             start += 2
+        if self.fold_batch_turns and start > pointer:
+            # The budget forced a fold before the batch was full: fold the whole batch in this
+            # request, back to max_recent_turns, or every later turn would fold one pair again.
+            start = max(start, current - window_limit)
         return start
 
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:

@@ -1,0 +1,108 @@
+"""The benchmark's model: answers from the script at once and records every request.
+
+It is a benchmark instrument, not a language model and not a test fake: it
+replies with the script's next reply, summarizes extractively (the offline
+engine's summarizer), and reports usage from real o200k_base counts of what it
+was actually sent. Every figure in the benchmark is computed from its records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.backends.extractive import merge_summary
+from memora.messages import Message
+from memora.prompts import SUMMARY_WORD_LIMIT
+from memora.tokens import LocalTokenCounter, count_text, truncate_text
+from memora.usage import Usage
+
+CallKind = Literal["reply", "summary", "count"]
+
+SUMMARY_TOKEN_CAP = 200
+"""A model asked for "under 150 words" returns about this many tokens at most.
+
+Applied to every strategy's summaries alike (the article sets no output cap),
+so that summary sizes never decide the comparison."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the backend received.
+
+    ``input_tokens`` is the o200k count of what was sent, framing included.
+    Count calls bill no tokens, but each is a round trip, so it is a model call.
+    ``after_reply`` marks requests made after the turn's reply (prefolding):
+    they are off the critical path of that turn and of the next.
+    """
+
+    turn: int
+    kind: CallKind
+    input_tokens: int
+    output_tokens: int
+    after_reply: bool = False
+
+
+@dataclass
+class RecordingBackend:
+    """Instant (or fixed-delay) backend that records what it was sent.
+
+    ``replies`` are returned in order, one per reply request (cycling if the
+    replay needs more). ``delay_s`` is slept before the first reply delta, before
+    a summary returns and before a count returns: a stand-in for network and
+    time-to-first-token. ``busy_s`` accumulates the time spent inside the
+    backend, so that callers can subtract it from a turn's wall time.
+    ``turn`` and ``after_reply`` are set by the driver and stamped on each record.
+    """
+
+    replies: Sequence[str]
+    delay_s: float = 0.0
+    label: str = "Benchmark recorder (not a model)"
+    offline: bool = True
+    turn: int = 0
+    after_reply: bool = False
+    calls: list[Call] = field(default_factory=list)
+    busy_s: float = 0.0
+    _next_reply: int = 0
+    _counter: LocalTokenCounter = field(default_factory=LocalTokenCounter)
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        began = time.perf_counter()
+        text = self.replies[self._next_reply % len(self.replies)]
+        self._next_reply += 1
+        usage = Usage(self._counter.count(request.model, request.instructions, request.messages), count_text(text))
+        self.calls.append(Call(self.turn, "reply", usage.input_tokens, usage.output_tokens))
+        self._wait()
+        self.busy_s += time.perf_counter() - began
+        # Deltas are yielded outside the timed part: the consumer's time is not the backend's.
+        head, _, tail = text.partition(" ")
+        yield head
+        if tail:
+            yield " " + tail
+        yield Completion(text, usage)
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        began = time.perf_counter()
+        text = merge_summary(request.existing_summary, request.new_messages, SUMMARY_WORD_LIMIT)
+        text = truncate_text(text, min(request.max_output_tokens, SUMMARY_TOKEN_CAP))
+        counted = self._counter.count(request.model, request.instructions, [Message("user", request.input_text)])
+        usage = Usage(counted, count_text(text))
+        self.calls.append(Call(self.turn, "summary", usage.input_tokens, usage.output_tokens, self.after_reply))
+        self._wait()
+        self.busy_s += time.perf_counter() - began
+        return Completion(text, usage)
+
+    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
+        began = time.perf_counter()
+        counted = self._counter.count(model, instructions, messages)
+        self.calls.append(Call(self.turn, "count", counted, 0))
+        self._wait()
+        self.busy_s += time.perf_counter() - began
+        return counted
+
+    def _wait(self) -> None:
+        if self.delay_s:
+            time.sleep(self.delay_s)

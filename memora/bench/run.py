@@ -1,0 +1,325 @@
+"""Replays, measurements and the report of ``python -m memora.bench``."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from memora.bench.recording import RecordingBackend
+from memora.bench.script import Script, make_script
+from memora.bench.strategies import Article, FullHistory, Limits, Memora, Strategy
+
+Factory = Callable[[RecordingBackend, Limits], Strategy]
+REFERENCE = "article-v0.7"
+KINDS = ("reply", "summary", "count")
+
+
+def strategies(batch: int) -> dict[str, Factory]:
+    """Every strategy the benchmark compares, by name, in table order."""
+    return {
+        "full-history": FullHistory,
+        REFERENCE: Article,
+        "memora": lambda b, lim: Memora(b, lim),
+        f"memora-batch{batch}": lambda b, lim: Memora(b, lim, fold_batch_turns=batch),
+        "memora+prefold": lambda b, lim: Memora(b, lim, prefold=True),
+        f"memora-batch{batch}+prefold": lambda b, lim: Memora(b, lim, fold_batch_turns=batch, prefold=True),
+    }
+
+
+@dataclass(frozen=True)
+class TokenFigures:
+    """What one strategy sent over one scripted conversation, from the backend's records.
+
+    Count calls bill no tokens, so ``input_tokens`` sums reply and summary
+    requests only. ``over_budget`` counts reply requests above the budget.
+    ``most_summaries_in_one_turn`` counts the summary requests one reply waited
+    for, ``turns_waiting_on_summary`` the turns whose reply waited for at least
+    one; ``summaries_after_reply`` counts those made after a reply (prefolds).
+    """
+
+    strategy: str
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    largest_reply_input: int
+    largest_summary_input: int
+    over_budget: int
+    calls: dict[str, int]
+    calls_per_turn: dict[str, float]
+    most_summaries_in_one_turn: int
+    turns_waiting_on_summary: int
+    summaries_after_reply: int
+    ratio_to_article: dict[str, float | None] = field(default_factory=dict)
+
+
+def replay(factory: Factory, script: Script, limits: Limits, delay_s: float = 0.0) -> tuple[Strategy, list[float]]:
+    """Plays the whole script; returns the strategy and each turn's time to first token."""
+    strategy = factory(RecordingBackend(script.replies, delay_s=delay_s), limits)
+    firsts = []
+    for number, text in enumerate(script.user_messages, start=1):
+        strategy.backend.turn = number
+        firsts.append(strategy.play_turn(text))
+    return strategy, firsts
+
+
+def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int) -> TokenFigures:
+    calls = backend.calls
+    billed = [c for c in calls if c.kind != "count"]
+    by_kind = Counter(c.kind for c in calls)
+    replies = [c.input_tokens for c in calls if c.kind == "reply"]
+    summaries = [c.input_tokens for c in calls if c.kind == "summary"]
+    # Only summaries the reply had to wait for; a prefold's belongs to no reply's wait.
+    per_turn = Counter(c.turn for c in calls if c.kind == "summary" and not c.after_reply)
+    return TokenFigures(
+        strategy=name,
+        turns=turns,
+        input_tokens=sum(c.input_tokens for c in billed),
+        output_tokens=sum(c.output_tokens for c in billed),
+        largest_reply_input=max(replies, default=0),
+        largest_summary_input=max(summaries, default=0),
+        over_budget=sum(1 for tokens in replies if tokens > budget),
+        calls={kind: by_kind[kind] for kind in KINDS},
+        calls_per_turn={kind: by_kind[kind] / turns for kind in KINDS},
+        most_summaries_in_one_turn=max(per_turn.values(), default=0),
+        turns_waiting_on_summary=len(per_turn),
+        summaries_after_reply=sum(1 for c in calls if c.kind == "summary" and c.after_reply),
+    )
+
+
+def _ratio(value: float, reference: float) -> float | None:
+    return None if reference == 0 else value / reference
+
+
+def with_ratios(rows: list[TokenFigures]) -> list[TokenFigures]:
+    ref = next(r for r in rows if r.strategy == REFERENCE)
+    ref_calls = sum(ref.calls.values())
+    out = []
+    for row in rows:
+        ratios = {
+            "input_tokens": _ratio(row.input_tokens, ref.input_tokens),
+            "output_tokens": _ratio(row.output_tokens, ref.output_tokens),
+            "largest_reply_input": _ratio(row.largest_reply_input, ref.largest_reply_input),
+            "model_calls": _ratio(sum(row.calls.values()), ref_calls),
+            "summary_calls": _ratio(row.calls["summary"], ref.calls["summary"]),
+        }
+        out.append(TokenFigures(**{**asdict(row), "ratio_to_article": ratios}))
+    return out
+
+
+def bookkeeping_us(
+    factories: dict[str, Factory],
+    history_turns: Sequence[int],
+    limits: Limits,
+    *,
+    block: int = 12,
+    repeats: int = 7,
+    seed: int = 7,
+) -> dict[str, dict[int, float]]:
+    """Memory bookkeeping per turn, in microseconds, by strategy and turns of history.
+
+    Each strategy is replayed to each length in ``history_turns``. Then each
+    repeat plays ``block`` more turns on a deep copy of every such state, with
+    fresh messages (so new text is tokenized as it would be in real use). A
+    turn's bookkeeping is its wall time minus the time spent inside the backend
+    (for the article, that includes its count calls, which are model calls).
+    The figure is the median, over repeats, of the mean per turn of a block.
+    Repeats go round every strategy and length in turn, so that a burst of load
+    from elsewhere on the machine spoils one sample of many figures, not one figure.
+    """
+    states = {}
+    for name, factory in factories.items():
+        for turns in history_turns:
+            strategy, _ = replay(factory, make_script(turns, seed), limits)
+            strategy.backend.calls.clear()
+            states[name, turns] = strategy
+    samples: dict[tuple[str, int], list[float]] = {key: [] for key in states}
+    for repeat in range(repeats):
+        fresh = make_script(block, seed=10_000 + repeat)
+        for key, strategy in states.items():
+            samples[key].append(_block_mean(strategy, fresh))
+    return {
+        name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories
+    }
+
+
+def _block_mean(strategy: Strategy, fresh: Script) -> float:
+    clone = copy.deepcopy(strategy)
+    clone.backend.replies, clone.backend._next_reply = fresh.replies, 0
+    times = []
+    # As timeit does: the cyclic GC's pauses scale with every live object in this
+    # process (other strategies' replays included), not with this memory's work.
+    gc.collect()
+    gc.disable()
+    try:
+        for text in fresh.user_messages:
+            busy, began = clone.backend.busy_s, time.perf_counter()
+            clone.play_turn(text)
+            times.append(time.perf_counter() - began - (clone.backend.busy_s - busy))
+    finally:
+        gc.enable()
+    # The mean over the block, not its median: fold and no-fold turns alternate in
+    # cycles (batching), and a block's median would depend on where the cycle starts.
+    return statistics.fmean(times)
+
+
+@dataclass(frozen=True)
+class TtftFigures:
+    """Seconds from send to first reply token with a fixed delay on every request."""
+
+    strategy: str
+    delay_ms: float
+    turns: int
+    mean_ms: float
+    median_ms: float
+    max_ms: float
+    turns_waiting_on_summary_or_count: int
+
+
+def ttft(factory: Factory, name: str, script: Script, limits: Limits, delay_s: float) -> TtftFigures:
+    strategy, firsts = replay(factory, script, limits, delay_s=delay_s)
+    # A turn waited on something other than its reply when it took well over one delay.
+    waited = sum(1 for f in firsts if f > 1.5 * delay_s)
+    ms = [f * 1e3 for f in firsts]
+    return TtftFigures(name, delay_s * 1e3, len(ms), statistics.fmean(ms), statistics.median(ms), max(ms), waited)
+
+
+@dataclass
+class Report:
+    budget: int
+    recent_turns: int
+    batch: int
+    seed: int
+    tokens: dict[int, list[TokenFigures]]
+    bookkeeping: dict[str, dict[int, float]]
+    ttft: list[TtftFigures]
+    goals: list[tuple[str, bool, str]]
+    batch_by_budget: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Budget -> (summary requests of Memora's default, of batched folding) over the longest script."""
+    seconds: float = 0.0
+
+    def as_json(self) -> dict:
+        return {
+            "budget": {"max_input_tokens": self.budget, "max_recent_turns": self.recent_turns},
+            "fold_batch_turns": self.batch,
+            "seed": self.seed,
+            "tokens": {str(turns): [asdict(r) for r in rows] for turns, rows in self.tokens.items()},
+            "bookkeeping_us_per_turn": {
+                name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()
+            },
+            "ttft": [asdict(t) for t in self.ttft],
+            "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
+            "summary_requests_by_budget": {
+                str(budget): {"memora": plain, f"memora-batch{self.batch}": batched}
+                for budget, (plain, batched) in self.batch_by_budget.items()
+            },
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def run(
+    *,
+    conversation_turns: Sequence[int] = (20, 100, 500),
+    history_turns: Sequence[int] = (10, 100, 1000),
+    batch: int = 3,
+    seed: int = 7,
+    delay_ms: float = 50.0,
+    ttft_turns: int = 30,
+    limits: Limits = Limits(),
+    repeats: int = 11,
+    budgets: Sequence[int] | None = None,
+) -> Report:
+    began = time.perf_counter()
+    factories = strategies(batch)
+    longest = make_script(max(conversation_turns), seed)
+    tokens: dict[int, list[TokenFigures]] = {}
+    for turns in conversation_turns:
+        script = Script(seed, longest.user_messages[:turns], longest.replies[:turns])
+        rows = []
+        for name, factory in factories.items():
+            strategy, _ = replay(factory, script, limits)
+            rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens))
+        tokens[turns] = with_ratios(rows)
+    bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
+    short = make_script(ttft_turns, seed)
+    ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
+    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
+    base = limits.max_input_tokens
+    for budget in budgets if budgets is not None else (base, base * 3 // 2, base * 2):
+        roomier = Limits(budget, limits.max_recent_turns)
+        counts = []
+        for name in ("memora", f"memora-batch{batch}"):
+            strategy, _ = replay(factories[name], longest, roomier)
+            counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
+        report.batch_by_budget[budget] = (counts[0], counts[1])
+    report.goals = goals(report)
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def goals(report: Report) -> list[tuple[str, bool, str]]:
+    """The issue's goals, each checked against the measured figures (not asserted anywhere)."""
+    longest = max(report.tokens)
+    rows = {r.strategy: r for r in report.tokens[longest]}
+    memora_rows = [r for name, r in rows.items() if name.startswith("memora")]
+    out = []
+    worst = max(memora_rows + [rows[REFERENCE]], key=lambda r: r.largest_reply_input)
+    out.append(
+        (
+            "No request over the budget (article and Memora strategies)",
+            all(r.over_budget == 0 for r in memora_rows + [rows[REFERENCE]]),
+            f"largest reply request {worst.largest_reply_input} of {report.budget} tokens ({worst.strategy}); "
+            f"full history: {rows['full-history'].over_budget} of {longest} requests over",
+        )
+    )
+    lo, hi = min(next(iter(report.bookkeeping.values()))), max(next(iter(report.bookkeeping.values())))
+    growth = {name: by_n[hi] / by_n[lo] for name, by_n in report.bookkeeping.items()}
+    memora_growth = max(g for name, g in growth.items() if name.startswith("memora"))
+    out.append(
+        (
+            f"Bookkeeping per turn flat, {lo} vs {hi} turns of history (Memora within 1.5x)",
+            memora_growth <= 1.5,
+            ", ".join(f"{name} {g:.2f}x" for name, g in growth.items()),
+        )
+    )
+    default = rows["memora"]
+    out.append(
+        (
+            "Default Memora: at most one summary request per turn, fewer model calls than the article",
+            default.most_summaries_in_one_turn <= 1 and sum(default.calls.values()) < sum(rows[REFERENCE].calls.values()),
+            f"most summaries in one turn {default.most_summaries_in_one_turn} (article {rows[REFERENCE].most_summaries_in_one_turn}); "
+            f"model calls {sum(default.calls.values())} vs {sum(rows[REFERENCE].calls.values())} "
+            f"({default.ratio_to_article['model_calls']:.2f}x)",
+        )
+    )
+    batched = rows[f"memora-batch{report.batch}"]
+    cut = default.calls["summary"] / batched.calls["summary"] if batched.calls["summary"] else float("inf")
+    sweep = {budget: plain / batched_count for budget, (plain, batched_count) in report.batch_by_budget.items() if batched_count}
+    out.append(
+        (
+            f"Batched folding (k={report.batch}) cuts summary requests about {report.batch}x at equal budget",
+            max(sweep.values(), default=cut) >= report.batch,
+            f"{default.calls['summary']} -> {batched.calls['summary']} summary requests at {report.budget} tokens "
+            f"({cut:.2f}x fewer, {batched.over_budget} over budget); "
+            + ", ".join(f"{ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
+            + f". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
+        )
+    )
+    by_name = {t.strategy: t for t in report.ttft}
+    for name in ("memora", f"memora-batch{report.batch}"):
+        plain, pre = by_name[name], by_name[name + "+prefold"]
+        plain_rows, pre_rows = rows[name], rows[name + "+prefold"]
+        out.append(
+            (
+                f"Prefold ({name}): summaries leave the critical path, except folds the new message itself forces",
+                pre.mean_ms < plain.mean_ms and pre_rows.turns_waiting_on_summary < plain_rows.turns_waiting_on_summary,
+                f"mean time to first token {pre.mean_ms:.0f} ms vs {plain.mean_ms:.0f} ms "
+                f"({pre.mean_ms / plain.mean_ms:.2f}x); replies that waited on a summary: "
+                f"{pre_rows.turns_waiting_on_summary} vs {plain_rows.turns_waiting_on_summary} of {longest} turns",
+            )
+        )
+    return out

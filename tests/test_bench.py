@@ -1,0 +1,106 @@
+"""The benchmark's instruments: the article port, the recording backend, the figures. No timing asserted."""
+
+from __future__ import annotations
+
+import json
+
+from memora.backends.base import ReplyRequest, SummaryRequest, drain
+from memora.bench.__main__ import main
+from memora.bench.article import ArticleMemory
+from memora.bench.recording import SUMMARY_TOKEN_CAP, RecordingBackend
+from memora.bench.run import replay, strategies, token_figures
+from memora.bench.script import make_script
+from memora.bench.strategies import Limits
+from memora.messages import Message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.tokens import LocalTokenCounter, count_text
+from tests.fakes import ScriptedBackend
+
+
+def article_turn(memory: ArticleMemory, backend, text: str) -> None:
+    memory.add_user_message(text)
+    stats = memory.prepare_context()
+    messages = tuple(Message(m["role"], m["content"]) for m in stats["context_messages"])
+    reply = drain(backend.stream_reply(ReplyRequest("m", SYSTEM_PROMPT, messages)))
+    memory.finish_turn(reply.text, stats["context_messages"], reply.usage.total_tokens)
+
+
+def test_article_port_counts_once_per_try_and_summarizes_once_per_folded_pair():
+    backend = ScriptedBackend(summary_text=lambda request: "The user sent long texts.")
+    long_text = "apple " * 120
+    user, reply = Message("user", long_text), Message("assistant", "reply 1")
+    # Three long messages fit with no summary, not beside one: the fourth turn must fold
+    # its two oldest pairs, one summary request and one more count per pair.
+    budget = LocalTokenCounter().count("m", SYSTEM_PROMPT, [user, reply, user]) + 150
+    memory = ArticleMemory(backend, "m", SYSTEM_PROMPT, SUMMARY_INSTRUCTIONS, budget, 3)
+    for _ in range(3):
+        article_turn(memory, backend, long_text)
+    counts_before, summaries_before = len(backend.counts), len(backend.summaries)
+
+    article_turn(memory, backend, long_text)
+
+    folded = len(backend.summaries) - summaries_before
+    assert folded == 2
+    assert all(len(s.new_messages) == 2 for s in backend.summaries[summaries_before:])
+    assert len(backend.counts) - counts_before == folded + 1
+    assert memory.summarized_message_count == 2 * folded
+
+
+def test_recording_backend_reports_real_counts_of_what_it_was_sent_and_caps_summaries():
+    backend = RecordingBackend(replies=("first reply", "second reply"))
+    request = ReplyRequest("m", SYSTEM_PROMPT, (Message("user", "你好, can you help me?"),))
+    completion = drain(backend.stream_reply(request))
+
+    assert completion.text == "first reply"
+    assert backend.calls[0].input_tokens == LocalTokenCounter().count("m", SYSTEM_PROMPT, request.messages)
+    assert backend.calls[0].output_tokens == count_text("first reply")
+
+    many = tuple(Message("user", f"My goal number {i} is to speak clearly at work.") for i in range(60))
+    summary = backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", many, max_output_tokens=10_000))
+    assert count_text(summary.text) <= SUMMARY_TOKEN_CAP
+    assert [c.kind for c in backend.calls] == ["reply", "summary"]
+
+
+def test_scripts_are_deterministic_mixed_and_prefix_stable():
+    short, longer = make_script(20), make_script(60)
+    assert short == make_script(20)
+    assert longer.user_messages[:20] == short.user_messages and longer.replies[:20] == short.replies
+    text = " ".join(longer.user_messages)
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in text) and "the" in text
+    assert max(count_text(m) for m in longer.user_messages) > 250
+
+
+def test_figures_come_from_the_recorded_requests():
+    script = make_script(40)
+    factories = strategies(3)
+    figures = {}
+    for name in ("full-history", "article-v0.7", "memora", "memora-batch3+prefold"):
+        strategy, _ = replay(factories[name], script, Limits())
+        figures[name] = token_figures(name, strategy.backend, script.turns, 1000)
+
+    assert figures["full-history"].over_budget > 0 and figures["full-history"].calls["summary"] == 0
+    assert figures["article-v0.7"].calls["count"] >= script.turns
+    assert figures["memora"].calls["count"] == 0 and figures["memora"].over_budget == 0
+    assert figures["memora"].most_summaries_in_one_turn <= 1
+    assert figures["memora-batch3+prefold"].summaries_after_reply > 0
+
+
+def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):
+    import memora.bench.__main__ as cli
+    import memora.bench.run as run_module
+
+    real_run = run_module.run
+
+    def small_run(**kwargs):
+        kwargs.update(conversation_turns=(10,), history_turns=(2, 4), ttft_turns=3, repeats=1, budgets=(1000,))
+        return real_run(**kwargs)
+
+    monkeypatch.setattr(cli, "run", small_run)
+    out = tmp_path / "bench.json"
+    assert main(["--json", str(out), "--delay-ms", "1"]) == 0
+
+    data = json.loads(out.read_text(encoding="utf-8"))
+    names = [row["strategy"] for row in data["tokens"]["10"]]
+    assert names == list(strategies(3))
+    assert set(data["bookkeeping_us_per_turn"]["memora"]) == {"2", "4"}
+    assert "| article-v0.7 |" in capsys.readouterr().out

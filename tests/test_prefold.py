@@ -1,0 +1,177 @@
+"""ShortTermMemory.prefold(): folding between turns, so the next reply waits for no summary."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memora.backends.base import BackendError
+from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.messages import Message
+from memora.prompts import SUMMARY_PREAMBLE
+from tests.fakes import ScriptedBackend
+
+
+def play(memory: ShortTermMemory, *texts: str) -> None:
+    for text in texts:
+        with memory.turn(text) as turn:
+            turn.run()
+
+
+def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no_summary_request(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
+    play(memory, "one", "two", "three", "four")
+    assert backend.summaries == []
+    assert memory.fold_due() == 2
+
+    version = memory.prefold()
+
+    assert version is not None and version.folded == (0, 2)
+    assert len(backend.summaries) == 1
+    assert backend.summaries[0].new_messages == (Message("user", "one"), Message("assistant", "reply 1"))
+    assert memory.summarized_message_count == 2 and memory.summary == "one | reply 1"
+
+    play(memory, "five")
+
+    assert len(backend.summaries) == 1, "the next turn's prepare() made a summary request"
+    sent = backend.replies[-1].messages
+    assert sent[0] == Message("developer", SUMMARY_PREAMBLE + "one | reply 1")
+    assert [m.content for m in sent[1:]] == ["two", "reply 2", "three", "reply 3", "four", "reply 4", "five"]
+    assert memory.turn_stats[len(memory.history) - 1].newly_summarized_count == 0
+
+
+def test_prefold_sends_the_next_reply_what_prepare_alone_would_have_sent():
+    texts = ["one", "two", "three", "four", "five", "six"]
+    with_prefold, without = ScriptedBackend(), ScriptedBackend()
+    prefolding = ShortTermMemory(with_prefold, max_input_tokens=4000, max_recent_turns=2)
+    plain = ShortTermMemory(without, max_input_tokens=4000, max_recent_turns=2)
+    for text in texts:
+        prefolding.prefold()  # between turns; nothing is due before the first
+        play(prefolding, text)
+        play(plain, text)
+
+    assert [r.messages for r in with_prefold.replies] == [r.messages for r in without.replies]
+    assert [s.new_messages for s in with_prefold.summaries] == [s.new_messages for s in without.summaries]
+
+
+def test_prefold_with_nothing_due_makes_no_request(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
+    play(memory, "one", "two", "three")
+
+    assert memory.fold_due() == 0
+    assert memory.prefold() is None
+    assert backend.summaries == [] and memory.summary_versions == []
+
+
+def test_prefold_respects_fold_batch_turns_and_folds_the_batch_in_one_request(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=1, fold_batch_turns=2)
+    play(memory, "one", "two", "three")
+    assert memory.prefold() is None, "the window may still grow by two turns"
+
+    play(memory, "four")
+    version = memory.prefold()
+
+    assert version is not None and version.folded == (0, 6)
+    assert len(backend.summaries) == 1
+    assert [m.content for m in backend.summaries[0].new_messages] == ["one", "reply 1", "two", "reply 2", "three", "reply 3"]
+    play(memory, "five")
+    assert len(backend.summaries) == 1
+    assert [m.content for m in backend.replies[-1].messages[1:]] == ["four", "reply 4", "five"]
+
+
+def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest_message(backend):
+    long_text = "apple " * 150
+    probe = ShortTermMemory(ScriptedBackend(), max_recent_turns=3)
+    user, reply = Message("user", long_text), Message("assistant", "reply 1")
+    # The second long turn just fits with no summary; two long pairs beside even an
+    # empty message do not, so whatever comes next, the next prepare() must fold.
+    budget = probe.count_input_tokens([user, reply, user]) + 2
+    assert probe.count_input_tokens([user, reply, user, reply, Message("user", "")]) > budget
+    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=3)
+    play(memory, long_text, long_text)
+    assert backend.summaries == []
+
+    assert memory.fold_due() > 0
+    version = memory.prefold()
+    play(memory, "ok?")
+
+    assert version is not None and len(backend.summaries) == 1
+    assert backend.summaries[0].new_messages == tuple(memory.history[: version.summarized_message_count])
+    assert backend.replies[-1].counted_input_tokens <= budget
+    assert backend.replies[-1].messages[0].role == "developer"
+    assert backend.replies[-1].messages[-1] == Message("user", "ok?")
+
+
+def test_a_failed_prefold_changes_nothing_and_the_next_prepare_folds_the_same_messages(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
+    play(memory, "one", "two", "three", "four")
+    backend.fail_next("summary")
+
+    with pytest.raises(BackendError):
+        memory.prefold()
+
+    assert memory.summary_versions == [] and memory.summarized_message_count == 0
+    assert len(memory.history) == 8 and not memory.has_pending_turn
+    play(memory, "five")
+    assert len(backend.summaries) == 2
+    assert backend.summaries[1].new_messages == backend.summaries[0].new_messages
+    assert memory.summarized_message_count == 2
+
+
+def test_prefold_is_recorded_in_the_ledger_under_the_turn_just_finished(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
+    play(memory, "one", "two", "three", "four")
+    memory.prefold()
+
+    last = memory.ledger[-1]
+    assert (last.kind, last.turn) == ("summary", 4)
+    assert memory.summary_versions[-1].turn == 4
+    assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
+
+
+def test_prefold_with_a_pending_user_message_raises_and_sends_nothing(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
+    play(memory, "one", "two", "three", "four")
+    memory.add_user_message("five")
+
+    with pytest.raises(ValueError):
+        memory.prefold()
+    assert backend.summaries == []
+    assert memory.history[-1] == Message("user", "five")
+
+
+words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "練習", "please", "why?"])
+texts = st.lists(words, min_size=1, max_size=150).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=st.lists(texts, min_size=1, max_size=10),
+    budget=st.integers(min_value=450, max_value=1500),
+    recent=st.integers(min_value=0, max_value=4),
+    batch=st.integers(min_value=0, max_value=3),
+)
+def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, budget, recent, batch):
+    backend = ScriptedBackend(summary_text=lambda request: "fact " * 30)
+    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_batch_turns=batch)
+    for text in messages:
+        due = memory.fold_due()
+        without = copy.deepcopy(memory)
+        try:
+            play(without, text)
+        except ContextBudgetError:
+            continue
+        # Whatever this message is, prepare() alone folds at least what fold_due() named.
+        assert without.summarized_message_count >= due
+
+        summaries_before = len(backend.summaries)
+        version = memory.prefold()
+        assert len(backend.summaries) == summaries_before + (version is not None)
+        assert memory.summarized_message_count == due
+        play(memory, text)
+        assert backend.replies[-1].counted_input_tokens <= budget
+    folded = [m for s in backend.summaries for m in s.new_messages]
+    assert folded == memory.history[: memory.summarized_message_count]
