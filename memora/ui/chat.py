@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.i18n import backend_label, error_message, t
+from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory, TurnStats
 from memora.ui import state as keys
 from memora.ui.state import Notice
@@ -25,8 +25,7 @@ def render_header(memory: ShortTermMemory, lang: str) -> None:
     if memory.backend.offline:
         st.info(t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
     else:
-        name = st.session_state[keys.BACKEND_NAME]
-        st.caption(t(lang, "page.online_caption", backend=backend_label(lang, name), model=memory.model))
+        st.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
 
 
 def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESSAGES) -> None:
