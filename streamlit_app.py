@@ -5,7 +5,8 @@ import streamlit as st
 from memora.ui import chat, panels, settings_panel
 from memora.ui.state import LANG, MEMORY, setup_state
 
-st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="wide")
+# 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
+st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)
 
 state = setup_state()
 lang = state[LANG]

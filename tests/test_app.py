@@ -96,10 +96,9 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
 
     panel = expander(at, "Conversation summary")
     assert any("B1" in m.value for m in panel.markdown)
-    context = expander(at, "Last request context")
-    context_text = "\n".join(m.value for m in context.markdown)
-    assert "summary" in context_text and "recent window" in context_text and "current message" in context_text
-    assert any("B1" in e.value for e in context.text)
+    context = expander(at, "Last request context").dataframe[0].value
+    assert list(context["Source"]) == ["summary"] + ["recent window"] * (len(context) - 2) + ["current message"]
+    assert "B1" in context["Content"][0]
 
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["History messages"] == str(len(memory.history)) == "12"
@@ -155,9 +154,10 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert captions[1].startswith("Version 1, turn 5: folded messages 1–2 (2 messages)")
 
     context = expander(at, "Last request context")
-    rows = [m.value for m in context.markdown]
+    rows = context.dataframe[0].value
     assert len(rows) == len(memory.last_prepared.context_messages)
-    assert rows[0].startswith("**1. developer** · summary")
+    assert list(rows.iloc[0][["Role", "Source"]]) == ["developer", "summary"]
+    assert list(rows["Tokens"]) == list(memory.last_prepared.message_tokens)
     progress = context.get("progress")[0]
     assert progress.proto.text == f"Budget: {memory.last_prepared.input_tokens:,} of {memory.max_input_tokens:,} input tokens"
 

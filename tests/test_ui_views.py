@@ -58,19 +58,19 @@ def test_usage_chart_frame_has_bars_and_the_two_lines_per_turn():
     assert wide.loc[2].to_dict() == {
         "Reply input": 150,
         "Reply output": 25,
-        "Summary requests": 110,
-        "Full history would send": 260,
-        "Input budget": 1000,
+        "Summaries": 110,
+        "Full history": 260,
+        "Budget": 1000,
     }
-    assert set(frame[frame.mark == "line"].series) == {"Full history would send", "Input budget"}
-    assert wide.loc[1, "Summary requests"] == 0
+    assert set(frame[frame.mark == "line"].series) == {"Full history", "Budget"}
+    assert wide.loc[1, "Summaries"] == 0
 
 
 def test_usage_chart_frame_is_empty_without_records_and_translates_series():
     empty = usage_chart_frame([], 1000, "en")
     assert empty.empty and list(empty.columns) == ["turn", "series", "tokens", "mark"]
     frame = usage_chart_frame([record(1, "reply", 10, 5, 15)], 500, "zh-TW")
-    assert "輸入預算" in set(frame.series)
+    assert "預算" in set(frame.series)
 
 
 def test_usage_chart_spec_colours_every_series_the_frame_holds():
@@ -82,5 +82,5 @@ def test_usage_chart_spec_colours_every_series_the_frame_holds():
     assert set(frame.series) == set(domain)
     assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "line"]
     assert isinstance(frame, pd.DataFrame) and frame.tokens.ge(0).all()
-    budget = frame[frame.series == "Input budget"].tokens
+    budget = frame[frame.series == "Budget"].tokens
     assert (budget == memory.max_input_tokens).all()

@@ -50,7 +50,7 @@ def usage_chart_spec(lang: str) -> dict[str, Any]:
         "type": "nominal",
         "title": t(lang, "chart.series"),
         "scale": {"domain": series, "range": ["#4C78A8", "#9ECAE9", "#F58518", "#E45756", "#54A24B"]},
-        "legend": {"orient": "bottom", "columns": 2},
+        "legend": {"orient": "bottom", "columns": 2, "labelLimit": 0},
     }
     tooltip = [{"field": "turn", "title": t(lang, "chart.turn")}, {"field": "series"}, {"field": "tokens"}]
     return {

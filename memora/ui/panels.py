@@ -12,11 +12,8 @@ from memora.i18n import t
 from memora.memory import ShortTermMemory
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
-from memora.ui.views import history_frame, last_context_rows, status_figures
+from memora.ui.views import context_frame, history_frame, last_context_rows, status_figures
 from memora.usage import ledger_frame
-
-CONTEXT_PREVIEW_CHARS = 400
-
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
     render_status(memory, lang)
@@ -66,10 +63,7 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
         if not rows:
             st.caption(t(lang, "panel.context_empty"))
             return
-        for number, row in enumerate(rows, start=1):
-            st.markdown(t(lang, "panel.context_row", number=number, role=row.role, source=t(lang, f"source.{row.source}"), tokens=row.tokens))
-            preview = row.content if len(row.content) <= CONTEXT_PREVIEW_CHARS else row.content[:CONTEXT_PREVIEW_CHARS] + "…"
-            st.text(preview)
+        st.dataframe(context_frame(memory, lang), hide_index=True)
         used = memory.last_prepared.input_tokens if memory.last_prepared else 0
         st.progress(min(used / memory.max_input_tokens, 1.0), text=t(lang, "panel.budget", used=f"{used:,}", budget=f"{memory.max_input_tokens:,}"))
 

@@ -126,3 +126,17 @@ def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
         ContextRow(m.role, source, tokens, m.content)
         for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens)
     ]
+
+
+def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
+    """The last request's messages as a table: number, role, source, tokens, content."""
+    rows = last_context_rows(memory)
+    return pd.DataFrame(
+        {
+            t(lang, "col.number"): range(1, len(rows) + 1),
+            t(lang, "col.role"): [r.role for r in rows],
+            t(lang, "col.source"): [t(lang, f"source.{r.source}") for r in rows],
+            t(lang, "col.tokens"): [r.tokens for r in rows],
+            t(lang, "col.content"): [r.content for r in rows],
+        }
+    )
