@@ -7,6 +7,7 @@ environment variable is set: in CI a missing browser is a failure.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -119,9 +120,8 @@ def test_chat_panels_and_chart_in_chromium(server):
             assert page.get_by_text("Folded into the summary").count() >= 2
 
             sidebar = page.get_by_test_id("stSidebar")
-            for label in ("Conversation summary", "Last request context", "Token usage"):
-                sidebar.get_by_text(label, exact=True).click()
-            sidebar.get_by_text("Full history", exact=True).click()
+            for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
+                sidebar.locator("summary").filter(has_text=re.compile(f"^{label}$")).click()
             _wait_idle(page)
             sidebar.get_by_test_id("stVegaLiteChart").wait_for()
             chart = sidebar.get_by_test_id("stVegaLiteChart")
