@@ -121,7 +121,7 @@ def test_chat_panels_and_chart_in_chromium(server):
 
             sidebar = page.get_by_test_id("stSidebar")
             for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
-                sidebar.locator("summary").filter(has_text=re.compile(f"^{label}$")).click()
+                sidebar.locator("summary").filter(has_text=re.compile(f"{label}$")).click()
             _wait_idle(page)
             sidebar.get_by_test_id("stVegaLiteChart").wait_for()
             chart = sidebar.get_by_test_id("stVegaLiteChart")
