@@ -163,7 +163,9 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
 
     # The full history is drawn only once its expander is open.
     assert not expander(at, "Full history").get("arrow_data_frame")
+    assert not expander(at, "Token usage").get("vega_lite_chart")
     at.session_state[keys.HISTORY_PANEL_OPEN] = True
+    at.session_state[keys.USAGE_PANEL_OPEN] = True
     at.run()
     table = expander(at, "Full history").dataframe[0].value
     assert list(table["State"]) == ["summarized"] * 4 + ["in window"] * 8
@@ -376,3 +378,17 @@ def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):
     send(at, "Third question, whose fold fails.")
     assert memory.summarized_message_count == 2 and "B1" in memory.summary
     assert backend.summaries[-1].new_messages[0].content == B1
+
+
+def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    for number in range(1, 11):
+        with memory.turn(f"Question {number}.") as turn:
+            turn.run()
+    assert len(memory.summary_versions) == 8
+    at = new_app(memory)
+    panel = expander(at, "Conversation summary")
+    captions = [c.value for c in panel.caption]
+    assert captions[0].startswith("Version 8, turn 10: folded messages 15–16")
+    assert [c.split(",")[0] for c in captions[1:6]] == ["Version 7", "Version 6", "Version 5", "Version 4", "Version 3"]
+    assert captions[-1] == "…and 2 older versions, not shown."

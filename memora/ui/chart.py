@@ -31,13 +31,13 @@ def usage_chart_frame(records: Iterable[UsageRecord], max_input_tokens: int, lan
     per_turn = usage_per_turn(records)
     if per_turn.empty:
         return pd.DataFrame(columns=COLUMNS)
-    wide = per_turn.assign(budget=max_input_tokens)
-    rows = [
-        {"turn": int(turn), "series": t(lang, f"chart.{series}"), "tokens": int(wide.at[turn, series]), "mark": mark}
-        for turn in wide.index
-        for series, mark in [*((s, "bar") for s in BAR_SERIES), *((s, "line") for s in LINE_SERIES)]
-    ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    wide = per_turn.assign(budget=max_input_tokens).reset_index()
+    series = [*BAR_SERIES, *LINE_SERIES]
+    # One vectorised melt: a Python loop over turns made long conversations slow to redraw.
+    long = wide.melt(id_vars="turn", value_vars=series, var_name="series", value_name="tokens")
+    long["mark"] = long["series"].map({s: "bar" if s in BAR_SERIES else "line" for s in series})
+    long["series"] = long["series"].map({s: t(lang, f"chart.{s}") for s in series})
+    return long.astype({"turn": "int64", "tokens": "int64"})[COLUMNS]
 
 
 def usage_chart_spec(lang: str) -> dict[str, Any]:

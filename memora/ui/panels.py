@@ -1,7 +1,8 @@
 """The sidebar panels: status, summary, last request context, full history, token usage.
 
-Each is an expander. The full history grows without bound, so its expander
-tracks its state and draws its table only while open.
+Each is an expander. The full history and the token usage grow with the
+conversation, so their expanders track their state and draw only while open:
+a rerun then costs the same at turn 500 as at turn 10.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.views import context_frame, history_frame, last_context_rows, status_figures
 from memora.usage import ledger_frame
+EARLIER_VERSIONS_SHOWN = 5
+"""Earlier summary versions drawn in full; a long conversation has hundreds."""
+
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
     render_status(memory, lang)
@@ -44,10 +48,14 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
         st.markdown(memory.summary)
         if len(versions) > 1:
             st.markdown(f"**{t(lang, 'panel.summary_versions')}**")
-            for number in range(len(versions) - 1, 0, -1):
+            shown = range(len(versions) - 1, max(0, len(versions) - 1 - EARLIER_VERSIONS_SHOWN), -1)
+            for number in shown:
                 with st.container(border=True):
                     st.caption(_version_label(number, versions[number - 1], lang))
                     st.markdown(versions[number - 1].text)
+            hidden = len(versions) - 1 - len(shown)
+            if hidden:
+                st.caption(t(lang, "panel.summary_hidden", count=hidden))
 
 
 def _version_label(number: int, version, lang: str) -> str:
@@ -72,7 +80,7 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
     panel = st.expander(t(lang, "panel.history"), key=keys.HISTORY_PANEL_OPEN, on_change="rerun", icon=":material/forum:")
     with panel:
         if not panel.open:
-            st.caption(t(lang, "panel.history_hint"))
+            st.caption(t(lang, "panel.lazy_hint"))
         elif not memory.history:
             st.caption(t(lang, "panel.history_empty"))
         else:
@@ -80,7 +88,11 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "panel.usage"), icon=":material/bar_chart:"):
+    panel = st.expander(t(lang, "panel.usage"), key=keys.USAGE_PANEL_OPEN, on_change="rerun", icon=":material/bar_chart:")
+    with panel:
+        if not panel.open:
+            st.caption(t(lang, "panel.lazy_hint"))
+            return
         if not memory.ledger:
             st.caption(t(lang, "panel.usage_empty"))
             return
@@ -91,7 +103,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         st.dataframe(ledger, hide_index=True)
         st.download_button(
             t(lang, "panel.usage_download"),
-            data=ledger.to_csv(index=False),
+            data=lambda: ledger.to_csv(index=False),  # built only when clicked
             file_name="memora-ledger.csv",
             mime="text/csv",
             icon=":material/download:",

@@ -36,6 +36,7 @@ BUDGET_INPUT = "budget_input"
 WINDOW_INPUT = "window_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
+USAGE_PANEL_OPEN = "usage_panel_open"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -134,6 +135,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         WINDOW_INPUT: memory.max_recent_turns,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
+        USAGE_PANEL_OPEN: False,
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():
