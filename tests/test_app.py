@@ -65,6 +65,16 @@ def assert_alternating(memory: ShortTermMemory) -> None:
     assert roles == ["user", "assistant"] * (len(roles) // 2)
 
 
+def test_a_key_in_the_environment_selects_openai_without_showing_it(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-456")
+    at = new_app()
+    assert not at.exception
+    assert not at.session_state[keys.MEMORY].backend.offline
+    assert at.session_state[keys.KEY_SOURCE] == "env"
+    assert "configured through the environment" in texts(at)
+    assert "sk-env-secret-456" not in texts(at)
+
+
 def test_offline_mode_with_no_secrets_file_opens_and_says_so():
     at = new_app()
     assert not at.exception
@@ -174,7 +184,8 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     usage = expander(at, "Token usage")
     ledger = usage.dataframe[0].value
     assert len(ledger) == len(memory.ledger) == 6 + 2
-    assert sorted(set(ledger["kind"])) == ["reply", "summary"]
+    assert sorted(set(ledger["Kind"])) == ["reply", "summary"]
+    assert list(ledger["Full history"].dropna()) == [r.full_history_tokens for r in memory.ledger if r.kind == "reply"]
     assert usage.get("vega_lite_chart"), "the usage chart is drawn"
     assert usage.get("download_button")
 

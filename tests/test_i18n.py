@@ -12,6 +12,7 @@ from memora.backends.base import BackendError
 from memora.i18n import CATALOG, LANGUAGES, backend_label, error_message, t
 from memora.memory import ContextBudgetError, SummaryError
 from memora.settings import BACKENDS
+from memora.usage import LEDGER_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +41,11 @@ def test_every_key_the_page_uses_exists():
                 if isinstance(key, ast.Constant):
                     used.add(key.value)
     assert used and used <= set(CATALOG["en"])
+
+
+def test_every_ledger_column_has_a_label():
+    for column in LEDGER_COLUMNS:
+        assert t("en", f"ledger.{column}") and t("zh-TW", f"ledger.{column}")
 
 
 def test_t_fills_placeholders_and_unknown_language_falls_back_to_english():

@@ -100,7 +100,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         st.vega_lite_chart(frame, usage_chart_spec(lang), width="stretch")
         st.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
         ledger = ledger_frame(memory.ledger)
-        st.dataframe(ledger, hide_index=True)
+        st.dataframe(ledger.rename(columns={c: t(lang, f"ledger.{c}") for c in ledger.columns}), hide_index=True)
         st.download_button(
             t(lang, "panel.usage_download"),
             data=lambda: ledger.to_csv(index=False),  # built only when clicked
