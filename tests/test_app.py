@@ -17,7 +17,6 @@ from streamlit.testing.v1 import AppTest
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.ui import state as keys
-from tests.fakes import ScriptedBackend
 
 APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
 B1 = "My English level is B1 and I want to practise travel English."

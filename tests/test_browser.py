@@ -132,8 +132,18 @@ def test_chat_panels_and_chart_in_chromium(server):
             assert sidebar.get_by_text("recent window").count() >= 1
             assert sidebar.get_by_text("current message").count() >= 1
 
+            # A message over the budget fails before any request; the real widget gets its text back.
+            too_long = "travel " * 1500
+            box.fill(too_long)
+            box.press("Enter")
+            page.get_by_text("Your message was not sent").wait_for()
+            _wait_idle(page)
+            assert box.input_value() == too_long
+            assert messages.count() == 2 * len(MESSAGES)
+            box.fill("")
+
             # Streamlit scrolls inside its own containers, so a tall viewport shows the whole page.
-            page.set_viewport_size({"width": 1400, "height": 2400})
+            page.set_viewport_size({"width": 1400, "height": 2800})
             _wait_idle(page)
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT))
