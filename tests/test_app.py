@@ -402,3 +402,16 @@ def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(bac
     assert captions[0].startswith("Version 8, turn 10: folded messages 15–16")
     assert [c.split(",")[0] for c in captions[1:6]] == ["Version 7", "Version 6", "Version 5", "Version 4", "Version 3"]
     assert captions[-1] == "…and 2 older versions, not shown."
+
+
+def test_a_typed_key_switches_to_openai_and_leaves_the_field_empty():
+    at = new_app()
+    at.text_input(key=keys.API_KEY_INPUT).input("sk-typed-secret-789").run()
+    assert not at.exception
+    memory = at.session_state[keys.MEMORY]
+    assert not memory.backend.offline
+    assert at.session_state[keys.KEY_SOURCE] == "field"
+    assert at.session_state[keys.SETTINGS].api_key == "sk-typed-secret-789"
+    assert at.text_input(key=keys.API_KEY_INPUT).value == ""
+    assert "sk-typed-secret-789" not in texts(at) and "sk-typed-secret-789" not in repr(at.session_state[keys.SETTINGS])
+    assert "Now using OpenAI Responses API" in at.success[0].value
