@@ -144,6 +144,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.reset_help": "Clears history, summary and ledger; keeps the settings.",
         "backend.offline": "Offline engine (no language model)",
         "backend.openai": "OpenAI Responses API",
+        # Not in memora.settings.BACKENDS yet: the backends branch adds it; the label is ready for the merge.
+        "backend.chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -255,7 +257,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.refused": "已拒絕：{reason}",
         "settings.api_key": "OpenAI API 金鑰",
         "settings.api_key_help": "只保存在這個瀏覽器工作階段的記憶體中，不會顯示也不會儲存。",
-        "settings.api_key_configured": "已透過{source}設定 API 金鑰。",
+        "settings.api_key_configured": "已透過 {source} 設定 API 金鑰。",
         "settings.source_secrets": "Streamlit secrets",
         "settings.source_env": "環境變數",
         "settings.source_field": "金鑰欄位",
@@ -265,6 +267,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.reset_help": "清除 History、摘要和帳本，保留設定。",
         "backend.offline": "離線引擎（不是語言模型）",
         "backend.openai": "OpenAI Responses API",
+        "backend.chat": "OpenAI 相容伺服器（Ollama、LM Studio、vLLM、llama.cpp）",
     },
 }
 
