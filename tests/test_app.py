@@ -415,3 +415,19 @@ def test_a_typed_key_switches_to_openai_and_leaves_the_field_empty():
     assert at.text_input(key=keys.API_KEY_INPUT).value == ""
     assert "sk-typed-secret-789" not in texts(at) and "sk-typed-secret-789" not in repr(at.session_state[keys.SETTINGS])
     assert "Now using OpenAI Responses API" in at.success[0].value
+
+
+def test_older_chat_messages_are_drawn_only_when_their_expander_is_open(backend):
+    memory = ShortTermMemory(backend)
+    for number in range(1, 13):
+        with memory.turn(f"Question {number}.") as turn:
+            turn.run()
+    at = new_app(memory)
+    older = expander(at, "Earlier messages (4)")
+    assert older.caption[0].value.startswith("Open to show them. The newest 20 messages")
+    assert len(at.chat_message) == 20
+    assert at.chat_message[0].markdown[0].value == "Question 3."
+    at.session_state[keys.OLDER_MESSAGES_OPEN] = True
+    at.run()
+    assert len(at.chat_message) == 24
+    assert at.chat_message[0].markdown[0].value == "Question 1."
