@@ -1,0 +1,69 @@
+"""The token-usage chart: its data and its Vega-Lite spec; pure, no Streamlit.
+
+Bars per turn (reply input, reply output, summary requests, stacked) show what
+was spent; two lines show the input budget and what sending the full history
+would have cost. The gap between the lines is the point of the demo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from memora.i18n import t
+from memora.usage import UsageRecord, usage_per_turn
+
+BAR_SERIES = ("reply_input", "reply_output", "summary")
+LINE_SERIES = ("full_history", "budget")
+COLUMNS = ["turn", "series", "tokens", "mark"]
+
+
+def usage_chart_frame(records: Iterable[UsageRecord], max_input_tokens: int, lang: str) -> pd.DataFrame:
+    """Long-format rows ``turn, series, tokens, mark`` (mark is ``bar`` or ``line``).
+
+    Series names are translated into ``lang``. The budget line uses the current
+    ``max_input_tokens`` for every turn, since the ledger does not keep past budgets.
+    Turns whose reply failed keep their summary spend and show 0 for the reply
+    and the full-history line. No records give an empty frame with the columns.
+    """
+    per_turn = usage_per_turn(records)
+    if per_turn.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    wide = per_turn.assign(budget=max_input_tokens).reset_index()
+    series = [*BAR_SERIES, *LINE_SERIES]
+    # One vectorised melt: a Python loop over turns made long conversations slow to redraw.
+    long = wide.melt(id_vars="turn", value_vars=series, var_name="series", value_name="tokens")
+    long["mark"] = long["series"].map({s: "bar" if s in BAR_SERIES else "line" for s in series})
+    long["series"] = long["series"].map({s: t(lang, f"chart.{s}") for s in series})
+    return long.astype({"turn": "int64", "tokens": "int64"})[COLUMNS]
+
+
+def usage_chart_spec(lang: str) -> dict[str, Any]:
+    """A layered Vega-Lite spec for ``usage_chart_frame``'s rows: stacked bars plus two lines."""
+    series = [t(lang, f"chart.{s}") for s in (*BAR_SERIES, *LINE_SERIES)]
+    x = {"field": "turn", "type": "ordinal", "title": t(lang, "chart.turn"), "axis": {"labelAngle": 0}}
+    y = {"field": "tokens", "type": "quantitative", "title": t(lang, "chart.tokens")}
+    color = {
+        "field": "series",
+        "type": "nominal",
+        "title": t(lang, "chart.series"),
+        "scale": {"domain": series, "range": ["#4C78A8", "#9ECAE9", "#F58518", "#E45756", "#54A24B"]},
+        "legend": {"orient": "bottom", "columns": 2, "labelLimit": 0},
+    }
+    tooltip = [{"field": "turn", "title": t(lang, "chart.turn")}, {"field": "series"}, {"field": "tokens"}]
+    return {
+        "layer": [
+            {
+                "transform": [{"filter": {"field": "mark", "equal": "bar"}}],
+                "mark": {"type": "bar"},
+                "encoding": {"x": x, "y": {**y, "stack": "zero"}, "color": color, "tooltip": tooltip},
+            },
+            {
+                "transform": [{"filter": {"field": "mark", "equal": "line"}}],
+                "mark": {"type": "line", "point": True},
+                "encoding": {"x": x, "y": y, "color": color, "tooltip": tooltip},
+            },
+        ],
+    }

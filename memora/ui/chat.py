@@ -1,0 +1,168 @@
+"""The chat column: history, one turn at a time, commands, notices and the input box.
+
+A submitted message is queued by the input's callback and handled in the
+next script run, above the input box; the input is drawn last, so a failed
+turn can put the user's text back into it in the same run.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from memora.i18n import error_message, t
+from memora.memory import ShortTermMemory, TurnStats
+from memora.ui import state as keys
+from memora.ui.state import Notice
+from memora.ui.views import message_marks, parse_command, run_command
+
+RECENT_MESSAGES = 20
+"""Messages drawn in full on every run; older ones wait in a collapsed, lazily drawn expander."""
+
+
+def render_header(memory: ShortTermMemory, lang: str) -> None:
+    st.title(t(lang, "page.title"))
+    st.caption(t(lang, "page.caption"))
+    if memory.backend.offline:
+        st.info(t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
+    else:
+        st.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
+
+
+def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESSAGES) -> None:
+    """Every message of the history; the oldest beyond ``recent`` only when their expander is open.
+
+    The split point is kept even so that a user message and its reply stay together.
+    """
+    marks = message_marks(memory)
+    split = max(0, len(memory.history) - recent)
+    split -= split % 2
+    if split:
+        older = st.expander(t(lang, "chat.older", count=split), key=keys.OLDER_MESSAGES_OPEN, on_change="rerun", icon=":material/history:")
+        with older:
+            if older.open:
+                for index in range(split):
+                    _render_message(memory, index, marks[index], lang)
+            else:
+                st.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
+    for index in range(split, len(memory.history)):
+        _render_message(memory, index, marks[index], lang)
+
+
+def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -> None:
+    message = memory.history[index]
+    with st.chat_message(message.role):
+        if mark == "summarized":
+            st.caption(":material/inventory_2: " + t(lang, "chat.folded"))
+        # Plain st.markdown: user text may contain HTML, which Streamlit then escapes.
+        st.markdown(message.content)
+        stats = memory.turn_stats.get(index)
+        if stats is not None:
+            with st.expander(t(lang, "chat.stats", turn=stats.turn), icon=":material/analytics:"):
+                st.markdown(stats_table(stats, lang))
+                if memory.backend.offline:
+                    st.caption(t(lang, "stats.offline_note"))
+
+
+def stats_table(stats: TurnStats, lang: str) -> str:
+    """The article's per-turn block as a Markdown table; estimated figures say so."""
+    actual = t(lang, "stats.not_reported") if stats.input_tokens is None else f"{stats.input_tokens:,}"
+    if stats.estimated and stats.input_tokens is not None:
+        actual = t(lang, "stats.estimated", value=actual)
+    output = t(lang, "stats.not_reported") if stats.output_tokens is None else f"{stats.output_tokens:,}"
+    rows = [
+        ("stats.counted_input", f"{stats.counted_input_tokens:,}"),
+        ("stats.actual_input", actual),
+        ("stats.output", output),
+        ("stats.summary", f"{stats.summary_token_usage:,}"),
+        ("stats.messages_sent", f"{stats.context_messages}"),
+        ("stats.newly_summarized", f"{stats.newly_summarized_count}"),
+        ("stats.session_total", f"{stats.session_total_tokens:,}"),
+    ]
+    head = f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n"
+    return head + "\n".join(f"| {t(lang, key)} | {value} |" for key, value in rows)
+
+
+def queue_submission() -> None:
+    """The input's callback: keeps the text for this run and clears the last run's messages."""
+    state = st.session_state
+    state[keys.PENDING_TEXT] = state[keys.CHAT_INPUT]
+    state[keys.NOTICE] = None
+    state[keys.COMMAND] = None
+
+
+def handle_pending(memory: ShortTermMemory, lang: str) -> None:
+    """Runs the queued message: a command, a notice for an empty one, or a model turn."""
+    state = st.session_state
+    text = state[keys.PENDING_TEXT]
+    state[keys.PENDING_TEXT] = None
+    if text is None:
+        return
+    if not text.strip():
+        state[keys.NOTICE] = Notice("warning", "notice.empty")
+        return
+    command = parse_command(text)
+    if command is not None:
+        state[keys.COMMAND] = command
+        return
+    run_turn(memory, text, lang)
+
+
+def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
+    """Streams one turn into the chat, then reruns so the whole page shows the new state.
+
+    The memory's ``turn`` rolls the user message back on any failure,
+    BaseException included (Streamlit's stop and rerun), so the ``finally``
+    here only has to give the text back to the input box and say why.
+    """
+    state = st.session_state
+    committed = False
+    try:
+        with st.chat_message("user"):
+            st.markdown(text)
+        with st.chat_message("assistant"):
+            with memory.turn(text) as turn:
+                st.write_stream(turn.stream())
+            committed = turn.committed
+    except Exception as error:
+        state[keys.NOTICE] = Notice("error", "notice.restored", error=error)
+    finally:
+        if not committed:
+            state[keys.RESTORE_TEXT] = text
+            if state[keys.NOTICE] is None:
+                state[keys.NOTICE] = Notice("warning", "notice.interrupted")
+    st.rerun()
+
+
+def render_command(memory: ShortTermMemory, lang: str) -> None:
+    command = st.session_state[keys.COMMAND]
+    if command is None:
+        return
+    output = run_command(memory, *command, lang)
+    with st.container(border=True):
+        if output.error:
+            st.warning(output.body, icon=":material/help:")
+        else:
+            st.markdown(f"**{output.title}**")
+            st.code(output.body, language=None, wrap_lines=True)
+        st.caption(t(lang, "cmd.caption"))
+
+
+def render_notice(lang: str) -> None:
+    notice: Notice | None = st.session_state[keys.NOTICE]
+    if notice is None:
+        return
+    params = dict(notice.params)
+    if notice.error is not None:
+        params["reason"] = error_message(lang, notice.error)
+    getattr(st, notice.level)(t(lang, notice.key, **params))
+
+
+def render_input(lang: str) -> None:
+    """The chat input, drawn last; refilled with the text of a turn that failed."""
+    state = st.session_state
+    restore = state[keys.RESTORE_TEXT]
+    if restore is not None:
+        # Setting a chat_input's value through its key before it is drawn needs Streamlit 1.47+.
+        state[keys.CHAT_INPUT] = restore
+        state[keys.RESTORE_TEXT] = None
+    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=queue_submission, submit_mode="disable")

@@ -1,0 +1,135 @@
+"""The sidebar's language switch and settings: backend, model, key, limits, reset.
+
+Every change is applied in a widget callback, before the script reruns, so the
+panels and the next turn already see it. A refused change leaves the memory as
+it was, puts the widget back to the memory's value and says why.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from memora.i18n import LANGUAGES, backend_label, t
+from memora.memory import ShortTermMemory
+from memora.settings import BACKENDS, SettingsError, build_backend
+from memora.ui import state as keys
+from memora.ui.state import Notice, new_memory
+
+
+def render_language() -> None:
+    st.radio(
+        t(st.session_state[keys.LANG], "settings.language"),
+        options=list(LANGUAGES),
+        format_func=LANGUAGES.__getitem__,
+        key=keys.LANG,
+        horizontal=True,
+    )
+
+
+def render_settings(lang: str) -> None:
+    state = st.session_state
+    with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
+        # Backends added to memora.settings.BACKENDS appear here without a change to the page.
+        st.selectbox(
+            t(lang, "settings.backend"),
+            options=list(BACKENDS),
+            format_func=lambda name: backend_label(lang, name),
+            key=keys.BACKEND_INPUT,
+            on_change=_apply_backend,
+        )
+        st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend)
+        source = state[keys.KEY_SOURCE]
+        if source in ("secrets", "env"):
+            st.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
+        else:
+            st.text_input(
+                t(lang, "settings.api_key"),
+                key=keys.API_KEY_INPUT,
+                type="password",
+                help=t(lang, "settings.api_key_help"),
+                on_change=_apply_typed_key,
+                autocomplete="off",
+            )
+            if source == "field":
+                st.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
+        # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
+        st.number_input(
+            t(lang, "settings.max_input_tokens"), key=keys.BUDGET_INPUT, step=100, help=t(lang, "settings.limits_help"), on_change=_apply_limits
+        )
+        st.number_input(
+            t(lang, "settings.max_recent_turns"), key=keys.WINDOW_INPUT, step=1, help=t(lang, "settings.limits_help"), on_change=_apply_limits
+        )
+        notice: Notice | None = state[keys.SETTINGS_NOTICE]
+        if notice is not None:
+            _show(notice, lang)
+        st.button(t(lang, "settings.reset"), help=t(lang, "settings.reset_help"), on_click=_reset, icon=":material/restart_alt:")
+
+
+def _show(notice: Notice, lang: str) -> None:
+    params = dict(notice.params)
+    if "backend" in params:
+        params["backend"] = backend_label(lang, params["backend"])
+    getattr(st, notice.level)(t(lang, notice.key, **params))
+
+
+def _apply_limits() -> None:
+    state = st.session_state
+    memory: ShortTermMemory = state[keys.MEMORY]
+    try:
+        memory.update_limits(max_input_tokens=int(state[keys.BUDGET_INPUT]), max_recent_turns=int(state[keys.WINDOW_INPUT]))
+    except ValueError as error:
+        state[keys.SETTINGS_NOTICE] = Notice("error", "settings.refused", {"reason": str(error)})
+        state[keys.BUDGET_INPUT] = memory.max_input_tokens
+        state[keys.WINDOW_INPUT] = memory.max_recent_turns
+    else:
+        state[keys.SETTINGS_NOTICE] = None
+
+
+def _apply_typed_key() -> None:
+    state = st.session_state
+    typed = state[keys.API_KEY_INPUT].strip()
+    # The key moves into the session's settings and out of the widget, so the browser does not keep it.
+    state[keys.API_KEY_INPUT] = ""
+    if not typed:
+        return
+    state[keys.SETTINGS] = state[keys.SETTINGS].with_changes(api_key=typed)
+    state[keys.KEY_SOURCE] = "field"
+    if state[keys.BACKEND_INPUT] == "offline" and "openai" in BACKENDS:
+        state[keys.BACKEND_INPUT] = "openai"
+    _apply_backend()
+
+
+def _apply_backend() -> None:
+    """Swaps the memory's backend and model; the conversation is kept."""
+    state = st.session_state
+    memory: ShortTermMemory = state[keys.MEMORY]
+    name = state[keys.BACKEND_INPUT]
+    model = state[keys.MODEL_INPUT].strip() or memory.model
+    settings = state[keys.SETTINGS].with_changes(backend=name, model=model)
+    try:
+        backend = build_backend(settings)
+    except (SettingsError, ValueError) as error:
+        state[keys.SETTINGS_NOTICE] = Notice("error", "settings.backend_failed", {"backend": name, "reason": str(error)})
+        state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
+        state[keys.MODEL_INPUT] = memory.model
+        return
+    memory.backend, memory.client, memory.model = backend, backend, model
+    state[keys.SETTINGS] = settings
+    state[keys.BACKEND_NAME] = name
+    state[keys.MODEL_INPUT] = model
+    state[keys.SETTINGS_NOTICE] = Notice("success", "settings.backend_switched", {"backend": name})
+
+
+def _reset() -> None:
+    """A new, empty memory on the same backend, model and limits."""
+    state = st.session_state
+    old: ShortTermMemory = state[keys.MEMORY]
+    settings = state[keys.SETTINGS].with_changes(
+        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns
+    )
+    state[keys.MEMORY] = new_memory(settings, backend=old.backend)
+    state[keys.PENDING_TEXT] = None
+    state[keys.RESTORE_TEXT] = None
+    state[keys.COMMAND] = None
+    state[keys.SETTINGS_NOTICE] = None
+    state[keys.NOTICE] = Notice("info", "notice.reset")

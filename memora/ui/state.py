@@ -1,0 +1,146 @@
+"""The page's session state: every key is created in ``setup_state``, and only there.
+
+One browser session owns one ``ShortTermMemory``; nothing lives at module
+level, so sessions never share a conversation, a key or a setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import streamlit as st
+
+from memora.i18n import DEFAULT_LANGUAGE, LANGUAGES
+from memora.memory import ShortTermMemory
+from memora.settings import Settings, SettingsError, build_backend, load_settings
+
+# Session keys. The *_INPUT keys belong to widgets; their values are seeded here.
+MEMORY = "memory"
+SETTINGS = "settings"
+BACKEND_NAME = "backend_name"
+KEY_SOURCE = "key_source"
+PENDING_TEXT = "pending_text"
+RESTORE_TEXT = "restore_text"
+NOTICE = "notice"
+COMMAND = "command"
+SETTINGS_NOTICE = "settings_notice"
+LANG = "lang"
+CHAT_INPUT = "chat_input"
+BACKEND_INPUT = "backend_input"
+MODEL_INPUT = "model_input"
+API_KEY_INPUT = "api_key_input"
+BUDGET_INPUT = "budget_input"
+WINDOW_INPUT = "window_input"
+OLDER_MESSAGES_OPEN = "older_messages_open"
+HISTORY_PANEL_OPEN = "history_panel_open"
+USAGE_PANEL_OPEN = "usage_panel_open"
+
+KeySource = Literal["secrets", "env", "field"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message for the user, translated when shown so that a language switch applies to it.
+
+    ``key`` and ``params`` name an i18n message; ``error``, when set, is
+    rendered through ``memora.i18n.error_message`` into the ``reason`` placeholder.
+    """
+
+    level: Literal["info", "success", "warning", "error"]
+    key: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    error: BaseException | None = None
+
+
+def read_secrets() -> tuple[dict[str, Any], str | None]:
+    """``st.secrets`` as a plain dict, and a problem to report (never the file's content).
+
+    No secrets file is the normal case (StreamlitSecretNotFoundError is a
+    FileNotFoundError) and gives ``{}`` silently. A file that cannot be parsed
+    gives ``{}`` and a reason naming only the error type, since its text could quote a key.
+    """
+    try:
+        return st.secrets.to_dict(), None
+    except FileNotFoundError:
+        return {}, None
+    except Exception as error:  # a malformed TOML file: report it, start offline
+        return {}, f".streamlit/secrets.toml could not be read ({type(error).__name__})."
+
+
+def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySource | None:
+    if secrets.get("OPENAI_API_KEY"):
+        return "secrets"
+    if environ.get("OPENAI_API_KEY"):
+        return "env"
+    return None
+
+
+def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemory:
+    """A fresh memory for ``settings``. Raises SettingsError or ValueError when they are unusable."""
+    return ShortTermMemory(
+        client=backend if backend is not None else build_backend(settings),
+        model=settings.model,
+        max_input_tokens=settings.max_input_tokens,
+        max_recent_turns=settings.max_recent_turns,
+    )
+
+
+def _initial_memory(environ: Mapping[str, str]) -> tuple[Settings, ShortTermMemory, KeySource | None, Notice | None]:
+    secrets, problem = read_secrets()
+    source = key_source(secrets, environ)
+    try:
+        settings = load_settings(secrets, environ)
+        return settings, new_memory(settings), source, _problem_notice(problem)
+    except (SettingsError, ValueError) as error:
+        # A malformed setting must not keep the page from opening: start offline on defaults.
+        settings = Settings()
+        return settings, new_memory(settings), None, Notice("error", "page.settings_error", {"reason": str(error)})
+
+
+def _problem_notice(problem: str | None) -> Notice | None:
+    return Notice("error", "page.settings_error", {"reason": problem}) if problem else None
+
+
+def setup_state(environ: Mapping[str, str] | None = None) -> Any:
+    """Creates every session key on the first run; later runs leave them as they are.
+
+    Returns ``st.session_state``. ``environ`` defaults to ``os.environ``.
+    """
+    state = st.session_state
+    if MEMORY not in state:
+        settings, memory, source, notice = _initial_memory(os.environ if environ is None else environ)
+        state[SETTINGS] = settings
+        state[MEMORY] = memory
+        state[BACKEND_NAME] = settings.backend
+        state[KEY_SOURCE] = source
+        state[NOTICE] = notice
+    memory: ShortTermMemory = state[MEMORY]
+    defaults: dict[str, Any] = {
+        SETTINGS: Settings(),
+        BACKEND_NAME: "offline",
+        KEY_SOURCE: None,
+        NOTICE: None,
+        PENDING_TEXT: None,
+        RESTORE_TEXT: None,
+        COMMAND: None,
+        SETTINGS_NOTICE: None,
+        LANG: DEFAULT_LANGUAGE,
+        BACKEND_INPUT: state.get(BACKEND_NAME, "offline"),
+        MODEL_INPUT: memory.model,
+        API_KEY_INPUT: "",
+        BUDGET_INPUT: memory.max_input_tokens,
+        WINDOW_INPUT: memory.max_recent_turns,
+        OLDER_MESSAGES_OPEN: False,
+        HISTORY_PANEL_OPEN: False,
+        USAGE_PANEL_OPEN: False,
+    }
+    # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
+    for key, value in defaults.items():
+        if key not in state:
+            state[key] = value
+    if state[LANG] not in LANGUAGES:
+        state[LANG] = DEFAULT_LANGUAGE
+    return state

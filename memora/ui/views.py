@@ -1,0 +1,142 @@
+"""What the page shows, computed from the memory; pure, no Streamlit.
+
+Everything here reads a ``ShortTermMemory`` and returns plain values or
+DataFrames, so the page's content can be tested without a browser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from memora.i18n import t
+from memora.memory import ShortTermMemory
+from memora.tokens import count_message
+
+Mark = Literal["summarized", "window", "current"]
+COMMANDS = ("history", "context", "summary", "status")
+
+
+def message_marks(memory: ShortTermMemory) -> list[Mark]:
+    """One mark per history message.
+
+    ``summarized``: folded into the summary (before the pointer). ``current``:
+    the pending user message of a turn in progress. ``window``: every other
+    message, which stays verbatim until it is folded.
+    """
+    pointer = memory.summarized_message_count
+    marks: list[Mark] = ["summarized" if i < pointer else "window" for i in range(len(memory.history))]
+    if memory.has_pending_turn:
+        marks[-1] = "current"
+    return marks
+
+
+def history_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
+    """The full history as a table: number, role, mark, tokens, content."""
+    marks = message_marks(memory)
+    return pd.DataFrame(
+        {
+            t(lang, "col.number"): range(1, len(memory.history) + 1),
+            t(lang, "col.role"): [m.role for m in memory.history],
+            t(lang, "col.state"): [t(lang, f"mark.{mark}") for mark in marks],
+            t(lang, "col.tokens"): [count_message(m.role, m.content) for m in memory.history],
+            t(lang, "col.content"): [m.content for m in memory.history],
+        }
+    )
+
+
+@dataclass(frozen=True)
+class StatusFigure:
+    key: str
+    value: int | str
+
+
+def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
+    """The article's five status figures, labelled in ``lang``."""
+    status = memory.get_status()
+    return [
+        StatusFigure("status.history", int(status["History messages"])),
+        StatusFigure("status.summarized", int(status["Summarized messages"])),
+        StatusFigure("status.context", int(status["Last context messages"])),
+        StatusFigure("status.has_summary", t(lang, "status.yes" if status["Summary available"] else "status.no")),
+        StatusFigure("status.session_tokens", int(status["Session total tokens"])),
+    ]
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """A command's result: a title and a plain-text body, or an error message."""
+
+    title: str
+    body: str
+    error: bool = False
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("history", "")`` for ``"/history"``; None when ``text`` is no command.
+
+    A command is any message whose first non-blank character is ``/``; the
+    rest of the line after the name is its arguments, kept for error messages.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    name, _, args = stripped[1:].partition(" ")
+    return name.lower(), args.strip()
+
+
+def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> CommandOutput:
+    """The article's commands; none of them calls a model.
+
+    Unknown names and any arguments give an error output naming the problem.
+    """
+    if name not in COMMANDS:
+        return CommandOutput("/" + name, t(lang, "cmd.unknown", command="/" + name), error=True)
+    if args:
+        return CommandOutput("/" + name, t(lang, "cmd.no_args", command="/" + name, args=args), error=True)
+    empty = t(lang, "cmd.empty")
+    if name == "history":
+        marks = message_marks(memory)
+        lines = [f"{i + 1:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in enumerate(zip(memory.history, marks))]
+        return CommandOutput(t(lang, "cmd.history_title"), "\n".join(lines) or empty)
+    if name == "context":
+        return CommandOutput(t(lang, "cmd.context_title"), "\n".join(f"{m.role}: {m.content}" for m in memory.last_context) or empty)
+    if name == "summary":
+        return CommandOutput(t(lang, "cmd.summary_title"), memory.summary or empty)
+    rows = [f"{t(lang, f.key)}: {f.value}" for f in status_figures(memory, lang)]
+    return CommandOutput(t(lang, "cmd.status_title"), "\n".join(rows))
+
+
+@dataclass(frozen=True)
+class ContextRow:
+    role: str
+    source: str
+    tokens: int
+    content: str
+
+
+def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
+    """The last request's messages with their source and token count; empty before any request."""
+    prepared = memory.last_prepared
+    if prepared is None:
+        return []
+    return [
+        ContextRow(m.role, source, tokens, m.content)
+        for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens)
+    ]
+
+
+def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
+    """The last request's messages as a table: number, role, source, tokens, content."""
+    rows = last_context_rows(memory)
+    return pd.DataFrame(
+        {
+            t(lang, "col.number"): range(1, len(rows) + 1),
+            t(lang, "col.role"): [r.role for r in rows],
+            t(lang, "col.source"): [t(lang, f"source.{r.source}") for r in rows],
+            t(lang, "col.tokens"): [r.tokens for r in rows],
+            t(lang, "col.content"): [r.content for r in rows],
+        }
+    )

@@ -1,0 +1,25 @@
+"""Memora's page: `streamlit run streamlit_app.py`. Wiring only; the pieces live in memora/ui/."""
+
+import streamlit as st
+
+from memora.ui import chat, panels, settings_panel
+from memora.ui.state import LANG, MEMORY, setup_state
+
+# 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
+st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)
+
+state = setup_state()
+lang = state[LANG]
+memory = state[MEMORY]
+
+with st.sidebar:
+    settings_panel.render_language()
+    panels.render_panels(memory, lang)
+    settings_panel.render_settings(lang)
+
+chat.render_header(memory, lang)
+chat.render_history(memory, lang)
+chat.handle_pending(memory, lang)
+chat.render_command(memory, lang)
+chat.render_notice(lang)
+chat.render_input(lang)

@@ -1,0 +1,433 @@
+"""The page, driven through Streamlit's AppTest: chat, panels, settings, commands, failures.
+
+Every test runs from an empty temporary directory with no OPENAI_API_KEY, so
+there is no secrets file and the page opens in offline mode unless a test
+injects a backend or ``at.secrets``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.testing.v1 import AppTest
+
+from memora.backends.base import BackendError
+from memora.memory import ShortTermMemory
+from memora.ui import state as keys
+
+APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
+B1 = "My English level is B1 and I want to practise travel English."
+FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
+ENV_NAMES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS")
+
+
+@pytest.fixture(autouse=True)
+def no_secrets(tmp_path, monkeypatch):
+    """No secrets file anywhere Streamlit looks, and no key in the environment."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
+
+
+def new_app(memory: ShortTermMemory | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=30)
+    if memory is not None:
+        at.session_state[keys.MEMORY] = memory
+    return at.run()
+
+
+def send(at: AppTest, text: str) -> AppTest:
+    at.chat_input[0].set_value(text).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """Every markdown, caption, text, code and alert on the page, joined."""
+    parts = [e.value for kind in ("markdown", "caption", "text", "code", "info", "warning", "error", "success") for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def expander(at: AppTest, label: str):
+    matches = [e for e in at.expander if e.label == label]
+    assert matches, f"no expander {label!r} in {[e.label for e in at.expander]}"
+    return matches[0]
+
+
+def assert_alternating(memory: ShortTermMemory) -> None:
+    roles = [m.role for m in memory.history]
+    assert roles == ["user", "assistant"] * (len(roles) // 2)
+
+
+def test_a_key_in_the_environment_selects_openai_without_showing_it(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-456")
+    at = new_app()
+    assert not at.exception
+    assert not at.session_state[keys.MEMORY].backend.offline
+    assert at.session_state[keys.KEY_SOURCE] == "env"
+    assert "configured through the environment" in texts(at)
+    assert "sk-env-secret-456" not in texts(at)
+
+
+def test_offline_mode_with_no_secrets_file_opens_and_says_so():
+    at = new_app()
+    assert not at.exception
+    memory = at.session_state[keys.MEMORY]
+    assert memory.backend.offline
+    banner = at.info[0].value
+    assert "Offline mode" in banner and "not a language model" in banner and "OPENAI_API_KEY" in banner
+    assert at.session_state[keys.KEY_SOURCE] is None
+    key_field = [w for w in at.text_input if w.key == keys.API_KEY_INPUT]
+    assert key_field and key_field[0].proto.type == key_field[0].proto.PASSWORD
+
+
+def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_request():
+    at = new_app()
+    send(at, B1)
+    for text in FILLER:
+        send(at, text)
+    memory: ShortTermMemory = at.session_state[keys.MEMORY]
+    assert memory.summarized_message_count >= 2, "the B1 turn should have left the 3-turn window"
+    assert "B1" in memory.summary and "travel English" in memory.summary
+
+    send(at, "Can you make me a practice plan?")
+    prepared = memory.last_prepared
+    assert prepared.sources[0] == "summary" and "B1" in prepared.context_messages[0].content
+    assert prepared.sources[-1] == "current" and set(prepared.sources[1:-1]) == {"window"}
+    assert len(prepared.context_messages) < len(memory.history)
+    # The offline reply reports the summary it would have sent, so the fact is on the page.
+    assert "B1" in at.chat_message[-1].markdown[0].value
+
+    panel = expander(at, "Conversation summary")
+    assert any("B1" in m.value for m in panel.markdown)
+    context = expander(at, "Last request context").dataframe[0].value
+    assert list(context["Source"]) == ["summary"] + ["recent window"] * (len(context) - 2) + ["current message"]
+    assert "B1" in context["Content"][0]
+
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["History messages"] == str(len(memory.history)) == "12"
+    assert int(metrics["Last context messages"]) == len(prepared.context_messages) <= 2 * memory.max_recent_turns + 2
+    assert metrics["Summary available"] == "Yes"
+
+
+def test_history_grows_while_context_stays_bounded():
+    at = new_app()
+    history_sizes, context_sizes = [], []
+    for text in [B1, *FILLER, *FILLER]:
+        send(at, text)
+        metrics = {m.label: int(m.value) for m in at.metric if m.label != "Summary available"}
+        history_sizes.append(metrics["History messages"])
+        context_sizes.append(metrics["Last context messages"])
+    assert history_sizes == list(range(2, 2 * len(history_sizes) + 1, 2))
+    memory = at.session_state[keys.MEMORY]
+    assert max(context_sizes) <= 2 * memory.max_recent_turns + 2
+    assert memory.last_prepared.input_tokens <= memory.max_input_tokens
+    assert memory.last_prepared.input_tokens < memory.full_history_tokens()
+
+
+def test_folded_messages_are_marked_and_each_reply_has_its_stats():
+    at = new_app()
+    for text in [B1, *FILLER]:
+        send(at, text)
+    memory = at.session_state[keys.MEMORY]
+    messages = at.chat_message
+    assert len(messages) == len(memory.history)
+    folded = [m for m in messages if any("Folded into the summary" in c.value for c in m.caption)]
+    assert len(folded) == memory.summarized_message_count
+    assert messages[0].markdown[0].value == B1
+
+    stats = expander(at, "Turn 5: tokens and context")
+    table = stats.markdown[0].value
+    turn_stats = memory.turn_stats[9]
+    assert f"| Counted input tokens (local, before sending) | {turn_stats.counted_input_tokens:,} |" in table
+    assert f"| Messages newly summarized | {turn_stats.newly_summarized_count} |" in table
+    assert turn_stats.newly_summarized_count == 2
+    assert "local o200k_base count" in stats.caption[0].value
+
+
+def test_panels_show_summary_versions_context_budget_history_and_ledger():
+    at = new_app()
+    for text in [B1, *FILLER, "Thanks, one more question about taxis."]:
+        send(at, text)
+    memory: ShortTermMemory = at.session_state[keys.MEMORY]
+    assert len(memory.summary_versions) == 2
+
+    summary = expander(at, "Conversation summary")
+    captions = [c.value for c in summary.caption]
+    assert captions[0].startswith("Version 2, turn 6: folded messages 3–4 (2 messages)")
+    assert captions[1].startswith("Version 1, turn 5: folded messages 1–2 (2 messages)")
+
+    context = expander(at, "Last request context")
+    rows = context.dataframe[0].value
+    assert len(rows) == len(memory.last_prepared.context_messages)
+    assert list(rows.iloc[0][["Role", "Source"]]) == ["developer", "summary"]
+    assert list(rows["Tokens"]) == list(memory.last_prepared.message_tokens)
+    progress = context.get("progress")[0]
+    assert progress.proto.text == f"Budget: {memory.last_prepared.input_tokens:,} of {memory.max_input_tokens:,} input tokens"
+
+    # The full history is drawn only once its expander is open.
+    assert not expander(at, "Full history").get("arrow_data_frame")
+    assert not expander(at, "Token usage").get("vega_lite_chart")
+    at.session_state[keys.HISTORY_PANEL_OPEN] = True
+    at.session_state[keys.USAGE_PANEL_OPEN] = True
+    at.run()
+    table = expander(at, "Full history").dataframe[0].value
+    assert list(table["State"]) == ["summarized"] * 4 + ["in window"] * 8
+    assert list(table["Content"])[0] == B1
+
+    usage = expander(at, "Token usage")
+    ledger = usage.dataframe[0].value
+    assert len(ledger) == len(memory.ledger) == 6 + 2
+    assert sorted(set(ledger["Kind"])) == ["reply", "summary"]
+    assert list(ledger["Full history"].dropna()) == [r.full_history_tokens for r in memory.ledger if r.kind == "reply"]
+    assert usage.get("vega_lite_chart"), "the usage chart is drawn"
+    assert usage.get("download_button")
+
+
+def test_settings_apply_live_and_nonsense_is_refused_with_the_reason():
+    at = new_app()
+    memory: ShortTermMemory = at.session_state[keys.MEMORY]
+    budget = next(w for w in at.number_input if w.key == keys.BUDGET_INPUT)
+    budget.set_value(1500).run()
+    assert memory.max_input_tokens == 1500
+    window = next(w for w in at.number_input if w.key == keys.WINDOW_INPUT)
+    window.set_value(1).run()
+    assert memory.max_recent_turns == 1
+
+    for nonsense in (0, -1):
+        next(w for w in at.number_input if w.key == keys.BUDGET_INPUT).set_value(nonsense).run()
+        assert memory.max_input_tokens == 1500
+        assert "Refused: max_input_tokens must be at least" in at.error[0].value
+        assert next(w for w in at.number_input if w.key == keys.BUDGET_INPUT).value == 1500
+    next(w for w in at.number_input if w.key == keys.WINDOW_INPUT).set_value(-1).run()
+    assert memory.max_recent_turns == 1
+    assert "max_recent_turns must be 0 or more" in at.error[0].value
+
+    # The new window applies from the next turn: at the third turn the first pair is folded.
+    for text in (B1, "Second question.", "Third question."):
+        send(at, text)
+    assert memory.summarized_message_count == 2
+    assert len(memory.last_prepared.context_messages) == 1 + 2 + 1
+
+
+def test_switching_to_openai_without_a_key_is_refused_and_stays_offline():
+    at = new_app()
+    at.selectbox(key=keys.BACKEND_INPUT).select("openai").run()
+    memory = at.session_state[keys.MEMORY]
+    assert memory.backend.offline
+    assert at.selectbox(key=keys.BACKEND_INPUT).value == "offline"
+    assert "Could not switch to OpenAI Responses API" in at.error[0].value
+    assert "OPENAI_API_KEY" in at.error[0].value
+
+
+def test_a_key_in_secrets_selects_openai_and_never_reaches_the_page():
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.secrets["OPENAI_API_KEY"] = "sk-test-secret-value-123"
+    at.run()
+    assert not at.exception
+    memory = at.session_state[keys.MEMORY]
+    assert not memory.backend.offline
+    assert at.session_state[keys.KEY_SOURCE] == "secrets"
+    assert not at.info, "no offline banner with a key"
+    assert "configured through Streamlit secrets" in texts(at)
+    assert not [w for w in at.text_input if w.key == keys.API_KEY_INPUT]
+    assert "sk-test-secret-value-123" not in texts(at)
+    assert all("sk-test" not in str(w.value) for w in at.text_input)
+
+
+def test_commands_call_no_model_and_odd_arguments_get_a_clear_message(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    at = new_app(memory)
+    for text in [B1, "Second question.", "Third question."]:
+        send(at, text)
+    sent = (len(backend.replies), len(backend.summaries))
+    history = list(memory.history)
+
+    send(at, "/history")
+    assert at.code[0].value.splitlines()[0] == f"  1 [summarized] user: {B1}"
+    send(at, "/context")
+    assert at.code[0].value.splitlines()[0].startswith("developer: Summary of the earlier conversation") or at.code[0].value.startswith("developer:")
+    send(at, "/summary")
+    assert at.code[0].value == memory.summary
+    send(at, "/status")
+    assert at.code[0].value.splitlines() == [
+        "History messages: 6",
+        f"Summarized messages: {memory.summarized_message_count}",
+        f"Last context messages: {len(memory.last_context)}",
+        "Summary available: Yes",
+        f"Session total tokens: {memory.session_total_tokens}",
+    ]
+    assert "nothing was sent to the model" in at.main.caption[-1].value
+
+    send(at, "/status foo")
+    assert at.warning[0].value == "The command /status takes no arguments (got: foo)."
+    send(at, "/unknown")
+    assert at.warning[0].value.startswith("Unknown command /unknown.")
+    assert (len(backend.replies), len(backend.summaries)) == sent
+    assert memory.history == history
+
+
+def test_empty_message_gets_a_clear_message_and_sends_nothing(backend):
+    memory = ShortTermMemory(backend)
+    at = new_app(memory)
+    send(at, "   \n ")
+    assert at.warning[0].value == "The message is empty. Write something first."
+    assert memory.history == [] and backend.replies == []
+
+
+def test_failed_reply_is_rolled_back_and_its_text_goes_back_into_the_input(backend):
+    memory = ShortTermMemory(backend)
+    at = new_app(memory)
+    send(at, "First question.")
+    backend.fail_next("reply_midstream", lambda: BackendError("the server closed the stream"))
+    send(at, "Second question, which fails.")
+
+    assert_alternating(memory)
+    assert [m.content for m in memory.history] == ["First question.", "reply 1"]
+    assert [r.messages[-1].content for r in backend.replies] == ["First question.", "Second question, which fails."]
+    assert [r.kind for r in memory.ledger] == ["reply"]
+    chat_input = at.chat_input[0]
+    assert chat_input.proto.set_value and chat_input.proto.value == "Second question, which fails."
+    assert at.error[0].value == (
+        "Your message was not sent: The model request failed: the server closed the stream Its text is back in the input box."
+    )
+    assert len(at.chat_message) == 2
+
+    send(at, "Second question, which fails.")
+    assert [m.content for m in memory.history][-2:] == ["Second question, which fails.", "reply 3"]
+    assert not at.error
+
+
+def test_stop_during_the_stream_rolls_back_and_restores_the_text(backend):
+    memory = ShortTermMemory(backend)
+    at = new_app(memory)
+    backend.fail_next("reply_midstream", StopException)
+    at.chat_input[0].set_value("Interrupted question.").run()
+    assert memory.history == []
+    assert at.session_state[keys.RESTORE_TEXT] == "Interrupted question."
+    at.run()  # the next run of the page, as the next click would cause
+    assert at.chat_input[0].proto.value == "Interrupted question."
+    assert "interrupted before it finished" in at.warning[0].value
+
+
+def test_a_message_over_the_budget_fails_before_any_request(backend):
+    memory = ShortTermMemory(backend)
+    at = new_app(memory)
+    long_text = "travel " * 3000
+    send(at, long_text)
+    assert memory.history == [] and backend.replies == [] and backend.summaries == []
+    assert "input tokens with the instructions and summary, but the budget (max_input_tokens) is 1000" in at.error[0].value
+    assert at.chat_input[0].proto.value == long_text
+
+
+def test_user_markdown_and_html_render_safely():
+    at = new_app()
+    send(at, "**bold** <script>alert(1)</script> <b>x</b>")
+    user = at.chat_message[0].markdown[0]
+    assert user.value == "**bold** <script>alert(1)</script> <b>x</b>"
+    assert all(not m.proto.allow_html for m in at.markdown)
+
+
+def test_reset_clears_the_conversation_and_keeps_the_settings():
+    at = new_app()
+    next(w for w in at.number_input if w.key == keys.BUDGET_INPUT).set_value(1200).run()
+    send(at, B1)
+    at.button[0].click().run()
+    memory = at.session_state[keys.MEMORY]
+    assert memory.history == [] and memory.ledger == [] and memory.summary == ""
+    assert memory.max_input_tokens == 1200 and memory.backend.offline
+    assert at.info[-1].value == "The conversation was reset."
+    assert not at.chat_message
+
+
+def test_language_switch_translates_the_page():
+    at = new_app()
+    send(at, B1)
+    at.radio(key=keys.LANG).set_value("zh-TW").run()
+    assert not at.exception
+    assert at.title[0].value == "Memora：聊天機器人的短期記憶"
+    labels = {e.label for e in at.expander}
+    assert {"狀態", "對話摘要", "上一次請求的 Context", "完整 History", "Token 用量", "設定", "第 1 輪：Token 與 Context"} <= labels
+    assert {m.label for m in at.metric} == {"History 訊息數", "已摘要訊息數", "上次 Context 訊息數", "是否有摘要", "本次對話累計 Token"}
+    assert at.chat_input[0].placeholder.startswith("用英文輸入")
+    assert "離線模式" in at.info[0].value
+    send(at, "/status foo")
+    assert at.warning[0].value == "指令 /status 不接受參數（收到：foo）。"
+
+
+def test_rerun_during_the_stream_rolls_back_and_the_next_run_restores_the_text(backend):
+    memory = ShortTermMemory(backend)
+    at = new_app(memory)
+    send(at, "First question.")
+    backend.fail_next("reply_midstream", lambda: RerunException(RerunData()))
+    at.chat_input[0].set_value("Question cut by a rerun.").run()
+    assert not at.exception
+    assert [m.content for m in memory.history] == ["First question.", "reply 1"]
+    assert at.chat_input[0].proto.value == "Question cut by a rerun."
+    assert "interrupted before it finished" in at.warning[0].value
+
+
+def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    at = new_app(memory)
+    send(at, B1)
+    send(at, "Second question.")
+    backend.fail_next("summary")
+    send(at, "Third question, whose fold fails.")
+    assert_alternating(memory)
+    assert len(memory.history) == 4 and memory.summary == "" and memory.summarized_message_count == 0
+    assert [r.kind for r in memory.ledger] == ["reply", "reply"]
+    assert at.chat_input[0].proto.value == "Third question, whose fold fails."
+    assert "scripted failure" in at.error[0].value
+
+    send(at, "Third question, whose fold fails.")
+    assert memory.summarized_message_count == 2 and "B1" in memory.summary
+    assert backend.summaries[-1].new_messages[0].content == B1
+
+
+def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    for number in range(1, 11):
+        with memory.turn(f"Question {number}.") as turn:
+            turn.run()
+    assert len(memory.summary_versions) == 8
+    at = new_app(memory)
+    panel = expander(at, "Conversation summary")
+    captions = [c.value for c in panel.caption]
+    assert captions[0].startswith("Version 8, turn 10: folded messages 15–16")
+    assert [c.split(",")[0] for c in captions[1:6]] == ["Version 7", "Version 6", "Version 5", "Version 4", "Version 3"]
+    assert captions[-1] == "…and 2 older versions, not shown."
+
+
+def test_a_typed_key_switches_to_openai_and_leaves_the_field_empty():
+    at = new_app()
+    at.text_input(key=keys.API_KEY_INPUT).input("sk-typed-secret-789").run()
+    assert not at.exception
+    memory = at.session_state[keys.MEMORY]
+    assert not memory.backend.offline
+    assert at.session_state[keys.KEY_SOURCE] == "field"
+    assert at.session_state[keys.SETTINGS].api_key == "sk-typed-secret-789"
+    assert at.text_input(key=keys.API_KEY_INPUT).value == ""
+    assert "sk-typed-secret-789" not in texts(at) and "sk-typed-secret-789" not in repr(at.session_state[keys.SETTINGS])
+    assert "Now using OpenAI Responses API" in at.success[0].value
+
+
+def test_older_chat_messages_are_drawn_only_when_their_expander_is_open(backend):
+    memory = ShortTermMemory(backend)
+    for number in range(1, 13):
+        with memory.turn(f"Question {number}.") as turn:
+            turn.run()
+    at = new_app(memory)
+    older = expander(at, "Earlier messages (4)")
+    assert older.caption[0].value.startswith("Open to show them. The newest 20 messages")
+    assert len(at.chat_message) == 20
+    assert at.chat_message[0].markdown[0].value == "Question 3."
+    at.session_state[keys.OLDER_MESSAGES_OPEN] = True
+    at.run()
+    assert len(at.chat_message) == 24
+    assert at.chat_message[0].markdown[0].value == "Question 1."

@@ -1,0 +1,86 @@
+"""The page's pure pieces: commands, message marks, the stats table and the usage chart's data."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memora.backends.offline import OfflineBackend
+from memora.memory import ShortTermMemory
+from memora.ui.chart import usage_chart_frame, usage_chart_spec
+from memora.ui.views import history_frame, message_marks, parse_command, run_command
+from memora.usage import UsageRecord
+
+
+def chat(memory: ShortTermMemory, *texts: str) -> None:
+    for text in texts:
+        with memory.turn(text) as turn:
+            turn.run()
+
+
+def test_parse_command_splits_name_and_arguments():
+    assert parse_command("/history") == ("history", "")
+    assert parse_command("  /Status  foo bar ") == ("status", "foo bar")
+    assert parse_command("/") == ("", "")
+    assert parse_command("history") is None
+    assert parse_command("What does /history do?") is None
+
+
+def test_message_marks_follow_the_pointer_and_the_pending_turn(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "one", "two", "three")
+    assert message_marks(memory) == ["summarized", "summarized", "window", "window", "window", "window"]
+    memory.add_user_message("four")
+    assert message_marks(memory)[-1] == "current"
+    frame = history_frame(memory, "en")
+    assert list(frame.columns) == ["#", "Role", "State", "Tokens", "Content"]
+    assert list(frame["State"])[-1] == "current" and frame["Tokens"].gt(0).all()
+
+
+def test_commands_reject_arguments_and_unknown_names(backend):
+    memory = ShortTermMemory(backend)
+    assert run_command(memory, "history", "", "en").body == "(empty)"
+    odd = run_command(memory, "status", "foo", "en")
+    assert odd.error and odd.body == "The command /status takes no arguments (got: foo)."
+    unknown = run_command(memory, "", "", "en")
+    assert unknown.error and unknown.body.startswith("Unknown command /.")
+    assert backend.replies == [] and backend.summaries == []
+
+
+def record(turn: int, kind: str, input_tokens: int, output_tokens: int, full: int | None = None) -> UsageRecord:
+    return UsageRecord(turn, kind, "m", input_tokens, input_tokens, output_tokens, input_tokens + output_tokens, 0.1, full_history_tokens=full)
+
+
+def test_usage_chart_frame_has_bars_and_the_two_lines_per_turn():
+    records = [record(1, "reply", 100, 20, 120), record(2, "summary", 80, 30), record(2, "reply", 150, 25, 260)]
+    frame = usage_chart_frame(records, 1000, "en")
+    wide = frame.pivot(index="turn", columns="series", values="tokens")
+    assert list(wide.index) == [1, 2]
+    assert wide.loc[2].to_dict() == {
+        "Reply input": 150,
+        "Reply output": 25,
+        "Summaries": 110,
+        "Full history": 260,
+        "Budget": 1000,
+    }
+    assert set(frame[frame.mark == "line"].series) == {"Full history", "Budget"}
+    assert wide.loc[1, "Summaries"] == 0
+
+
+def test_usage_chart_frame_is_empty_without_records_and_translates_series():
+    empty = usage_chart_frame([], 1000, "en")
+    assert empty.empty and list(empty.columns) == ["turn", "series", "tokens", "mark"]
+    frame = usage_chart_frame([record(1, "reply", 10, 5, 15)], 500, "zh-TW")
+    assert "預算" in set(frame.series)
+
+
+def test_usage_chart_spec_colours_every_series_the_frame_holds():
+    memory = ShortTermMemory(OfflineBackend(), max_recent_turns=1)
+    chat(memory, "My English level is B1.", "I like trains.", "Plan please.")
+    frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, "en")
+    spec = usage_chart_spec("en")
+    domain = spec["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert set(frame.series) == set(domain)
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["bar", "line"]
+    assert isinstance(frame, pd.DataFrame) and frame.tokens.ge(0).all()
+    budget = frame[frame.series == "Budget"].tokens
+    assert (budget == memory.max_input_tokens).all()
