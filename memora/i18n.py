@@ -8,6 +8,7 @@ key (a test checks this), so a switch of language never drops a label.
 from __future__ import annotations
 
 from memora.backends.base import BackendError
+from memora.limits import LimitReached
 from memora.memory import ContextBudgetError, SummaryError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}
@@ -52,6 +53,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "error.backend": "The model request failed: {detail}",
         "error.value": "The request was refused: {detail}",
         "error.unexpected": "An unexpected error occurred ({kind}).",
+        "error.limit.message_too_long": "The message has {value} characters; the limit is {limit}.",
+        "error.limit.too_many_turns": "This session has reached its limit of {limit} turns. Reset the conversation to start again.",
+        "error.limit.too_many_tokens": "This session has used {value} of its {limit} tokens.",
         # commands
         "cmd.caption": "Command output: nothing was sent to the model.",
         "cmd.unknown": "Unknown command {command}. The commands are /history, /context, /summary and /status.",
@@ -181,6 +185,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "error.backend": "模型請求失敗：{detail}",
         "error.value": "請求被拒絕：{detail}",
         "error.unexpected": "發生未預期的錯誤（{kind}）。",
+        "error.limit.message_too_long": "訊息有 {value} 個字元，上限是 {limit}。",
+        "error.limit.too_many_turns": "這段對話已達 {limit} 輪的上限。請重設對話後再開始。",
+        "error.limit.too_many_tokens": "這段對話已使用 {value} 個 Token，上限是 {limit}。",
         "cmd.caption": "指令輸出：沒有送出任何內容給模型。",
         "cmd.unknown": "未知的指令 {command}。可用的指令有 /history、/context、/summary 和 /status。",
         "cmd.no_args": "指令 {command} 不接受參數（收到：{args}）。",
@@ -298,6 +305,8 @@ def error_message(lang: str, error: BaseException) -> str:
     """
     if isinstance(error, ContextBudgetError):
         return t(lang, "error.budget", input_tokens=error.input_tokens, max_input_tokens=error.max_input_tokens)
+    if isinstance(error, LimitReached):
+        return t(lang, f"error.limit.{error.code}", value=f"{error.value:,}", limit=f"{error.limit:,}")
     if isinstance(error, SummaryError):
         return t(lang, "error.summary")
     if isinstance(error, BackendError):

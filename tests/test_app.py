@@ -318,7 +318,7 @@ def test_stop_during_the_stream_rolls_back_and_restores_the_text(backend):
 def test_a_message_over_the_budget_fails_before_any_request(backend):
     memory = ShortTermMemory(backend)
     at = new_app(memory)
-    long_text = "travel " * 3000
+    long_text = "travel " * 1500
     send(at, long_text)
     assert memory.history == [] and backend.replies == [] and backend.summaries == []
     assert "input tokens with the instructions and summary, but the budget (max_input_tokens) is 1000" in at.error[0].value
