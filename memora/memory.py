@@ -294,7 +294,7 @@ class ShortTermMemory:
         record = UsageRecord(
             turn=self.turn_number,
             kind="reply",
-            model=self.model,
+            model=self.served_by,
             counted_input_tokens=counted,
             input_tokens=usage.input_tokens if usage else None,
             output_tokens=usage.output_tokens if usage else None,
@@ -355,6 +355,11 @@ class ShortTermMemory:
         finally:
             if not active.committed:
                 self.rollback_last_user_message()
+
+    @property
+    def served_by(self) -> str:
+        """The model named in the ledger: ``"offline"`` when the offline engine answers, as no model does then."""
+        return "offline" if self.backend.offline else self.model
 
     @property
     def has_pending_turn(self) -> bool:
@@ -535,7 +540,7 @@ class ShortTermMemory:
             UsageRecord.of(
                 turn=self.turn_number,
                 kind=kind,
-                model=self.model,
+                model=self.served_by,
                 counted_input_tokens=counted,
                 usage=completion.usage,
                 latency_s=time.perf_counter() - began,
