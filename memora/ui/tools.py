@@ -189,11 +189,17 @@ def import_uploaded() -> None:
 
 
 def import_notice_params(notice: Notice, lang: str) -> dict[str, Any]:
-    """The notice's placeholders, escaped (a file name is the user's), with the error code's translated reason."""
+    """The notice's placeholders, escaped (a file name is the user's), with the error code's translated reason.
+
+    Code and path are shown in code spans, where Markdown does not apply; a
+    backtick, which could close the span, cannot come from this module's codes
+    and is replaced in a path (which may quote a key from the file).
+    """
     params = {name: escape_markdown(str(value)) for name, value in notice.params.items()}
     if notice.key == "transcript.failed":
         code = str(notice.params["code"])
         reason_key = f"transcript.code.{code}"
         params["reason"] = t(lang, reason_key if reason_key in CATALOG[DEFAULT_LANGUAGE] else "transcript.code.other")
-        params["path"] = escape_markdown(str(notice.params["path"])) or t(lang, "transcript.path_root")
+        params["code"] = code.replace("`", "'")
+        params["path"] = str(notice.params["path"]).replace("`", "'") or t(lang, "transcript.path_root")
     return params
