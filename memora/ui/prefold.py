@@ -37,8 +37,11 @@ def prefold_after_reply(memory: ShortTermMemory, lang: str, slot) -> None:
     if memory.has_pending_turn or state[keys.PREFOLD_AT] == len(memory.history):
         return
     state[keys.PREFOLD_AT] = len(memory.history)
-    before = memory.summarized_message_count
-    if memory.fold_due() <= before:
+    try:
+        due = memory.fold_due()
+    except ValueError:  # a budget too small for any message: the next turn's prepare() says so, translated
+        return
+    if due <= memory.summarized_message_count:
         return
     with slot.status(t(lang, "prefold.running"), expanded=False) as status:
         try:

@@ -110,7 +110,9 @@ def render_report(report: ProbeReport, lang: str) -> None:
     st.markdown(
         t(
             lang, "probe.header",
-            title=escape_markdown(report.scenario_title), backend=escape_markdown(report.backend_label), model=report.model,
+            title=escape_markdown(report.scenario_title),
+            backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
+            model=report.model,
             filler=report.filler_turns, versions=report.summary_versions, tokens=f"{report.session_total_tokens:,}",
         )
     )
