@@ -381,3 +381,20 @@ def test_offline_and_unknown_models_show_tokens_only(backend):
     usage = open_usage(at)
     assert not usage.metric and "Cost $" not in usage.dataframe[0].value.columns
     assert any(c.value.startswith("Tokens only for my-local-model") for c in usage.caption)
+
+
+def test_every_probe_status_and_kind_and_every_transcript_error_code_has_labels_in_both_languages():
+    from typing import get_args
+
+    import memora.transcript
+    from memora.probe import FACT_KINDS, Status
+
+    codes = memora.transcript.__doc__.split("Error codes:")[1].replace("\n", " ").strip().rstrip(".").split(", ")
+    assert "pairs_out_of_order" in codes and len(codes) > 20
+    for lang in ("en", "zh-TW"):
+        for status in get_args(Status):
+            assert t(lang, f"probe.status.{status}")
+        for kind in FACT_KINDS:
+            assert t(lang, f"probe.kind.{kind}")
+        for code in codes:
+            assert t(lang, f"transcript.code.{code}")
