@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from memora.ui import chat, panels, settings_panel
+from memora.ui import chat, panels, prefold, settings_panel, tools
 from memora.ui.state import LANG, MEMORY, setup_state
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
@@ -14,7 +14,9 @@ memory = state[MEMORY]
 
 with st.sidebar:
     settings_panel.render_language()
+    summary_status = prefold.status_slot()
     panels.render_panels(memory, lang)
+    tools.render_tools(memory, lang)
     settings_panel.render_settings(lang)
 
 chat.render_header(memory, lang)
@@ -23,3 +25,6 @@ chat.handle_pending(memory, lang)
 chat.render_command(memory, lang)
 chat.render_notice(lang)
 chat.render_input(lang)
+
+# Last, once the whole page is up: the user reads the reply while the summary is folded.
+prefold.prefold_after_reply(state[MEMORY], lang, summary_status)

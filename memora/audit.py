@@ -125,16 +125,22 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
     return tuple(segments)
 
 
-def audit_summaries(summary_versions: Sequence, history: Sequence[Message]) -> tuple[SummaryAudit, ...]:
+def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, last: int | None = None) -> tuple[SummaryAudit, ...]:
     """One ``SummaryAudit`` per version, oldest first.
 
     ``summary_versions`` are ``memory.summary_versions`` and ``history`` is
     ``memory.history``. A folded range that reaches past ``history`` (which a
     consistent memory never has) yields only the messages that exist.
+    ``last`` keeps only the newest ``last`` versions, numbered as in the full
+    list, and diffs only those: a page that shows a few versions then costs the
+    same at the hundredth fold as at the first. ``last=0`` gives ``()``.
     """
+    first = 0 if last is None else max(0, len(summary_versions) - max(0, last))
+    if first >= len(summary_versions):
+        return ()
     audits = []
-    previous = ""
-    for number, version in enumerate(summary_versions, start=1):
+    previous = summary_versions[first - 1].text if first else ""
+    for number, version in enumerate(summary_versions[first:], start=first + 1):
         start, end = version.folded
         audits.append(
             SummaryAudit(

@@ -146,7 +146,8 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     turn_stats = memory.turn_stats[9]
     assert f"| Counted input tokens (local, before sending) | {turn_stats.counted_input_tokens:,} |" in table
     assert f"| Messages newly summarized | {turn_stats.newly_summarized_count} |" in table
-    assert turn_stats.newly_summarized_count == 2
+    # The page folded the first pair right after turn 4's reply (prefold), so turn 5's request folded nothing.
+    assert turn_stats.newly_summarized_count == 0 and memory.summary_versions[0].turn == 4
     assert "local o200k_base count" in stats.caption[0].value
 
 
@@ -155,12 +156,13 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     for text in [B1, *FILLER, "Thanks, one more question about taxis."]:
         send(at, text)
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
-    assert len(memory.summary_versions) == 2
+    # One pair folded after each reply from turn 4 on, ahead of the turn that needs it (prefold).
+    assert len(memory.summary_versions) == 3
 
     summary = expander(at, "Conversation summary")
-    captions = [c.value for c in summary.caption]
-    assert captions[0].startswith("Version 2, turn 6: folded messages 3–4 (2 messages)")
-    assert captions[1].startswith("Version 1, turn 5: folded messages 1–2 (2 messages)")
+    labels = [c.value for c in summary.caption if c.value.startswith("Version")]
+    assert labels[0].startswith("Version 3, turn 6: folded messages 5–6 (2 messages)")
+    assert labels[2].startswith("Version 1, turn 4: folded messages 1–2 (2 messages)")
 
     context = expander(at, "Last request context")
     rows = context.dataframe[0].value
@@ -177,12 +179,12 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     at.session_state[keys.USAGE_PANEL_OPEN] = True
     at.run()
     table = expander(at, "Full history").dataframe[0].value
-    assert list(table["State"]) == ["summarized"] * 4 + ["in window"] * 8
+    assert list(table["State"]) == ["summarized"] * 6 + ["in window"] * 6
     assert list(table["Content"])[0] == B1
 
     usage = expander(at, "Token usage")
     ledger = usage.dataframe[0].value
-    assert len(ledger) == len(memory.ledger) == 6 + 2
+    assert len(ledger) == len(memory.ledger) == 6 + 3
     assert sorted(set(ledger["Kind"])) == ["reply", "summary"]
     assert list(ledger["Full history"].dropna()) == [r.full_history_tokens for r in memory.ledger if r.kind == "reply"]
     assert usage.get("vega_lite_chart"), "the usage chart is drawn"
@@ -208,11 +210,12 @@ def test_settings_apply_live_and_nonsense_is_refused_with_the_reason():
     assert memory.max_recent_turns == 1
     assert "max_recent_turns must be 0 or more" in at.error[0].value
 
-    # The new window applies from the next turn: at the third turn the first pair is folded.
+    # The new window applies from the next turn: the third turn sends the first pair only as the summary.
     for text in (B1, "Second question.", "Third question."):
         send(at, text)
-    assert memory.summarized_message_count == 2
-    assert len(memory.last_prepared.context_messages) == 1 + 2 + 1
+    assert memory.last_prepared.sources == ("summary", "window", "window", "current")
+    assert memory.summary_versions[0].folded == (0, 2)
+    assert memory.summarized_message_count == 4, "and the second pair was folded after the third reply"
 
 
 def test_switching_to_openai_without_a_key_is_refused_and_stays_offline():
@@ -337,7 +340,7 @@ def test_reset_clears_the_conversation_and_keeps_the_settings():
     at = new_app()
     next(w for w in at.number_input if w.key == keys.BUDGET_INPUT).set_value(1200).run()
     send(at, B1)
-    at.button[0].click().run()
+    next(b for b in at.button if b.label == "Reset conversation").click().run()
     memory = at.session_state[keys.MEMORY]
     assert memory.history == [] and memory.ledger == [] and memory.summary == ""
     assert memory.max_input_tokens == 1200 and memory.backend.offline
@@ -376,8 +379,10 @@ def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):
     memory = ShortTermMemory(backend, max_recent_turns=1)
     at = new_app(memory)
     send(at, B1)
-    send(at, "Second question.")
+    # The fold after the second reply fails, and so does the third turn's own try at it.
     backend.fail_next("summary")
+    backend.fail_next("summary")
+    send(at, "Second question.")
     send(at, "Third question, whose fold fails.")
     assert_alternating(memory)
     assert len(memory.history) == 4 and memory.summary == "" and memory.summarized_message_count == 0
@@ -386,8 +391,9 @@ def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):
     assert "scripted failure" in at.error[0].value
 
     send(at, "Third question, whose fold fails.")
-    assert memory.summarized_message_count == 2 and "B1" in memory.summary
-    assert backend.summaries[-1].new_messages[0].content == B1
+    first = memory.summary_versions[0]
+    assert first.folded == (0, 2) and first.turn == 3 and "B1" in first.text
+    assert backend.summaries[2].new_messages[0].content == B1
 
 
 def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(backend):
@@ -397,11 +403,14 @@ def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(bac
             turn.run()
     assert len(memory.summary_versions) == 8
     at = new_app(memory)
+    # Opening the page folds the pair the next turn needs (prefold): a ninth version.
+    assert len(memory.summary_versions) == 9
     panel = expander(at, "Conversation summary")
     captions = [c.value for c in panel.caption]
-    assert captions[0].startswith("Version 8, turn 10: folded messages 15–16")
-    assert [c.split(",")[0] for c in captions[1:6]] == ["Version 7", "Version 6", "Version 5", "Version 4", "Version 3"]
-    assert captions[-1] == "…and 2 older versions, not shown."
+    labels = [c for c in captions if c.startswith("Version")]
+    assert labels[0].startswith("Version 9, turn 10: folded messages 17–18")
+    assert [c.split(",")[0] for c in labels] == ["Version 9", "Version 8", "Version 7", "Version 6", "Version 5"]
+    assert captions[-1] == "…and 4 older versions, not shown."
 
 
 def test_a_typed_key_switches_to_openai_and_leaves_the_field_empty():

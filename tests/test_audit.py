@@ -109,3 +109,17 @@ def test_any_diff_rebuilds_new_exactly_and_old_up_to_whitespace(old_words, new_w
     assert all(s.text for s in segments)
     assert all(a.kind != b.kind for a, b in zip(segments, segments[1:]))
     assert "<" not in diff_markdown(segments)
+
+
+def test_last_audits_only_the_newest_versions_numbered_and_diffed_as_in_the_full_list():
+    from memora.audit import audit_summaries
+    from memora.memory import SummaryVersion
+    from memora.messages import Message
+
+    history = [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(8)]
+    versions = [SummaryVersion(f"level B{n}", 2 * n, (2 * n - 2, 2 * n), 10 * n, n + 1) for n in range(1, 5)]
+    full = audit_summaries(versions, history)
+    assert audit_summaries(versions, history, last=2) == full[2:]
+    assert audit_summaries(versions, history, last=2)[0].previous_text == "level B2"
+    assert audit_summaries(versions, history, last=10) == full
+    assert audit_summaries(versions, history, last=0) == ()

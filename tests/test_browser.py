@@ -30,8 +30,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOT = ROOT / "test-output" / "browser.png"
+AUDIT_SCREENSHOT = ROOT / "test-output" / "summary-audit.png"
 B1 = "My English level is B1 and I want to practise travel English."
 MESSAGES = [B1, "How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "Can you make me a practice plan?"]
+CORRECTION = [B1, "My name is Mina.", "Actually my level is B2, not B1.", "How do I ask for directions?",
+              "What should I say at a hotel?", "How do I order food?"]
 
 
 def _require_browser():
@@ -149,6 +152,45 @@ def test_chat_panels_and_chart_in_chromium(server):
             page.screenshot(path=str(SCREENSHOT))
         finally:
             browser.close()
+
+
+def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
+    """The summary panel after a correction is folded; its screenshot is the README's (docs/summary-audit.png)."""
+    sync_playwright = _require_browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            # Tall: Streamlit's sidebar scrolls inside itself, and the screenshot is cut to the viewport.
+            page = browser.new_page(viewport={"width": 1400, "height": 2400})
+            page.set_default_timeout(30_000)
+            page.goto(server)
+            page.get_by_text("Offline mode:").wait_for()
+            _chat(page, CORRECTION)
+
+            sidebar = page.get_by_test_id("stSidebar")
+            header = page.locator("summary").filter(has_text=re.compile("Conversation summary$"))
+            sidebar.locator(header).click()
+            _wait_idle(page)
+            panel = sidebar.get_by_test_id("stExpander").filter(has=header)
+            # Version 3 folded the correction: "B1 and" struck through, the corrected line in bold.
+            panel.get_by_text("Version 3, turn 6: folded messages 5–6").wait_for()
+            assert panel.locator("del").filter(has_text="B1").count() >= 1
+            assert panel.locator("strong").filter(has_text="B2, not B1").count() >= 1
+            AUDIT_SCREENSHOT.parent.mkdir(exist_ok=True)
+            panel.screenshot(path=str(AUDIT_SCREENSHOT))
+        finally:
+            browser.close()
+
+
+def _chat(page, texts) -> None:
+    """Sends each text through the real chat input and waits for its offline reply and the page to settle."""
+    box = page.get_by_test_id("stChatInputTextArea")
+    for number, text in enumerate(texts, start=1):
+        box.fill(text)
+        box.press("Enter")
+        page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
+        page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
+        _wait_idle(page)
 
 
 def _wait_idle(page) -> None:

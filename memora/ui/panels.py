@@ -13,10 +13,9 @@ from memora.i18n import t
 from memora.memory import ShortTermMemory
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
+from memora.ui.costs import ledger_table, money_columns, render_costs
+from memora.ui.summary_audit import render_summary_audit
 from memora.ui.views import context_frame, history_frame, last_context_rows, status_figures
-from memora.usage import ledger_frame
-EARLIER_VERSIONS_SHOWN = 5
-"""Earlier summary versions drawn in full; a long conversation has hundreds."""
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -42,27 +41,9 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
         if not memory.summary_versions:
             st.caption(t(lang, "panel.summary_empty"))
             return
-        versions = memory.summary_versions
         st.markdown(f"**{t(lang, 'panel.summary_current')}**")
-        st.caption(_version_label(len(versions), versions[-1], lang))
         st.markdown(memory.summary)
-        if len(versions) > 1:
-            st.markdown(f"**{t(lang, 'panel.summary_versions')}**")
-            shown = range(len(versions) - 1, max(0, len(versions) - 1 - EARLIER_VERSIONS_SHOWN), -1)
-            for number in shown:
-                with st.container(border=True):
-                    st.caption(_version_label(number, versions[number - 1], lang))
-                    st.markdown(versions[number - 1].text)
-            hidden = len(versions) - 1 - len(shown)
-            if hidden:
-                st.caption(t(lang, "panel.summary_hidden", count=hidden))
-
-
-def _version_label(number: int, version, lang: str) -> str:
-    first, last = version.folded
-    if last <= first:
-        return t(lang, "panel.summary_version_rewrite", number=number, turn=version.turn, tokens=version.tokens)
-    return t(lang, "panel.summary_version", number=number, turn=version.turn, first=first + 1, last=last, count=last - first, tokens=version.tokens)
+        render_summary_audit(memory, lang)
 
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
@@ -98,9 +79,12 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             return
         frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, lang)
         st.vega_lite_chart(frame, usage_chart_spec(lang), width="stretch")
+        render_costs(memory.ledger, lang)
         st.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
-        ledger = ledger_frame(memory.ledger)
-        st.dataframe(ledger.rename(columns={c: t(lang, f"ledger.{c}") for c in ledger.columns}), hide_index=True)
+        ledger = ledger_table(memory.ledger)
+        st.dataframe(
+            ledger.rename(columns={c: t(lang, f"ledger.{c}") for c in ledger.columns}), hide_index=True, column_config=money_columns(lang)
+        )
         st.download_button(
             t(lang, "panel.usage_download"),
             data=lambda: ledger.to_csv(index=False),  # built only when clicked

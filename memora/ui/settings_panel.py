@@ -13,7 +13,7 @@ from memora.i18n import LANGUAGES, backend_label, t
 from memora.memory import ShortTermMemory
 from memora.settings import BACKENDS, SettingsError, build_backend
 from memora.ui import state as keys
-from memora.ui.state import Notice, new_memory
+from memora.ui.state import Notice, new_memory, token_counter_for
 
 
 def render_language() -> None:
@@ -114,6 +114,7 @@ def _apply_backend() -> None:
         state[keys.MODEL_INPUT] = memory.model
         return
     memory.backend, memory.client, memory.model = backend, backend, model
+    memory.token_counter = token_counter_for(settings, backend)  # an API counter must follow its backend
     state[keys.SETTINGS] = settings
     state[keys.BACKEND_NAME] = name
     state[keys.MODEL_INPUT] = model

@@ -15,7 +15,8 @@ import streamlit as st
 
 from memora.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from memora.memory import ShortTermMemory
-from memora.settings import Settings, SettingsError, build_backend, load_settings
+from memora.settings import Settings, SettingsError, build_backend, build_token_counter, load_settings
+from memora.tokens import LocalTokenCounter, TokenCounter
 
 # Session keys. The *_INPUT keys belong to widgets; their values are seeded here.
 MEMORY = "memory"
@@ -37,6 +38,12 @@ WINDOW_INPUT = "window_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
+# Teaching tools and the summary off the critical path (memora/ui/tools.py, memora/ui/prefold.py).
+PREFOLD_AT = "prefold_at"
+PROBE_SCENARIO_INPUT = "probe_scenario_input"
+PROBE_RESULT = "probe_result"
+IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
+IMPORT_NOTICE = "import_notice"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -80,12 +87,27 @@ def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySou
 
 def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemory:
     """A fresh memory for ``settings``. Raises SettingsError or ValueError when they are unusable."""
+    backend = backend if backend is not None else build_backend(settings)
     return ShortTermMemory(
-        client=backend if backend is not None else build_backend(settings),
+        client=backend,
         model=settings.model,
         max_input_tokens=settings.max_input_tokens,
         max_recent_turns=settings.max_recent_turns,
+        token_counter=token_counter_for(settings, backend),
     )
+
+
+def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
+    """``MEMORA_TOKEN_COUNTING``'s counter for ``backend``; local o200k_base when it cannot count remotely.
+
+    ``load_settings`` already refuses ``api`` counting without the ``openai``
+    backend; the fallback covers a backend switched on the page afterwards,
+    where a counter bound to the old backend would keep calling it.
+    """
+    try:
+        return build_token_counter(settings, backend)
+    except SettingsError:
+        return LocalTokenCounter()
 
 
 def _initial_memory(environ: Mapping[str, str]) -> tuple[Settings, ShortTermMemory, KeySource | None, Notice | None]:
@@ -136,6 +158,10 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
+        PREFOLD_AT: None,
+        PROBE_SCENARIO_INPUT: None,
+        PROBE_RESULT: None,
+        IMPORT_NOTICE: None,
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():
