@@ -38,10 +38,15 @@ def format_gap(counted: int, actual: int | None, estimated: bool) -> str:
     return f"{gap:+d} tokens{share}"
 
 
-def format_stats(stats: TurnStats) -> str:
-    """The article's per-turn block, plus the gap between counted and billed input."""
+def format_stats(stats: TurnStats, offline: bool = False) -> str:
+    """The article's per-turn block, plus the gap between counted and billed input.
+
+    ``offline`` says the offline engine answered: no server billed anything then.
+    """
     if stats.input_tokens is None:
         actual = "not reported"
+    elif offline:
+        actual = f"{stats.input_tokens} (counted locally: the offline engine has no server to bill)"
     elif stats.estimated:
         actual = f"{stats.input_tokens} (estimated locally: the server reported no usage)"
     else:
@@ -123,7 +128,7 @@ def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Cal
             continue
         write(f"Memora: {reply}")
         assert turn.stats is not None
-        write(format_stats(turn.stats))
+        write(format_stats(turn.stats, offline=memory.backend.offline))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -61,6 +61,8 @@ def test_python_m_memora_runs_offline():
     assert result.returncode == 0, result.stderr
     assert "Backend: Offline (no language model)" in result.stdout
     assert "Offline mode, no language model." in result.stdout
+    assert "(counted locally: the offline engine has no server to bill)" in result.stdout
+    assert "billed by the server" not in result.stdout
     assert "History messages: 2" in result.stdout
 
 

@@ -1,7 +1,8 @@
 """The offline engine: deterministic, instant, and plainly not a language model.
 
 Its reply reports what a model would have received this turn. Its summary is
-extractive (see ``extractive.py``). Usage figures are real o200k_base counts.
+extractive (see ``extractive.py``). Usage figures are real o200k_base counts,
+marked ``estimated``: no server billed them.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ class OfflineBackend:
         text = describe_request(request)
         yield from re.findall(r"\S+\s*|\s+", text)
         input_tokens = self._counter.count(request.model, request.instructions, request.messages)
-        yield Completion(text, Usage(input_tokens, count_text(text)))
+        yield Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
     def summarize(self, request: SummaryRequest) -> Completion:
         text = merge_summary(request.existing_summary, request.new_messages, self.word_limit)
         input_tokens = count_text(request.instructions) + count_text(request.input_text)
-        return Completion(text, Usage(input_tokens, count_text(text)))
+        return Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
 
 def describe_request(request: ReplyRequest) -> str:
