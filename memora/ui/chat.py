@@ -100,11 +100,33 @@ def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     if not text.strip():
         state[keys.NOTICE] = Notice("warning", "notice.empty")
         return
+    if refused_before_sending(memory, text):
+        return
     command = parse_command(text)
     if command is not None:
         state[keys.COMMAND] = command
         return
     run_turn(memory, text, lang)
+
+
+def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
+    """Refuses, before it is drawn or sent, a message no turn could take; its text goes back to the input.
+
+    A 200,000-character paste must not travel back to the browser as a chat
+    message, nor be tokenized: the character cap is checked first. Commands
+    are short, so the cap applies to them too; the other checks only to messages.
+    """
+    state = st.session_state
+    try:
+        if parse_command(text) is None:
+            memory.check_new_message(text)
+        else:
+            memory.limits.check(text, 0, 0)
+    except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
+        state[keys.NOTICE] = Notice("error", "notice.restored", error=error)
+        state[keys.RESTORE_TEXT] = text
+        return True
+    return False
 
 
 def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:

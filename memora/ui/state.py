@@ -85,6 +85,7 @@ def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemor
         model=settings.model,
         max_input_tokens=settings.max_input_tokens,
         max_recent_turns=settings.max_recent_turns,
+        limits=settings.limits,
     )
 
 
