@@ -45,7 +45,7 @@ CATALOG: dict[str, dict[str, str]] = {
         # notices
         "notice.empty": "The message is empty. Write something first.",
         "notice.restored": "Your message was not sent: {reason} Its text is back in the input box.",
-        "notice.interrupted": "The reply was interrupted before it finished, so this turn was not kept.",
+        "notice.interrupted": "The reply was interrupted before it finished, so this turn was not kept. Its text is back in the input box.",
         "notice.reset": "The conversation was reset.",
         # errors
         "error.budget": "This message needs {input_tokens} input tokens with the instructions and summary, but the budget (max_input_tokens) is {max_input_tokens}. Shorten the message or raise the budget.",
@@ -180,7 +180,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "stats.value": "數值",
         "notice.empty": "訊息是空的，請先輸入內容。",
         "notice.restored": "你的訊息沒有送出：{reason} 原文已放回輸入框。",
-        "notice.interrupted": "回覆在完成前被中斷，因此這一輪沒有保留。",
+        "notice.interrupted": "回覆在完成前被中斷，因此這一輪沒有保留。原文已放回輸入框。",
         "notice.reset": "對話已重設。",
         "error.budget": "這則訊息加上指示與摘要需要 {input_tokens} 個輸入 Token，但預算（max_input_tokens）只有 {max_input_tokens}。請縮短訊息或提高預算。",
         "error.summary": "摘要更新失敗，因此保留先前的摘要。",
