@@ -452,7 +452,8 @@ def test_message_character_cap_from_the_environment(classroom: ResponsesServer, 
 
 
 def test_the_key_is_in_no_page_log_error_export_or_ledger(classroom: ResponsesServer, caplog, capsys) -> None:
-    caplog.set_level(logging.DEBUG)  # the SDK's and the HTTP client's debug logs included
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="openai")  # the SDK's own debug log, as OPENAI_LOG=debug gives
     at = new_app()
     memory = at.session_state[keys.MEMORY]
     memory.update_limits(max_recent_turns=1)
@@ -472,6 +473,7 @@ def test_the_key_is_in_no_page_log_error_export_or_ledger(classroom: ResponsesSe
 
     assert classroom.requests[0].headers["authorization"] == f"Bearer {KEY}", "the key was really used"
     assert KEY not in tree_text(at)
+    assert "Sending HTTP Request" in caplog.text, "the SDK's debug log was captured"
     assert KEY not in caplog.text
     captured = capsys.readouterr()
     assert KEY not in captured.out and KEY not in captured.err
