@@ -89,6 +89,29 @@ def http_behaviour(kind: str, step: str):
     }[kind]
 
 
+def refuse_at(step: str, backend, client: openai.OpenAI) -> None:
+    """Makes ``step``'s request find nothing listening, and only that request and those after it."""
+    refused = client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1")
+    if step in ("fold", "prefold"):
+        backend.client = refused  # the summary is the first request
+        return
+    # The turn's fold must reach the server; the next request then finds nobody listening.
+    summarize = backend.summarize
+
+    def summarize_then_refuse(request):
+        try:
+            return summarize(request)
+        finally:
+            backend.client = refused
+
+    backend.summarize = summarize_then_refuse
+
+
+def heal_refused(backend, client: openai.OpenAI) -> None:
+    backend.client = client
+    backend.__dict__.pop("summarize", None)
+
+
 @dataclass
 class Cell:
     """A memory two turns in, window 1, so that the next turn folds the first pair."""
@@ -130,24 +153,10 @@ def _http_cell(step: str, kind: str, api: str) -> Iterator[Cell]:
             if behaviour is not None:
                 server.queue_for(REQUEST_KIND[step], behaviour)
                 return
-            refused = client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1")
-            if step in ("fold", "prefold"):
-                backend.client = refused  # the summary is the first request
-                return
-            # The turn's fold must reach the server; the next request then finds nobody listening.
-            summarize = backend.summarize
-
-            def summarize_then_refuse(request):
-                try:
-                    return summarize(request)
-                finally:
-                    backend.client = refused
-
-            backend.summarize = summarize_then_refuse
+            refuse_at(step, backend, client)
 
         def heal() -> None:
-            backend.client = client
-            backend.__dict__.pop("summarize", None)
+            heal_refused(backend, client)
 
         cell = Cell(memory, server.billed, arm, summary_text=lambda: server.summary_text)
         cell.heal = heal  # type: ignore[attr-defined]

@@ -24,9 +24,9 @@ from memora.transcript import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.usage import ledger_frame
 from tests.fakes import ScriptedBackend
-from tests.servers import ResponsesServer, closed_port, status
+from tests.servers import ResponsesServer, status
 from tests.test_app import APP, ENV_NAMES, assert_alternating, new_app, send, texts
-from tests.test_fault_matrix import FAULTS, HTTP_KINDS, REQUEST_KIND, SCRIPTED_STEP, http_behaviour
+from tests.test_fault_matrix import FAULTS, HTTP_KINDS, REQUEST_KIND, SCRIPTED_STEP, heal_refused, http_behaviour, refuse_at
 
 KEY = "sk-test-classroom-9b7e2c41"
 CLASSROOM_ENV = ("MEMORA_LOCK_SETTINGS", "MEMORA_MAX_TURNS", "MEMORA_MAX_SESSION_TOKENS", "MEMORA_MAX_MESSAGE_CHARS", "MEMORA_TOKEN_COUNTING")
@@ -99,8 +99,8 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
         behaviour = http_behaviour(kind, step)
         if behaviour is not None:
             server.queue_for(REQUEST_KIND[step], behaviour)
-        else:  # refused: nothing listens at the summary's address, so the turn's first request is refused
-            backend.client = client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1")
+        else:
+            refuse_at(step, backend, client)
     else:
         backend.fail_next(SCRIPTED_STEP[step], FAULTS[kind])
     at.chat_input[0].set_value(text).run()
@@ -111,6 +111,9 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
     assert memory.history == history
     assert_alternating(memory)
     assert [(r.kind, r.total_tokens) for r in memory.ledger] == billed
+    # The fault hit the intended step: a fold that completed before it stays folded.
+    assert memory.summarized_message_count == (0 if step == "fold" else 2)
+    assert [r.kind for r in memory.ledger] == ["reply", "reply"] + ([] if step == "fold" else ["summary"])
     assert at.chat_input[0].proto.value == text
     shown = [e.value for e in (*at.error, *at.warning)]
     assert any("Its text is back in the input box." in message for message in shown), shown
@@ -119,7 +122,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
 
     # The page stays usable: the same text, resent, completes the turn.
     if kind in HTTP_KINDS:
-        backend.client = client
+        heal_refused(backend, client)
     send(at, text)
     assert memory.history[-2].content == text and memory.summarized_message_count == 2
     assert not at.error and not at.warning
