@@ -500,3 +500,18 @@ def test_every_settings_callback_checks_the_lock_itself(classroom: ResponsesServ
     at.session_state[keys.SETTINGS] = at.session_state[keys.SETTINGS].with_changes(locked=True)
     at.selectbox(key=keys.BACKEND_INPUT).set_value("offline").run()
     assert memory.backend is backend and at.selectbox(key=keys.BACKEND_INPUT).value == "openai"
+
+
+def test_the_lock_and_caps_also_come_from_secrets(server: ResponsesServer) -> None:
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.secrets["OPENAI_API_KEY"] = KEY
+    at.secrets["OPENAI_BASE_URL"] = server.url
+    at.secrets["MEMORA_LOCK_SETTINGS"] = True
+    at.secrets["MEMORA_MAX_TURNS"] = 1
+    at.run()
+    assert at.session_state[keys.KEY_SOURCE] == "secrets"
+    assert at.selectbox(key=keys.BACKEND_INPUT).disabled and at.number_input(key=keys.BUDGET_INPUT).disabled
+    send(at, "One.")
+    send(at, "Two.")
+    assert "limit of 1 turns" in at.error[0].value and len(at.session_state[keys.MEMORY].history) == 2
+    assert KEY not in tree_text(at)

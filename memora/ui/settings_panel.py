@@ -48,11 +48,9 @@ def render_settings(lang: str) -> None:
         )
         st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend, disabled=locked)
         source = state[keys.KEY_SOURCE]
-        if locked:
-            pass  # no key field: a locked page uses the teacher's configuration only
-        elif source in ("secrets", "env"):
+        if source in ("secrets", "env"):
             st.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
-        else:
+        elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
             st.text_input(
                 t(lang, "settings.api_key"),
                 key=keys.API_KEY_INPUT,
