@@ -55,6 +55,7 @@ STEPS = ("count", "fold", "prefold", "reply", "midstream")
 SCRIPTED_KINDS = ("exception", "stop", "rerun")
 HTTP_KINDS = ("timeout", "http429", "http500", "refused")
 CLIENT_TIMEOUT_S = 0.3
+"""Only the faulted request gets it; every other request may take 10 s, so a loaded machine is no fault."""
 
 # Where each step's fault is injected: ScriptedBackend's step names, and the server's request kinds.
 SCRIPTED_STEP = {"count": "count", "fold": "summary", "prefold": "summary", "reply": "reply", "midstream": "reply_midstream"}
@@ -89,25 +90,35 @@ def http_behaviour(kind: str, step: str):
     }[kind]
 
 
-def refuse_at(step: str, backend, client: openai.OpenAI) -> None:
-    """Makes ``step``'s request find nothing listening, and only that request and those after it."""
-    refused = client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1")
+def client_from_step(step: str, backend, faulty: openai.OpenAI) -> None:
+    """Gives the backend the ``faulty`` client from ``step``'s request on, and not before it."""
     if step in ("fold", "prefold"):
-        backend.client = refused  # the summary is the first request
+        backend.client = faulty  # the summary is the first request
         return
-    # The turn's fold must reach the server; the next request then finds nobody listening.
+    # The turn's fold must complete as usual; the requests after it use the faulty client.
     summarize = backend.summarize
 
-    def summarize_then_refuse(request):
+    def summarize_then_switch(request):
         try:
             return summarize(request)
         finally:
-            backend.client = refused
+            backend.client = faulty
 
-    backend.summarize = summarize_then_refuse
+    backend.summarize = summarize_then_switch
 
 
-def heal_refused(backend, client: openai.OpenAI) -> None:
+def arm_http(step: str, kind: str, server, backend, client: openai.OpenAI) -> None:
+    """Arms an HTTP fault for ``step``: a refused address, or the server's misbehaviour,
+    with a short timeout on that request for the timeout kind (a stalled server waits 5 s)."""
+    if kind == "refused" and step != "midstream":
+        client_from_step(step, backend, client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1"))
+        return
+    server.queue_for(REQUEST_KIND[step], http_behaviour(kind, step))
+    if kind == "timeout":
+        client_from_step(step, backend, client.with_options(timeout=CLIENT_TIMEOUT_S))
+
+
+def heal_http(backend, client: openai.OpenAI) -> None:
     backend.client = client
     backend.__dict__.pop("summarize", None)
 
@@ -143,23 +154,13 @@ def _scripted_cell(step: str, kind: str) -> Iterator[Cell]:
 def _http_cell(step: str, kind: str, api: str) -> Iterator[Cell]:
     server_class, backend_class = (ResponsesServer, OpenAIResponsesBackend) if api == "responses" else (ChatServer, ChatCompletionsBackend)
     with server_class(input_overhead=3) as server:
-        client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=CLIENT_TIMEOUT_S, max_retries=0)
+        client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=10.0, max_retries=0)
         backend = backend_class(client)
         counter = ApiTokenCounter(backend) if step == "count" else None
         memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
 
-        def arm() -> None:
-            behaviour = http_behaviour(kind, step)
-            if behaviour is not None:
-                server.queue_for(REQUEST_KIND[step], behaviour)
-                return
-            refuse_at(step, backend, client)
-
-        def heal() -> None:
-            heal_refused(backend, client)
-
-        cell = Cell(memory, server.billed, arm, summary_text=lambda: server.summary_text)
-        cell.heal = heal  # type: ignore[attr-defined]
+        cell = Cell(memory, server.billed, lambda: arm_http(step, kind, server, backend, client), summary_text=lambda: server.summary_text)
+        cell.heal = lambda: heal_http(backend, client)  # type: ignore[attr-defined]
         yield cell
 
 

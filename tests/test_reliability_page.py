@@ -26,7 +26,7 @@ from memora.usage import ledger_frame
 from tests.fakes import ScriptedBackend
 from tests.servers import ResponsesServer, status
 from tests.test_app import APP, ENV_NAMES, assert_alternating, new_app, send, texts
-from tests.test_fault_matrix import FAULTS, HTTP_KINDS, REQUEST_KIND, SCRIPTED_STEP, heal_refused, http_behaviour, refuse_at
+from tests.test_fault_matrix import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
 
 KEY = "sk-test-classroom-9b7e2c41"
 CLASSROOM_ENV = ("MEMORA_LOCK_SETTINGS", "MEMORA_MAX_TURNS", "MEMORA_MAX_SESSION_TOKENS", "MEMORA_MAX_MESSAGE_CHARS", "MEMORA_TOKEN_COUNTING")
@@ -64,7 +64,7 @@ def tree_text(at: AppTest) -> str:
 
 
 def online_memory(server: ResponsesServer, **options) -> tuple[ShortTermMemory, OpenAIResponsesBackend, openai.OpenAI]:
-    client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=0.3, max_retries=0)
+    client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=10.0, max_retries=0)
     backend = OpenAIResponsesBackend(client)
     return ShortTermMemory(backend, **options), backend, client
 
@@ -96,11 +96,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
     history = list(memory.history)
 
     if kind in HTTP_KINDS:
-        behaviour = http_behaviour(kind, step)
-        if behaviour is not None:
-            server.queue_for(REQUEST_KIND[step], behaviour)
-        else:
-            refuse_at(step, backend, client)
+        arm_http(step, kind, server, backend, client)
     else:
         backend.fail_next(SCRIPTED_STEP[step], FAULTS[kind])
     at.chat_input[0].set_value(text).run()
@@ -122,7 +118,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
 
     # The page stays usable: the same text, resent, completes the turn.
     if kind in HTTP_KINDS:
-        heal_refused(backend, client)
+        heal_http(backend, client)
     send(at, text)
     assert memory.history[-2].content == text and memory.summarized_message_count == 2
     assert not at.error and not at.warning
