@@ -12,7 +12,7 @@ so a test can tell exactly what the gap between counted and billed should be.
 Every request is recorded (``server.requests``), and every usage the server reports
 (``server.billed``). ``server.queue(behaviour)`` makes the next request misbehave, and
 ``server.queue_for(kind, behaviour)`` the next request of one kind (count, summary, reply):
-``status``, ``stall``, ``cut_after``, ``stall_after``, ``error_after`` or ``slow_start``.
+``status``, ``stall``, ``cut_after``, ``stall_after``, ``error_after``, ``drip`` or ``slow_start``.
 """
 
 from __future__ import annotations
@@ -161,6 +161,22 @@ def error_after(deltas: int, code: str, message: str) -> Behaviour:
 
     def behave(handler: Handler, request: Recorded) -> None:
         handler.server.model.stream(handler, request, cut_after=deltas, error=(code, message))
+
+    return behave
+
+
+def drip(seconds: float) -> Behaviour:
+    """Answers normally, but waits ``seconds`` before each streamed event: a reply slow enough to interrupt."""
+
+    def behave(handler: Handler, request: Recorded) -> None:
+        send = handler.send_event
+
+        def slowly(*args: Any, **kwargs: Any) -> None:
+            time.sleep(seconds)
+            send(*args, **kwargs)
+
+        handler.send_event = slowly  # type: ignore[method-assign]
+        handler.server.model.answer(handler, request)
 
     return behave
 

@@ -20,11 +20,12 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.servers import ResponsesServer, status
+from tests.servers import ResponsesServer, drip, status
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _require_browser, _wait_idle
 
 KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
@@ -37,8 +38,8 @@ def model_server() -> Iterator[ResponsesServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def shared_page(model_server: ResponsesServer) -> Iterator[str]:
+@contextmanager
+def streamlit_run(model_server: ResponsesServer, *extra: str) -> Iterator[str]:
     """`streamlit run` as a teacher starts it for a class, on a free local port."""
     _require_browser()
     port = _free_port()
@@ -53,11 +54,11 @@ def shared_page(model_server: ResponsesServer) -> Iterator[str]:
         OPENAI_LOG="debug",  # the SDK logs every request to stderr: the log must still not hold the key
     )
     LOG.parent.mkdir(exist_ok=True)
-    with open(LOG, "wb") as out:
+    with open(LOG, "ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
              "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--server.fileWatcherType", "none"],
+             "--server.fileWatcherType", "none", *extra],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
@@ -81,6 +82,22 @@ def shared_page(model_server: ResponsesServer) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@pytest.fixture(scope="module")
+def shared_page(model_server: ResponsesServer) -> Iterator[str]:
+    """The page with the repository's .streamlit/config.toml (runner.fastReruns off)."""
+    LOG.parent.mkdir(exist_ok=True)
+    LOG.write_bytes(b"")
+    with streamlit_run(model_server) as url:
+        yield url
+
+
+@pytest.fixture
+def fast_rerun_page(model_server: ResponsesServer) -> Iterator[str]:
+    """The page with Streamlit's default runner.fastReruns on: a rerun starts beside the running one."""
+    with streamlit_run(model_server, "--runner.fastReruns", "true") as url:
+        yield url
 
 
 class Student:
@@ -126,6 +143,9 @@ def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_
             bob.wait_for_messages(2)
             alice.type("Alice's second question about the past tense.")
             alice.wait_for_messages(4)
+            # Both replies complete (the status widget is not drawn in minimal toolbar mode, so wait for the text).
+            alice.page.get_by_text("Hello there!").nth(1).wait_for()
+            bob.page.get_by_text("Hello there!").first.wait_for()
 
             alice_seen, bob_seen = alice.seen(), bob.seen()
             assert b"room 101" in alice_seen and b"past tense" in alice_seen, "the frames were captured"
@@ -158,3 +178,27 @@ def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_
     log = LOG.read_bytes()
     assert b"Sending HTTP Request" in log, "the SDK's debug log reached the server log"
     assert KEY.encode() not in log
+
+
+@pytest.mark.parametrize("page_fixture", ["shared_page", "fast_rerun_page"])
+def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str, model_server: ResponsesServer, request) -> None:
+    """While a slow reply streams, the student switches the language: Streamlit reruns the script
+    mid-turn, the turn is rolled back, and the rerun shows the text back in the input and why.
+    (Before chat.settle_interrupted_turn and TurnOutcome, the rerun drew the pending message and
+    the text was lost: the interrupted run could no longer write st.session_state.)"""
+    sync_playwright = _require_browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            student = Student(browser, request.getfixturevalue(page_fixture))
+            page = student.page
+            model_server.queue_for("reply", drip(0.5))
+            student.type("A question whose reply is slow.")
+            page.get_by_text("Hello").first.wait_for()  # the first words are on the page
+            page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
+            page.get_by_text("回覆在完成前被中斷").wait_for()
+            _wait_idle(page)
+            assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
+            assert page.get_by_test_id("stChatMessage").count() == 0
+        finally:
+            browser.close()

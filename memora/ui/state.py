@@ -37,6 +37,7 @@ WINDOW_INPUT = "window_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
+TURN_OUTCOME = "turn_outcome"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -53,6 +54,20 @@ class Notice:
     key: str
     params: Mapping[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
+
+
+@dataclass
+class TurnOutcome:
+    """What a turn that did not complete leaves for the next run: its text and why.
+
+    Mutable on purpose, and fetched before the turn starts: when Streamlit stops a
+    run (the Stop button, or a rerun under ``runner.fastReruns``), every later
+    ``st.session_state`` access in that run raises StopException again, so the
+    failed turn writes here, with plain attribute assignments that cannot be interrupted.
+    """
+
+    restore_text: str | None = None
+    notice: Notice | None = None
 
 
 def read_secrets() -> tuple[dict[str, Any], str | None]:
@@ -137,6 +152,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
+        TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():
