@@ -131,6 +131,8 @@ class Cell:
     billed: list[tuple[str, int]]
     arm: Callable[[], None]
     summary_text: Callable[[], str]
+    heal: Callable[[], None] = lambda: None
+    """Undoes what ``arm`` did to the client, so that the resend reaches the server."""
 
 
 def chat(memory: ShortTermMemory, text: str) -> None:
@@ -159,9 +161,13 @@ def _http_cell(step: str, kind: str, api: str) -> Iterator[Cell]:
         counter = ApiTokenCounter(backend) if step == "count" else None
         memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
 
-        cell = Cell(memory, server.billed, lambda: arm_http(step, kind, server, backend, client), summary_text=lambda: server.summary_text)
-        cell.heal = lambda: heal_http(backend, client)  # type: ignore[attr-defined]
-        yield cell
+        yield Cell(
+            memory,
+            server.billed,
+            arm=lambda: arm_http(step, kind, server, backend, client),
+            summary_text=lambda: server.summary_text,
+            heal=lambda: heal_http(backend, client),
+        )
 
 
 CELLS = [(step, kind, "scripted") for step in STEPS for kind in SCRIPTED_KINDS] + [
@@ -217,7 +223,7 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
     assert [r.kind for r in memory.ledger] == expected_kinds
 
     # Resending works from this state, and the books still balance.
-    getattr(cell, "heal", lambda: None)()
+    cell.heal()
     chat(memory, user_text or "I live in Taipei.")
     assert [m.content for m in memory.history][-2].startswith("I live in Taipei.")
     assert memory.summarized_message_count == 2
