@@ -11,6 +11,7 @@ st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="c
 state = setup_state()
 lang = state[LANG]
 memory = state[MEMORY]
+chat.settle_interrupted_turn(memory)  # before anything reads the memory: an interrupted run may still be rolling back
 
 with st.sidebar:
     settings_panel.render_language()

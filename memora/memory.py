@@ -345,9 +345,7 @@ class ShortTermMemory:
         Raises ValueError for an empty message, and LimitReached (a ValueError)
         when a session limit refuses it; nothing is appended then.
         """
-        if not user_text.strip():
-            raise ValueError("The message is empty.")
-        self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
+        self._check_limits(user_text)
         self.add_user_message(user_text)
         active = Turn(self, user_text)
         try:
@@ -355,6 +353,27 @@ class ShortTermMemory:
         finally:
             if not active.committed:
                 self.rollback_last_user_message()
+
+    def check_new_message(self, user_text: str) -> None:
+        """Refuses, before anything is stored, sent or drawn, a message no turn could take.
+
+        Raises ValueError for an empty or blank message, LimitReached when a
+        session limit refuses it (the character cap first, so a huge paste is
+        never tokenized), and ContextBudgetError when the message alone, with
+        the instructions and the current summary, exceeds ``max_input_tokens``
+        (local count). Returns None when a turn may start. A page calls it first,
+        so that a refused message is never drawn; ``turn`` itself leaves the budget check to ``prepare``, inside the turn, so that
+        ``turn.user_text`` holds the text then.
+        """
+        self._check_limits(user_text)
+        fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + count_message("user", user_text)
+        if fixed > self.max_input_tokens:
+            raise ContextBudgetError(fixed + self._current_summary_tokens(), self.max_input_tokens)
+
+    def _check_limits(self, user_text: str) -> None:
+        if not user_text.strip():
+            raise ValueError("The message is empty.")
+        self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
 
     @property
     def served_by(self) -> str:

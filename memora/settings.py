@@ -25,6 +25,16 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_RETRIES``: the SDK's retries on connection errors, 408, 409, 429 and
   5xx, with backoff; default 2.
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
+
+For a shared classroom link (see docs/classroom.md):
+
+- ``MEMORA_LOCK_SETTINGS``: ``true`` locks backend, model, key, budget and window
+  for every session: the page hides or disables their widgets, and its callbacks
+  refuse changes even when a request claims otherwise. Default ``false``.
+- ``MEMORA_MAX_MESSAGE_CHARS``: characters one message may have; default 20,000.
+- ``MEMORA_MAX_TURNS``: finished turns per session; unset means no cap.
+- ``MEMORA_MAX_SESSION_TOKENS``: tokens (the session's ledger total) per session,
+  checked before each turn; unset means no cap.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS
 
 if TYPE_CHECKING:
@@ -77,6 +88,15 @@ class Settings:
     token_counting: TokenCounting = "local"
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_retries: int = DEFAULT_MAX_RETRIES
+    locked: bool = False
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    max_turns: int | None = None
+    max_session_tokens: int | None = None
+
+    @property
+    def limits(self) -> SessionLimits:
+        """The per-session caps, for ``ShortTermMemory(limits=...)``."""
+        return SessionLimits(self.max_message_chars, self.max_turns, self.max_session_tokens)
 
     @property
     def has_key(self) -> bool:
@@ -109,6 +129,23 @@ def _seconds(name: str, raw: Any) -> float:
     if not math.isfinite(value) or value <= 0:
         raise SettingsError(f"{name} must be more than 0 seconds, not {raw!r}")
     return value
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(name: str, raw: Any) -> bool:
+    if raw is None or isinstance(raw, bool):
+        return bool(raw)
+    text = str(raw).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise SettingsError(f"{name} must be true or false, not {raw!r}")
+
+
+def _cap(name: str, raw: Any) -> int | None:
+    return None if raw is None else _int(name, raw, 1)
 
 
 def _first(value: Any, default: Any) -> Any:
@@ -165,6 +202,10 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         token_counting=counting,  # type: ignore[arg-type]
         timeout_s=_seconds("MEMORA_TIMEOUT", get("MEMORA_TIMEOUT") or defaults.timeout_s),
         max_retries=_int("MEMORA_MAX_RETRIES", _first(get("MEMORA_MAX_RETRIES"), defaults.max_retries), 0),
+        locked=_flag("MEMORA_LOCK_SETTINGS", get("MEMORA_LOCK_SETTINGS")),
+        max_message_chars=_int("MEMORA_MAX_MESSAGE_CHARS", get("MEMORA_MAX_MESSAGE_CHARS") or defaults.max_message_chars, 1),
+        max_turns=_cap("MEMORA_MAX_TURNS", get("MEMORA_MAX_TURNS")),
+        max_session_tokens=_cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
     )
 
 

@@ -28,6 +28,8 @@ class ScriptedBackend:
     summaries: list[SummaryRequest] = field(default_factory=list)
     counts: list[tuple[str, tuple]] = field(default_factory=list)
     faults: dict[str, list[Fault]] = field(default_factory=dict)
+    billed: list[tuple[str, int]] = field(default_factory=list)
+    """``(kind, total_tokens)`` of each request that completed and reported usage, in order."""
 
     def fail_next(self, step: str, fault: Fault = lambda: BackendError("scripted failure")) -> None:
         self.faults.setdefault(step, []).append(fault)
@@ -45,7 +47,9 @@ class ScriptedBackend:
         self._maybe_fail("reply_midstream")
         yield str(len(self.replies))
         input_tokens = LocalTokenCounter().count(request.model, request.instructions, request.messages)
-        yield Completion(text, Usage(input_tokens, count_text(text)))
+        usage = Usage(input_tokens, count_text(text))
+        self.billed.append(("reply", usage.total_tokens))
+        yield Completion(text, usage)
 
     def summarize(self, request: SummaryRequest) -> Completion:
         self.summaries.append(request)
@@ -54,7 +58,9 @@ class ScriptedBackend:
             text = self.summary_text(request)
         else:
             text = " | ".join(filter(None, [request.existing_summary, *(m.content for m in request.new_messages)]))
-        return Completion(text, Usage(count_text(request.input_text), count_text(text)))
+        usage = Usage(count_text(request.input_text), count_text(text))
+        self.billed.append(("summary", usage.total_tokens))
+        return Completion(text, usage)
 
     def count_input_tokens(self, model, instructions, messages) -> int:
         self.counts.append((instructions, tuple(messages)))

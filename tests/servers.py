@@ -9,8 +9,10 @@ the body asks for ``stream``, else one JSON response) and ``POST /responses/inpu
 a usage chunk. Both bill input as the local o200k_base count plus ``input_overhead``,
 so a test can tell exactly what the gap between counted and billed should be.
 
-Every request is recorded (``server.requests``). ``server.queue(behaviour)`` makes the
-next request misbehave: ``status``, ``stall``, ``cut_after`` or ``slow_start``.
+Every request is recorded (``server.requests``), and every usage the server reports
+(``server.billed``). ``server.queue(behaviour)`` makes the next request misbehave, and
+``server.queue_for(kind, behaviour)`` the next request of one kind (count, summary, reply):
+``status``, ``stall``, ``cut_after``, ``stall_after``, ``error_after``, ``drip`` or ``slow_start``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Handler(BaseHTTPRequestHandler):
         recorded = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
         model = self.server.model
         model.requests.append(recorded)
-        behaviour = model.next_behaviour()
+        behaviour = model.next_behaviour(recorded)
         try:
             if behaviour is not None:
                 behaviour(self, recorded)
@@ -144,6 +146,41 @@ def cut_after(deltas: int, *, cleanly: bool = False) -> Behaviour:
     return behave
 
 
+def stall_after(deltas: int, seconds: float) -> Behaviour:
+    """Streams ``deltas`` text deltas, then says nothing for ``seconds``: a read timeout mid-stream."""
+
+    def behave(handler: Handler, request: Recorded) -> None:
+        handler.server.model.stream(handler, request, cut_after=deltas, stall_s=seconds)
+
+    return behave
+
+
+def error_after(deltas: int, code: str, message: str) -> Behaviour:
+    """Streams ``deltas`` text deltas, then the API's own error event with ``code``
+    (``rate_limit_exceeded``, ``server_error``): how a 429 or 500 shows once the stream has begun."""
+
+    def behave(handler: Handler, request: Recorded) -> None:
+        handler.server.model.stream(handler, request, cut_after=deltas, error=(code, message))
+
+    return behave
+
+
+def drip(seconds: float) -> Behaviour:
+    """Answers normally, but waits ``seconds`` before each streamed event: a reply slow enough to interrupt."""
+
+    def behave(handler: Handler, request: Recorded) -> None:
+        send = handler.send_event
+
+        def slowly(*args: Any, **kwargs: Any) -> None:
+            time.sleep(seconds)
+            send(*args, **kwargs)
+
+        handler.send_event = slowly  # type: ignore[method-assign]
+        handler.server.model.answer(handler, request)
+
+    return behave
+
+
 def slow_start(seconds: float) -> Behaviour:
     """Waits ``seconds`` before the first byte, then answers normally."""
 
@@ -170,7 +207,10 @@ class ModelServer:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     requests: list[Recorded] = field(default_factory=list)
+    billed: list[tuple[str, int]] = field(default_factory=list)
+    """``(kind, total_tokens)`` for every usage the server reported, in order."""
     behaviours: deque[Behaviour] = field(default_factory=deque)
+    targeted: dict[str, deque[Behaviour]] = field(default_factory=dict)
     stop_event: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> ModelServer:
@@ -197,11 +237,27 @@ class ModelServer:
         """The next requests get these behaviours, one each, in order."""
         self.behaviours.extend(behaviours)
 
-    def next_behaviour(self) -> Behaviour | None:
+    def queue_for(self, kind: str, behaviour: Behaviour) -> None:
+        """The next request of ``kind`` (``count``, ``summary`` or ``reply``; see ``kind_of``) gets ``behaviour``."""
+        self.targeted.setdefault(kind, deque()).append(behaviour)
+
+    def next_behaviour(self, request: Recorded | None = None) -> Behaviour | None:
+        if request is not None and self.targeted.get(self.kind_of(request)):
+            return self.targeted[self.kind_of(request)].popleft()
         try:
             return self.behaviours.popleft()
         except IndexError:
             return None
+
+    def kind_of(self, request: Recorded) -> str:
+        """``count`` (the count endpoint), ``reply`` (streamed) or ``summary`` (not streamed)."""
+        if request.path.endswith("/input_tokens"):
+            return "count"
+        return "reply" if request.body.get("stream") else "summary"
+
+    def bill(self, request: Recorded, total_tokens: int) -> None:
+        """Notes a usage the server reported: what the client was really charged."""
+        self.billed.append((self.kind_of(request), total_tokens))
 
     def paths(self) -> list[str]:
         return [r.path for r in self.requests]
@@ -216,8 +272,29 @@ class ModelServer:
     def answer(self, handler: Handler, request: Recorded) -> None:
         raise NotImplementedError
 
-    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False) -> None:
+    def stream(
+        self,
+        handler: Handler,
+        request: Recorded,
+        cut_after: int | None = None,
+        cleanly: bool = False,
+        stall_s: float | None = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
+        """The streamed reply; at delta ``cut_after`` it drops the connection, ends the body
+        (``cleanly``), stalls ``stall_s`` seconds, or sends ``error`` = (code, message)."""
         raise NotImplementedError
+
+    def _break_stream(self, handler: Handler, cleanly: bool, stall_s: float | None, error_event: Any) -> None:
+        if error_event is not None:
+            handler.send_event(*error_event)
+            handler.end_stream()
+        elif stall_s is not None:
+            self.stop_event.wait(stall_s)
+        elif cleanly:
+            handler.end_stream()
+        else:
+            handler.drop_connection()
 
 
 def _messages(items: Any) -> list[Message]:
@@ -243,14 +320,20 @@ class ResponsesServer(ModelServer):
         else:
             handler.send_json(404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}})
 
-    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False) -> None:
+    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False,
+               stall_s: float | None = None, error: tuple[str, str] | None = None) -> None:
         handler.start_stream()
         sequence = iter(range(10_000))
         created = self._response(request, "in_progress", "", None)
         handler.send_event({"type": "response.created", "sequence_number": next(sequence), "response": created}, "response.created")
         for i, delta in enumerate(self.deltas):
             if cut_after is not None and i == cut_after:
-                handler.end_stream() if cleanly else handler.drop_connection()
+                failed = None
+                if error is not None:
+                    body = {"id": "resp_1", "object": "response", "status": "failed", "output": [],
+                            "error": {"code": error[0], "message": error[1]}}
+                    failed = ({"type": "response.failed", "sequence_number": next(sequence), "response": body}, "response.failed")
+                self._break_stream(handler, cleanly, stall_s, failed)
                 return
             event = {
                 "type": "response.output_text.delta",
@@ -271,6 +354,7 @@ class ResponsesServer(ModelServer):
         body = request.body
         billed = self.billed_input(body.get("instructions") or "", _messages(body["input"]))
         output = count_text(text) + self.reasoning_tokens
+        self.bill(request, billed + output)
         return {
             "input_tokens": billed,
             "input_tokens_details": {"cached_tokens": self.cached_tokens, "cache_write_tokens": 0},
@@ -333,7 +417,8 @@ class ChatServer(ModelServer):
                 },
             )
 
-    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False) -> None:
+    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False,
+               stall_s: float | None = None, error: tuple[str, str] | None = None) -> None:
         handler.start_stream()
 
         def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -349,7 +434,8 @@ class ChatServer(ModelServer):
         handler.send_event(chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]))
         for i, delta in enumerate(self.deltas):
             if cut_after is not None and i == cut_after:
-                handler.end_stream() if cleanly else handler.drop_connection()
+                failed = ({"error": {"message": error[1], "type": error[0], "code": error[0]}},) if error else None
+                self._break_stream(handler, cleanly, stall_s, failed)
                 return
             handler.send_event(chunk([{"index": 0, "delta": {"content": delta}, "finish_reason": None}]))
         handler.send_event(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
@@ -365,6 +451,7 @@ class ChatServer(ModelServer):
         instructions = messages[0].content if messages and messages[0].role == "system" else ""
         billed = self.billed_input(instructions, messages[1:] if instructions else messages)
         output = count_text(text) + self.reasoning_tokens
+        self.bill(request, billed + output)
         return {
             "prompt_tokens": billed,
             "completion_tokens": output,

@@ -7,12 +7,14 @@ turn can put the user's text back into it in the same run.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory, TurnStats
 from memora.ui import state as keys
-from memora.ui.state import Notice
+from memora.ui.state import Notice, TurnOutcome
 from memora.ui.views import message_marks, parse_command, run_command
 
 RECENT_MESSAGES = 20
@@ -90,6 +92,10 @@ def queue_submission() -> None:
     state[keys.COMMAND] = None
 
 
+INTERRUPTED_TURN_WAIT_S = 15.0
+"""How long a run waits for an interrupted run's turn to roll back before it draws the page."""
+
+
 def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     """Runs the queued message: a command, a notice for an empty one, or a model turn."""
     state = st.session_state
@@ -100,11 +106,55 @@ def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     if not text.strip():
         state[keys.NOTICE] = Notice("warning", "notice.empty")
         return
+    if refused_before_sending(memory, text):
+        return
     command = parse_command(text)
     if command is not None:
         state[keys.COMMAND] = command
         return
     run_turn(memory, text, lang)
+
+
+def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED_TURN_WAIT_S) -> None:
+    """Brings back the text and the reason of a turn that an interrupted run could not report.
+
+    A run interrupted mid-turn rolls its turn back and writes the outcome to the
+    session's ``TurnOutcome``. Under ``runner.fastReruns`` (on unless
+    .streamlit/config.toml turns it off) Streamlit starts the next run at once,
+    while the old one may still wait for the model's next bytes with its user
+    message pending; this run then waits, up to ``wait_s``, for that rollback, so
+    it neither draws the half-finished turn nor starts a second one on top of it.
+    The page calls it first, before anything reads the memory.
+    """
+    deadline = time.monotonic() + wait_s
+    while memory.has_pending_turn and time.monotonic() < deadline:
+        time.sleep(0.05)
+    state = st.session_state
+    outcome: TurnOutcome = state[keys.TURN_OUTCOME]
+    if outcome.restore_text is not None:
+        state[keys.RESTORE_TEXT] = outcome.restore_text
+        state[keys.NOTICE] = outcome.notice
+        outcome.restore_text = outcome.notice = None
+
+
+def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
+    """Refuses, before it is drawn or sent, a message no turn could take; its text goes back to the input.
+
+    A 200,000-character paste must not travel back to the browser as a chat
+    message, nor be tokenized: the character cap is checked first. Commands
+    are short, so the cap applies to them too; the other checks only to messages.
+    """
+    state = st.session_state
+    try:
+        if parse_command(text) is None:
+            memory.check_new_message(text)
+        else:
+            memory.limits.check(text, 0, 0)
+    except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
+        state[keys.NOTICE] = Notice("error", "notice.restored", error=error)
+        state[keys.RESTORE_TEXT] = text
+        return True
+    return False
 
 
 def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
@@ -115,6 +165,8 @@ def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
     here only has to give the text back to the input box and say why.
     """
     state = st.session_state
+    # Fetched now: once Streamlit stops this run, st.session_state can no longer be written.
+    outcome: TurnOutcome = state[keys.TURN_OUTCOME]
     committed = False
     try:
         with st.chat_message("user"):
@@ -124,12 +176,15 @@ def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
                 st.write_stream(turn.stream())
             committed = turn.committed
     except Exception as error:
-        state[keys.NOTICE] = Notice("error", "notice.restored", error=error)
+        outcome.notice = Notice("error", "notice.restored", error=error)
     finally:
         if not committed:
+            outcome.restore_text = text
+            outcome.notice = outcome.notice or Notice("warning", "notice.interrupted")
+            # Shown in this run's last moments when Streamlit allows it; settle_interrupted_turn
+            # brings them back in the next run in any case.
             state[keys.RESTORE_TEXT] = text
-            if state[keys.NOTICE] is None:
-                state[keys.NOTICE] = Notice("warning", "notice.interrupted")
+            state[keys.NOTICE] = outcome.notice
     st.rerun()
 
 

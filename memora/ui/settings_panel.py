@@ -26,9 +26,17 @@ def render_language() -> None:
     )
 
 
+def is_locked() -> bool:
+    """Whether the teacher locked the settings (MEMORA_LOCK_SETTINGS); read from the server-side settings only."""
+    return bool(st.session_state[keys.SETTINGS].locked)
+
+
 def render_settings(lang: str) -> None:
     state = st.session_state
+    locked = is_locked()
     with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
+        if locked:
+            st.info(t(lang, "settings.locked"), icon=":material/lock:")
         # Backends added to memora.settings.BACKENDS appear here without a change to the page.
         st.selectbox(
             t(lang, "settings.backend"),
@@ -36,12 +44,13 @@ def render_settings(lang: str) -> None:
             format_func=lambda name: backend_label(lang, name),
             key=keys.BACKEND_INPUT,
             on_change=_apply_backend,
+            disabled=locked,
         )
-        st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend)
+        st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend, disabled=locked)
         source = state[keys.KEY_SOURCE]
         if source in ("secrets", "env"):
             st.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
-        else:
+        elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
             st.text_input(
                 t(lang, "settings.api_key"),
                 key=keys.API_KEY_INPUT,
@@ -54,10 +63,12 @@ def render_settings(lang: str) -> None:
                 st.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
         # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
         st.number_input(
-            t(lang, "settings.max_input_tokens"), key=keys.BUDGET_INPUT, step=100, help=t(lang, "settings.limits_help"), on_change=_apply_limits
+            t(lang, "settings.max_input_tokens"), key=keys.BUDGET_INPUT, step=100, help=t(lang, "settings.limits_help"),
+            on_change=_apply_limits, disabled=locked,
         )
         st.number_input(
-            t(lang, "settings.max_recent_turns"), key=keys.WINDOW_INPUT, step=1, help=t(lang, "settings.limits_help"), on_change=_apply_limits
+            t(lang, "settings.max_recent_turns"), key=keys.WINDOW_INPUT, step=1, help=t(lang, "settings.limits_help"),
+            on_change=_apply_limits, disabled=locked,
         )
         notice: Notice | None = state[keys.SETTINGS_NOTICE]
         if notice is not None:
@@ -72,9 +83,30 @@ def _show(notice: Notice, lang: str) -> None:
     getattr(st, notice.level)(t(lang, notice.key, **params))
 
 
+def _refuse_when_locked() -> bool:
+    """Puts every locked widget back to the memory's values and says why; True when locked.
+
+    A disabled widget is only the visible half of the lock: a crafted request
+    can still carry a new value, so each callback asks this first.
+    """
+    if not is_locked():
+        return False
+    state = st.session_state
+    memory: ShortTermMemory = state[keys.MEMORY]
+    state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
+    state[keys.MODEL_INPUT] = memory.model
+    state[keys.API_KEY_INPUT] = ""
+    state[keys.BUDGET_INPUT] = memory.max_input_tokens
+    state[keys.WINDOW_INPUT] = memory.max_recent_turns
+    state[keys.SETTINGS_NOTICE] = Notice("error", "settings.locked_refused")
+    return True
+
+
 def _apply_limits() -> None:
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
+    if _refuse_when_locked():
+        return
     try:
         memory.update_limits(max_input_tokens=int(state[keys.BUDGET_INPUT]), max_recent_turns=int(state[keys.WINDOW_INPUT]))
     except ValueError as error:
@@ -87,6 +119,8 @@ def _apply_limits() -> None:
 
 def _apply_typed_key() -> None:
     state = st.session_state
+    if _refuse_when_locked():
+        return
     typed = state[keys.API_KEY_INPUT].strip()
     # The key moves into the session's settings and out of the widget, so the browser does not keep it.
     state[keys.API_KEY_INPUT] = ""
@@ -103,6 +137,8 @@ def _apply_backend() -> None:
     """Swaps the memory's backend and model; the conversation is kept."""
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
+    if _refuse_when_locked():
+        return
     name = state[keys.BACKEND_INPUT]
     model = state[keys.MODEL_INPUT].strip() or memory.model
     settings = state[keys.SETTINGS].with_changes(backend=name, model=model)

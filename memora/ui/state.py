@@ -44,6 +44,7 @@ PROBE_SCENARIO_INPUT = "probe_scenario_input"
 PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
+TURN_OUTCOME = "turn_outcome"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -60,6 +61,20 @@ class Notice:
     key: str
     params: Mapping[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
+
+
+@dataclass
+class TurnOutcome:
+    """What a turn that did not complete leaves for the next run: its text and why.
+
+    Mutable on purpose, and fetched before the turn starts: when Streamlit stops a
+    run (the Stop button, or a rerun under ``runner.fastReruns``), every later
+    ``st.session_state`` access in that run raises StopException again, so the
+    failed turn writes here, with plain attribute assignments that cannot be interrupted.
+    """
+
+    restore_text: str | None = None
+    notice: Notice | None = None
 
 
 def read_secrets() -> tuple[dict[str, Any], str | None]:
@@ -94,6 +109,7 @@ def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemor
         max_input_tokens=settings.max_input_tokens,
         max_recent_turns=settings.max_recent_turns,
         token_counter=token_counter_for(settings, backend),
+        limits=settings.limits,
     )
 
 
@@ -162,6 +178,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
+        TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():

@@ -78,13 +78,15 @@ def parse_command(text: str) -> tuple[str, str] | None:
     """``("history", "")`` for ``"/history"``; None when ``text`` is no command.
 
     A command is any message whose first non-blank character is ``/``; the
-    rest of the line after the name is its arguments, kept for error messages.
+    name ends at the first whitespace (a space or a line break), and the rest
+    is its arguments, kept for error messages. ``"/"`` alone has the name ``""``.
     """
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
-    name, _, args = stripped[1:].partition(" ")
-    return name.lower(), args.strip()
+    # Any whitespace ends the name: "/history\nfoo" is /history with an argument, not a command named "history\nfoo".
+    name, *rest = stripped[1:].split(maxsplit=1) or [""]
+    return name.lower(), rest[0].strip() if rest else ""
 
 
 def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> CommandOutput:

@@ -1,0 +1,204 @@
+"""A shared classroom link in a real browser: two students, one `streamlit run`, one teacher's key.
+
+The server runs as a teacher would start it, with the key, the lock and a cap in
+its environment, pointed at a local stand-in for OpenAI (tests/servers.py), and
+with the SDK's debug logging on so that its log is worth searching. Two browser
+contexts (two students, separate cookies and websockets) chat at once. Checked:
+neither sees the other's conversation, in the DOM or in the websocket frames
+the server sends it; the key is in no page, no frame and no server log, even
+after a 401 whose body quotes it; the locked settings are disabled.
+
+Skipped like tests/test_browser.py where Chromium or Playwright is missing, and
+a failure instead when CI is set.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ResponsesServer, drip, status
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _require_browser, _wait_idle
+
+KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
+LOG = ROOT / "test-output" / "streamlit-sharing.log"
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ResponsesServer]:
+    with ResponsesServer(deltas=("Hello", " there", "!")) as server:
+        yield server
+
+
+@contextmanager
+def streamlit_run(model_server: ResponsesServer, *extra: str) -> Iterator[str]:
+    """`streamlit run` as a teacher starts it for a class, on a free local port."""
+    _require_browser()
+    port = _free_port()
+    drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=model_server.url,
+        MEMORA_LOCK_SETTINGS="true",
+        MEMORA_MAX_TURNS="20",
+        MEMORA_MAX_RETRIES="0",
+        OPENAI_LOG="debug",  # the SDK logs every request to stderr: the log must still not hold the key
+    )
+    LOG.parent.mkdir(exist_ok=True)
+    with open(LOG, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
+             "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
+             "--server.fileWatcherType", "none", *extra],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"streamlit did not start; see {LOG}")
+                time.sleep(0.3)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def shared_page(model_server: ResponsesServer) -> Iterator[str]:
+    """The page with the repository's .streamlit/config.toml (runner.fastReruns off)."""
+    LOG.parent.mkdir(exist_ok=True)
+    LOG.write_bytes(b"")
+    with streamlit_run(model_server) as url:
+        yield url
+
+
+@pytest.fixture
+def fast_rerun_page(model_server: ResponsesServer) -> Iterator[str]:
+    """The page with Streamlit's default runner.fastReruns on: a rerun starts beside the running one."""
+    with streamlit_run(model_server, "--runner.fastReruns", "true") as url:
+        yield url
+
+
+class Student:
+    """One browser context: its own cookies, its own websocket, every frame the server sent it."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1300, "height": 1000})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.frames: list[bytes] = []
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._keep))
+        self.page.goto(url)
+        self.page.get_by_test_id("stChatInputTextArea").wait_for()
+        _wait_idle(self.page)
+
+    def _keep(self, payload) -> None:
+        self.frames.append(payload.encode() if isinstance(payload, str) else bytes(payload))
+
+    def type(self, text: str) -> None:
+        box = self.page.get_by_test_id("stChatInputTextArea")
+        box.fill(text)
+        box.press("Enter")
+
+    def wait_for_messages(self, count: int) -> None:
+        self.page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=count)
+        _wait_idle(self.page)
+
+    def seen(self) -> bytes:
+        """The DOM as it is now, and everything the websocket brought."""
+        return self.page.content().encode() + b"\n".join(self.frames)
+
+
+def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_page: str, model_server: ResponsesServer) -> None:
+    sync_playwright = _require_browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            alice, bob = Student(browser, shared_page), Student(browser, shared_page)
+            # Both send before either reply is awaited: two sessions in flight at once.
+            alice.type("My name is Alice and I study in room 101.")
+            bob.type("My name is Bob and I like trains.")
+            alice.wait_for_messages(2)
+            bob.wait_for_messages(2)
+            alice.type("Alice's second question about the past tense.")
+            alice.wait_for_messages(4)
+            # Both replies complete (the status widget is not drawn in minimal toolbar mode, so wait for the text).
+            alice.page.get_by_text("Hello there!").nth(1).wait_for()
+            bob.page.get_by_text("Hello there!").first.wait_for()
+
+            alice_seen, bob_seen = alice.seen(), bob.seen()
+            assert b"room 101" in alice_seen and b"past tense" in alice_seen, "the frames were captured"
+            assert b"Alice" not in bob_seen and b"room 101" not in bob_seen and b"past tense" not in bob_seen
+            assert b"Bob" not in alice_seen and b"trains" not in alice_seen
+            assert bob.page.get_by_test_id("stChatMessage").count() == 2
+            assert alice.page.get_by_test_id("stChatMessage").count() == 4
+            assert alice.page.get_by_text("Hello there!").count() == 2, "the replies came from the local model server"
+
+            # The lock: the settings widgets are disabled and there is no key field.
+            sidebar = bob.page.get_by_test_id("stSidebar")
+            sidebar.locator("summary").filter(has_text="Settings").click()
+            sidebar.get_by_text("Settings are locked for this shared page").wait_for()
+            assert sidebar.locator("input[type=password]").count() == 0
+            assert sidebar.get_by_test_id("stNumberInputField").first.is_disabled()
+
+            # A 401 whose body quotes the key: the student sees a clear error, not the key.
+            model_server.queue_for("reply", status(401, f"Incorrect API key provided: {KEY}."))
+            bob.type("Does an error show the key?")
+            bob.page.get_by_text("rejected the API key (HTTP 401)").wait_for()
+            _wait_idle(bob.page)
+            assert bob.page.get_by_test_id("stChatInputTextArea").input_value() == "Does an error show the key?"
+
+            for student in (alice, bob):
+                assert KEY.encode() not in student.seen()
+                assert b"sk-test-shared" not in student.seen()
+        finally:
+            browser.close()
+    assert any(r.headers.get("authorization") == f"Bearer {KEY}" for r in model_server.requests), "the key was really used"
+    log = LOG.read_bytes()
+    assert b"Sending HTTP Request" in log, "the SDK's debug log reached the server log"
+    assert KEY.encode() not in log
+
+
+@pytest.mark.parametrize("page_fixture", ["shared_page", "fast_rerun_page"])
+def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str, model_server: ResponsesServer, request) -> None:
+    """While a slow reply streams, the student switches the language: Streamlit reruns the script
+    mid-turn, the turn is rolled back, and the rerun shows the text back in the input and why.
+    (Before chat.settle_interrupted_turn and TurnOutcome, the rerun drew the pending message and
+    the text was lost: the interrupted run could no longer write st.session_state.)"""
+    sync_playwright = _require_browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            student = Student(browser, request.getfixturevalue(page_fixture))
+            page = student.page
+            model_server.queue_for("reply", drip(0.5))
+            student.type("A question whose reply is slow.")
+            page.get_by_text("Hello").first.wait_for()  # the first words are on the page
+            page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
+            page.get_by_text("回覆在完成前被中斷").wait_for()
+            _wait_idle(page)
+            assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
+            assert page.get_by_test_id("stChatMessage").count() == 0
+        finally:
+            browser.close()

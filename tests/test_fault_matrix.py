@@ -1,0 +1,238 @@
+"""The fault matrix: every step of a turn x every fault kind (docs/fault-matrix.md).
+
+Steps: the API token count, the summary request inside ``prepare()`` (the fold),
+the summary request of ``memory.prefold()`` between turns, the reply request
+before its first token, and the reply mid-stream (after its first delta).
+
+Kinds: an unexpected exception, Streamlit's StopException and RerunException
+(BaseException subclasses; all three through ScriptedBackend), and a timeout,
+HTTP 429, HTTP 500 and a refused connection, through the real SDK backends
+against the local servers of ``tests/servers.py``. Once a stream has begun a
+status code can no longer arrive, so mid-stream the HTTP kinds are what a server
+sends then: a stall (timeout), the API's error event with ``rate_limit_exceeded``
+or ``server_error``, and a dropped connection.
+
+Every cell asserts the same things: the history is complete alternating pairs
+and is what it was; summary and pointer moved together or not at all (a fold
+that completed before the fault stays folded); the ledger equals what the
+server or fake really billed, request for request (no record for a request
+that failed before its usage was known); the user's text is on
+``turn.user_text``; and resending the same text then works.
+The page half of the matrix (text back in the input, a clear message) is in
+tests/test_reliability_page.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import openai
+import pytest
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+from memora.backends.chat_completions import ChatCompletionsBackend
+from memora.backends.openai_errors import ModelServerError
+from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.memory import ShortTermMemory
+from memora.tokens import ApiTokenCounter
+from tests.fakes import ScriptedBackend
+from tests.servers import (
+    ChatServer,
+    ResponsesServer,
+    closed_port,
+    cut_after,
+    error_after,
+    stall,
+    stall_after,
+    status,
+)
+from tests.test_memory import assert_consistent
+
+KEY = "sk-test-matrix-5e1d0b"
+STEPS = ("count", "fold", "prefold", "reply", "midstream")
+SCRIPTED_KINDS = ("exception", "stop", "rerun")
+HTTP_KINDS = ("timeout", "http429", "http500", "refused")
+CLIENT_TIMEOUT_S = 0.3
+"""Only the faulted request gets it; every other request may take 10 s, so a loaded machine is no fault."""
+
+# Where each step's fault is injected: ScriptedBackend's step names, and the server's request kinds.
+SCRIPTED_STEP = {"count": "count", "fold": "summary", "prefold": "summary", "reply": "reply", "midstream": "reply_midstream"}
+REQUEST_KIND = {"count": "count", "fold": "summary", "prefold": "summary", "reply": "reply", "midstream": "reply"}
+FAULTS: dict[str, Callable[[], BaseException]] = {
+    "exception": lambda: RuntimeError("an unexpected bug"),
+    "stop": StopException,
+    "rerun": lambda: RerunException(RerunData()),
+}
+RAISED: dict[str, type[BaseException]] = {
+    "exception": RuntimeError,
+    "stop": StopException,
+    "rerun": RerunException,
+    **{kind: ModelServerError for kind in HTTP_KINDS},
+}
+
+
+def http_behaviour(kind: str, step: str):
+    """What the server does for ``kind`` at ``step``; None for a refused connection (no server answers)."""
+    if step == "midstream":
+        return {
+            "timeout": stall_after(1, 5.0),
+            "http429": error_after(1, "rate_limit_exceeded", "Rate limit reached for requests."),
+            "http500": error_after(1, "server_error", "The server had an error."),
+            "refused": cut_after(1),  # mid-stream, a refused connection can only be a dropped one
+        }[kind]
+    return {
+        "timeout": stall(5.0),
+        "http429": status(429, "Rate limit reached for requests."),
+        "http500": status(500, "The server had an error."),
+        "refused": None,
+    }[kind]
+
+
+def client_from_step(step: str, backend, faulty: openai.OpenAI) -> None:
+    """Gives the backend the ``faulty`` client from ``step``'s request on, and not before it."""
+    if step in ("fold", "prefold"):
+        backend.client = faulty  # the summary is the first request
+        return
+    # The turn's fold must complete as usual; the requests after it use the faulty client.
+    summarize = backend.summarize
+
+    def summarize_then_switch(request):
+        try:
+            return summarize(request)
+        finally:
+            backend.client = faulty
+
+    backend.summarize = summarize_then_switch
+
+
+def arm_http(step: str, kind: str, server, backend, client: openai.OpenAI) -> None:
+    """Arms an HTTP fault for ``step``: a refused address, or the server's misbehaviour,
+    with a short timeout on that request for the timeout kind (a stalled server waits 5 s)."""
+    if kind == "refused" and step != "midstream":
+        client_from_step(step, backend, client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1"))
+        return
+    server.queue_for(REQUEST_KIND[step], http_behaviour(kind, step))
+    if kind == "timeout":
+        client_from_step(step, backend, client.with_options(timeout=CLIENT_TIMEOUT_S))
+
+
+def heal_http(backend, client: openai.OpenAI) -> None:
+    backend.client = client
+    backend.__dict__.pop("summarize", None)
+
+
+@dataclass
+class Cell:
+    """A memory two turns in, window 1, so that the next turn folds the first pair."""
+
+    memory: ShortTermMemory
+    billed: list[tuple[str, int]]
+    arm: Callable[[], None]
+    summary_text: Callable[[], str]
+    heal: Callable[[], None] = lambda: None
+    """Undoes what ``arm`` did to the client, so that the resend reaches the server."""
+
+
+def chat(memory: ShortTermMemory, text: str) -> None:
+    with memory.turn(text) as turn:
+        for _ in turn.stream():
+            pass
+
+
+def _scripted_cell(step: str, kind: str) -> Iterator[Cell]:
+    backend = ScriptedBackend()
+    counter = ApiTokenCounter(backend) if step == "count" else None
+    memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
+    yield Cell(
+        memory,
+        backend.billed,
+        arm=lambda: backend.fail_next(SCRIPTED_STEP[step], FAULTS[kind]),
+        summary_text=lambda: " | ".join(m.content for m in memory.history[: memory.summarized_message_count]),
+    )
+
+
+def _http_cell(step: str, kind: str, api: str) -> Iterator[Cell]:
+    server_class, backend_class = (ResponsesServer, OpenAIResponsesBackend) if api == "responses" else (ChatServer, ChatCompletionsBackend)
+    with server_class(input_overhead=3) as server:
+        client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=10.0, max_retries=0)
+        backend = backend_class(client)
+        counter = ApiTokenCounter(backend) if step == "count" else None
+        memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
+
+        yield Cell(
+            memory,
+            server.billed,
+            arm=lambda: arm_http(step, kind, server, backend, client),
+            summary_text=lambda: server.summary_text,
+            heal=lambda: heal_http(backend, client),
+        )
+
+
+CELLS = [(step, kind, "scripted") for step in STEPS for kind in SCRIPTED_KINDS] + [
+    (step, kind, api) for step in STEPS for kind in HTTP_KINDS for api in ("responses", "chat") if not (step == "count" and api == "chat")
+]
+
+
+@pytest.fixture
+def cell(request) -> Iterator[Cell]:
+    step, kind, api = request.param
+    yield from (_scripted_cell(step, kind) if api == "scripted" else _http_cell(step, kind, api))
+
+
+def assert_ledger_is_what_was_billed(memory: ShortTermMemory, billed: list[tuple[str, int]]) -> None:
+    assert [(r.kind, r.total_tokens) for r in memory.ledger] == billed
+    assert memory.session_total_tokens == sum(total for _, total in billed)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=["-".join(c) for c in CELLS], indirect=True)
+def test_fault_matrix_cell(cell: Cell, request) -> None:
+    step, kind, _ = request.node.callspec.params["cell"]
+    memory = cell.memory
+    chat(memory, "My name is Ana.")
+    chat(memory, "My level is B1.")
+    history = list(memory.history)
+    assert memory.summarized_message_count == 0 and memory.fold_due() == 2
+
+    cell.arm()
+    if step == "prefold":
+        with pytest.raises(RAISED[kind]):
+            memory.prefold()
+        user_text = None
+    else:
+        with pytest.raises(RAISED[kind]):
+            with memory.turn("I live in Taipei.") as turn:
+                for _ in turn.stream():
+                    pass
+        assert turn.user_text == "I live in Taipei." and not turn.committed
+        user_text = turn.user_text
+
+    # History: the same complete pairs; no dangling user message.
+    assert memory.history == history and not memory.has_pending_turn
+    assert_consistent(memory)
+    # Summary and pointer: a failed fold changes neither; a fold that completed before the fault stays.
+    if step in ("fold", "prefold"):
+        assert (memory.summary, memory.summarized_message_count, memory.summary_versions) == ("", 0, [])
+    else:
+        assert memory.summarized_message_count == 2 and memory.summary == cell.summary_text()
+        assert memory.summary_versions[-1].folded == (0, 2)
+    # Ledger: one record per request that completed, with what it really cost; none for the failed one.
+    assert_ledger_is_what_was_billed(memory, cell.billed)
+    expected_kinds = ["reply", "reply"] + ([] if step in ("fold", "prefold") else ["summary"])
+    assert [r.kind for r in memory.ledger] == expected_kinds
+
+    # Resending works from this state, and the books still balance.
+    cell.heal()
+    chat(memory, user_text or "I live in Taipei.")
+    assert [m.content for m in memory.history][-2].startswith("I live in Taipei.")
+    assert memory.summarized_message_count == 2
+    assert_consistent(memory)
+    assert_ledger_is_what_was_billed(memory, cell.billed)
+
+
+def test_matrix_covers_every_step_and_kind() -> None:
+    """The table in docs/fault-matrix.md counts these cells; keep both in step."""
+    covered = {(step, kind) for step, kind, _ in CELLS}
+    assert covered == {(step, kind) for step in STEPS for kind in (*SCRIPTED_KINDS, *HTTP_KINDS)}
+    assert len(CELLS) == 5 * 3 + 5 * 4 * 2 - 4
