@@ -141,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_input_tokens=settings.max_input_tokens,
             max_recent_turns=settings.max_recent_turns,
             token_counter=build_token_counter(settings, backend),
+            limits=settings.limits,
         )
     except (SettingsError, ValueError) as error:
         print(f"Configuration error: {error}", file=sys.stderr)

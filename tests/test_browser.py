@@ -194,6 +194,9 @@ def _chat(page, texts) -> None:
 
 
 def _wait_idle(page) -> None:
-    """Waits until the script run ends (the status widget's running indicator disappears)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    """Waits until the script has stopped running, twice in a row: the page reruns itself after a reply
+    (to show the summary folded meanwhile), so one idle moment between two runs is not enough."""
+    idle = '() => document.querySelector(\'[data-testid="stApp"]\')?.dataset.testScriptState === "notRunning"'
+    for _ in range(2):
+        page.wait_for_timeout(300)
+        page.wait_for_function(idle, timeout=30_000)

@@ -85,3 +85,18 @@ def test_the_articles_main_loop_runs_against_the_package():
     assert "Summarized messages: 4" in out
     assert "Last context messages: 8" in out
     assert "- Turn 1: I am practising travel English." in out
+
+
+def test_python_m_memora_applies_the_session_caps():
+    result = subprocess.run(
+        [sys.executable, "-m", "memora"],
+        input="Hello.\nHello again.\nexit\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**clean_env(), "MEMORA_MAX_TURNS": "1"},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Request failed: This session has reached its limit of 1 turns." in result.stdout
+    assert result.stdout.count("--- Memory Status ---") == 1

@@ -377,6 +377,14 @@ def test_locked_settings_are_disabled_and_the_key_field_is_hidden(classroom: Res
     assert memory.history[-1].content == classroom.reply_text and classroom.requests[-1].body["model"] == "gpt-5-mini"
 
 
+def test_a_locked_page_with_a_model_turns_the_retention_probe_off(classroom: ResponsesServer) -> None:
+    """The probe's requests run outside the session caps, so a locked classroom page does not offer it."""
+    at = new_app()
+    assert "the probe is off" in " ".join(c.value for c in at.caption)
+    assert not [b for b in at.button if b.label == "Run the probe"]
+    assert classroom.requests == []
+
+
 def test_the_lock_is_enforced_on_the_server_not_only_in_the_widgets(classroom: ResponsesServer) -> None:
     """A crafted websocket message can carry a disabled widget's new value; the server discards it.
 

@@ -55,7 +55,15 @@ def probe_turns(scenario: Scenario) -> int:
 
 
 def render_probe(memory: ShortTermMemory, lang: str) -> None:
+    """The probe's scenario picker, button and report.
+
+    On a locked classroom page with a real model, the probe is off: it sends up
+    to 14 requests outside the session caps, on the teacher's key, per click.
+    """
     state = st.session_state
+    if state[keys.SETTINGS].locked and not memory.backend.offline:
+        st.caption(t(lang, "probe.locked"))
+        return
     available = scenarios()
     if state[keys.PROBE_SCENARIO_INPUT] not in available:
         state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
