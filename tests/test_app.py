@@ -34,8 +34,11 @@ def no_secrets(tmp_path, monkeypatch):
     assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
 
 
-def new_app(memory: ShortTermMemory | None = None) -> AppTest:
+def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
+    """The page after its first run, with ``memory`` in session state and ``secrets`` as st.secrets."""
     at = AppTest.from_file(APP, default_timeout=30)
+    for name, value in secrets.items():
+        at.secrets[name] = value
     if memory is not None:
         at.session_state[keys.MEMORY] = memory
     return at.run()

@@ -8,7 +8,6 @@ local Responses server through the real SDK.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
@@ -25,8 +24,8 @@ from memora.transcript import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
 from tests.servers import ResponsesServer
+from tests.test_app import new_app, send
 
-APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
 B1 = "My English level is B1 and I want to practise travel English."
 ENV_NAMES = (
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
@@ -55,21 +54,6 @@ def downloads(monkeypatch) -> dict:
 
     monkeypatch.setattr(MediaFileManager, "add_deferred", spy)
     return captured
-
-
-def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=30)
-    for name, value in secrets.items():
-        at.secrets[name] = value
-    if memory is not None:
-        at.session_state[keys.MEMORY] = memory
-    return at.run()
-
-
-def send(at: AppTest, text: str) -> AppTest:
-    at.chat_input[0].set_value(text).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def expander(at: AppTest, label: str):

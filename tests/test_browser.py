@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.processes import ROOT, streamlit_run
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -54,47 +48,13 @@ def _require_browser():
     return sync_playwright
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
     """`streamlit run` on a free local port, offline (no key in its environment), stopped at teardown."""
     _require_browser()
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MEMORA_BACKEND")}
-    log = (ROOT / "test-output")
-    log.mkdir(exist_ok=True)
-    with open(log / "streamlit-server.log", "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start; see {log / 'streamlit-server.log'}")
-                time.sleep(0.3)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with streamlit_run(env, ROOT / "test-output" / "streamlit-server.log") as url:
+        yield url
 
 
 def test_chat_panels_and_chart_in_chromium(server):

@@ -15,18 +15,14 @@ a failure instead when CI is set.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.servers import ResponsesServer, drip, status
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _require_browser, _wait_idle
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _require_browser, _wait_idle
 
 KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
 LOG = ROOT / "test-output" / "streamlit-sharing.log"
@@ -42,7 +38,6 @@ def model_server() -> Iterator[ResponsesServer]:
 def streamlit_run(model_server: ResponsesServer, *extra: str) -> Iterator[str]:
     """`streamlit run` as a teacher starts it for a class, on a free local port."""
     _require_browser()
-    port = _free_port()
     drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(
@@ -53,35 +48,8 @@ def streamlit_run(model_server: ResponsesServer, *extra: str) -> Iterator[str]:
         MEMORA_MAX_RETRIES="0",
         OPENAI_LOG="debug",  # the SDK logs every request to stderr: the log must still not hold the key
     )
-    LOG.parent.mkdir(exist_ok=True)
-    with open(LOG, "ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--server.fileWatcherType", "none", *extra],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start; see {LOG}")
-                time.sleep(0.3)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with processes.streamlit_run(env, LOG, "--server.fileWatcherType", "none", *extra) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

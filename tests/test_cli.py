@@ -7,7 +7,6 @@ from pathlib import Path
 
 from memora import ShortTermMemory
 from memora.cli import repl
-from tests.fakes import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parent.parent
 

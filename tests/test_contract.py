@@ -29,6 +29,7 @@ from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from tests.processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_CANDIDATES = (ROOT.parent / "shared" / "openai-openapi" / "openapi.json", ROOT / "shared" / "openai-openapi" / "openapi.json")
@@ -56,12 +57,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Starts Prism once for the session on a free port; yields its URL (no /v1, as the spec's paths have none)."""
@@ -72,7 +67,7 @@ def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         _unavailable("node is not installed, so Prism cannot run")
     if not PRISM.exists():
         _unavailable("Prism is not installed: run `npm ci --no-audit --no-fund` in the repo root")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("prism") / "prism.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -95,12 +90,7 @@ def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 @pytest.fixture

@@ -306,7 +306,7 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
             f"{default.calls['summary']} -> {batched.calls['summary']} summary requests at {report.budget} tokens "
             f"({cut:.2f}x fewer, {batched.over_budget} over budget); "
             + ", ".join(f"{ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
-            + f". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
+            + ". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
         )
     )
     by_name = {t.strategy: t for t in report.ttft}
