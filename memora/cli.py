@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
-from memora.settings import SettingsError, build_backend, build_token_counter, load_settings
+from memora.settings import SettingsError, build_memory, load_settings
 from memora.usage import UsageRecord
 
 COMMANDS = ("history", "context", "summary", "status", "usage", "exit")
@@ -133,16 +133,7 @@ def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Cal
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        settings = load_settings()
-        backend = build_backend(settings)
-        memory = ShortTermMemory(
-            client=backend,
-            model=settings.model,
-            max_input_tokens=settings.max_input_tokens,
-            max_recent_turns=settings.max_recent_turns,
-            token_counter=build_token_counter(settings, backend),
-            limits=settings.limits,
-        )
+        memory = build_memory(load_settings())
     except (SettingsError, ValueError) as error:
         print(f"Configuration error: {error}", file=sys.stderr)
         return 2

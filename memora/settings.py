@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, ShortTermMemory
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
@@ -273,3 +273,21 @@ def build_token_counter(settings: Settings, backend: Backend) -> TokenCounter:
     if not callable(getattr(backend, "count_input_tokens", None)):
         raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; this backend cannot count remotely.")
     return ApiTokenCounter(backend)  # type: ignore[arg-type]
+
+
+def build_memory(settings: Settings, backend: Backend | None = None, token_counter: TokenCounter | None = None) -> ShortTermMemory:
+    """A fresh ShortTermMemory as ``settings`` describe it: backend, model, budget, window, counting and caps.
+
+    ``backend`` defaults to ``build_backend(settings)``; ``token_counter`` to
+    ``build_token_counter(settings, backend)``. Raises SettingsError or
+    ValueError (a budget too small, say) when the settings are unusable.
+    """
+    backend = backend if backend is not None else build_backend(settings)
+    return ShortTermMemory(
+        client=backend,
+        model=settings.model,
+        max_input_tokens=settings.max_input_tokens,
+        max_recent_turns=settings.max_recent_turns,
+        token_counter=token_counter or build_token_counter(settings, backend),
+        limits=settings.limits,
+    )

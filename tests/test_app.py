@@ -21,7 +21,10 @@ from memora.ui import state as keys
 APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
-ENV_NAMES = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS")
+ENV_NAMES = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
+    "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS",
+)
 
 
 @pytest.fixture(autouse=True)

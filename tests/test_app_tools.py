@@ -24,24 +24,9 @@ from memora.transcript import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
 from tests.servers import ResponsesServer
-from tests.test_app import new_app, send
+from tests.test_app import new_app, no_secrets, send  # noqa: F401 (no_secrets: an autouse fixture)
 
 B1 = "My English level is B1 and I want to practise travel English."
-ENV_NAMES = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
-    "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS",
-)
-
-
-@pytest.fixture(autouse=True)
-def no_secrets(tmp_path, monkeypatch):
-    """No secrets file anywhere Streamlit looks, and no key in the environment."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def downloads(monkeypatch) -> dict:
     """The data callables of the page's download buttons, by file name, as Streamlit registers them."""

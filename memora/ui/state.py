@@ -15,7 +15,7 @@ import streamlit as st
 
 from memora.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from memora.memory import ShortTermMemory
-from memora.settings import Settings, SettingsError, build_backend, build_token_counter, load_settings
+from memora.settings import Settings, SettingsError, build_backend, build_memory, build_token_counter, load_settings
 from memora.tokens import LocalTokenCounter, TokenCounter
 
 # Session keys. The *_INPUT keys belong to widgets; their values are seeded here.
@@ -103,14 +103,7 @@ def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySou
 def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemory:
     """A fresh memory for ``settings``. Raises SettingsError or ValueError when they are unusable."""
     backend = backend if backend is not None else build_backend(settings)
-    return ShortTermMemory(
-        client=backend,
-        model=settings.model,
-        max_input_tokens=settings.max_input_tokens,
-        max_recent_turns=settings.max_recent_turns,
-        token_counter=token_counter_for(settings, backend),
-        limits=settings.limits,
-    )
+    return build_memory(settings, backend, token_counter_for(settings, backend))
 
 
 def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
