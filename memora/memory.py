@@ -183,7 +183,8 @@ class ShortTermMemory:
         self.turn_stats: dict[int, TurnStats] = {}
         """Stats of each finished turn, keyed by the history index of its assistant reply."""
         self._local = LocalTokenCounter()
-        self._history_tokens = (0, 0)  # (messages counted, their tokens): full-history cost, kept incrementally
+        # Full-history cost, kept incrementally: (messages counted, their tokens, the last one counted).
+        self._history_tokens: tuple[int, int, Message | None] = (0, 0, None)
         self._ledger_total: tuple[list[UsageRecord], int, int] = (self.ledger, 0, 0)  # (ledger, records summed, sum)
 
     # -- limits -------------------------------------------------------------
@@ -486,12 +487,13 @@ class ShortTermMemory:
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
-        counted, tokens = self._history_tokens
-        if counted > len(self.history):
+        counted, tokens, last = self._history_tokens
+        # The running sum holds only while the history still ends, at ``counted``, with the
+        # message it was taken at: a rollback followed by a new message must recount.
+        if counted > len(self.history) or (counted and self.history[counted - 1] is not last):
             counted, tokens = 0, 0
         tokens += sum(count_message(m.role, m.content) for m in self.history[counted:])
-        self._history_tokens = (len(self.history), tokens)
-        # Rollbacks shorten the history; the recount above restarts from zero then.
+        self._history_tokens = (len(self.history), tokens, self.history[-1] if self.history else None)
         return self._instructions_tokens() + REPLY_PRIMING_TOKENS + tokens
 
     def _plan_window_start(self, current: int, current_tokens: int | None = None) -> int:

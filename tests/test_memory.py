@@ -281,3 +281,14 @@ def test_openai_client_is_wrapped():
     assert isinstance(memory.backend, OpenAIResponsesBackend)
     with pytest.raises(TypeError):
         ShortTermMemory(object())
+
+
+def test_full_history_cost_follows_a_rollback_and_a_different_message(backend):
+    memory = ShortTermMemory(backend)
+    chat(memory, "hello")
+    memory.add_user_message("a short one")
+    memory.full_history_tokens()
+    memory.rollback_last_user_message()
+    memory.add_user_message("a much longer message than the one rolled back, " * 5)
+    expected = LocalTokenCounter().count(memory.model, SYSTEM_PROMPT, memory.history)
+    assert memory.full_history_tokens() == expected
