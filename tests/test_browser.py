@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -48,6 +51,18 @@ def _require_browser():
     return sync_playwright
 
 
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium, headless, closed afterwards; the test skips without it (fails with CI set)."""
+    sync_playwright = _require_browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 @pytest.fixture(scope="module")
 def server():
     """`streamlit run` on a free local port, offline (no key in its environment), stopped at teardown."""
@@ -58,88 +73,78 @@ def server():
 
 
 def test_chat_panels_and_chart_in_chromium(server):
-    sync_playwright = _require_browser()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(30_000)
-            page.goto(server)
-            page.get_by_text("Offline mode:").wait_for()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(server)
+        page.get_by_text("Offline mode:").wait_for()
 
-            box = page.get_by_test_id("stChatInputTextArea")
-            for number, text in enumerate(MESSAGES, start=1):
-                box.fill(text)
-                box.press("Enter")
-                # Each turn adds a user message and a reply; the reply starts with the offline engine's label.
-                page.wait_for_function(
-                    "n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number
-                )
-                page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-                _wait_idle(page)
-
-            messages = page.get_by_test_id("stChatMessage")
-            assert messages.count() == 2 * len(MESSAGES)
-            assert page.get_by_text("Folded into the summary").count() >= 2
-
-            sidebar = page.get_by_test_id("stSidebar")
-            for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
-                sidebar.locator("summary").filter(has_text=re.compile(f"{label}$")).click()
-            _wait_idle(page)
-            sidebar.get_by_test_id("stVegaLiteChart").wait_for()
-            chart = sidebar.get_by_test_id("stVegaLiteChart")
-            chart.locator("canvas, svg").first.wait_for()
-            box_size = chart.bounding_box()
-            assert box_size and box_size["height"] > 100
-            assert sidebar.get_by_text("B1").count() >= 1
-            assert sidebar.get_by_text("recent window").count() >= 1
-            assert sidebar.get_by_text("current message").count() >= 1
-
-            # A message over the budget fails before any request; the real widget gets its text back.
-            too_long = "travel " * 1500
-            box.fill(too_long)
+        box = page.get_by_test_id("stChatInputTextArea")
+        for number, text in enumerate(MESSAGES, start=1):
+            box.fill(text)
             box.press("Enter")
-            page.get_by_text("Your message was not sent").wait_for()
+            # Each turn adds a user message and a reply; the reply starts with the offline engine's label.
+            page.wait_for_function(
+                "n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number
+            )
+            page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
             _wait_idle(page)
-            assert box.input_value() == too_long
-            assert messages.count() == 2 * len(MESSAGES)
-            box.fill("")
 
-            # Streamlit scrolls inside its own containers, so a tall viewport shows the whole page.
-            page.set_viewport_size({"width": 1400, "height": 2800})
-            _wait_idle(page)
-            SCREENSHOT.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
-        finally:
-            browser.close()
+        messages = page.get_by_test_id("stChatMessage")
+        assert messages.count() == 2 * len(MESSAGES)
+        assert page.get_by_text("Folded into the summary").count() >= 2
+
+        sidebar = page.get_by_test_id("stSidebar")
+        for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
+            sidebar.locator("summary").filter(has_text=re.compile(f"{label}$")).click()
+        _wait_idle(page)
+        sidebar.get_by_test_id("stVegaLiteChart").wait_for()
+        chart = sidebar.get_by_test_id("stVegaLiteChart")
+        chart.locator("canvas, svg").first.wait_for()
+        box_size = chart.bounding_box()
+        assert box_size and box_size["height"] > 100
+        assert sidebar.get_by_text("B1").count() >= 1
+        assert sidebar.get_by_text("recent window").count() >= 1
+        assert sidebar.get_by_text("current message").count() >= 1
+
+        # A message over the budget fails before any request; the real widget gets its text back.
+        too_long = "travel " * 1500
+        box.fill(too_long)
+        box.press("Enter")
+        page.get_by_text("Your message was not sent").wait_for()
+        _wait_idle(page)
+        assert box.input_value() == too_long
+        assert messages.count() == 2 * len(MESSAGES)
+        box.fill("")
+
+        # Streamlit scrolls inside its own containers, so a tall viewport shows the whole page.
+        page.set_viewport_size({"width": 1400, "height": 2800})
+        _wait_idle(page)
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT))
 
 
 def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
     """The summary panel after a correction is folded; its screenshot is the README's (docs/summary-audit.png)."""
-    sync_playwright = _require_browser()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            # Tall: Streamlit's sidebar scrolls inside itself, and the screenshot is cut to the viewport.
-            page = browser.new_page(viewport={"width": 1400, "height": 2400})
-            page.set_default_timeout(30_000)
-            page.goto(server)
-            page.get_by_text("Offline mode:").wait_for()
-            _chat(page, CORRECTION)
+    with chromium() as browser:
+        # Tall: Streamlit's sidebar scrolls inside itself, and the screenshot is cut to the viewport.
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page.set_default_timeout(30_000)
+        page.goto(server)
+        page.get_by_text("Offline mode:").wait_for()
+        _chat(page, CORRECTION)
 
-            sidebar = page.get_by_test_id("stSidebar")
-            header = page.locator("summary").filter(has_text=re.compile("Conversation summary$"))
-            sidebar.locator(header).click()
-            _wait_idle(page)
-            panel = sidebar.get_by_test_id("stExpander").filter(has=header)
-            # Version 3 folded the correction: "B1 and" struck through, the corrected line in bold.
-            panel.get_by_text("Version 3, turn 6: folded messages 5–6").wait_for()
-            assert panel.locator("del").filter(has_text="B1").count() >= 1
-            assert panel.locator("strong").filter(has_text="B2, not B1").count() >= 1
-            AUDIT_SCREENSHOT.parent.mkdir(exist_ok=True)
-            panel.screenshot(path=str(AUDIT_SCREENSHOT))
-        finally:
-            browser.close()
+        sidebar = page.get_by_test_id("stSidebar")
+        header = page.locator("summary").filter(has_text=re.compile("Conversation summary$"))
+        sidebar.locator(header).click()
+        _wait_idle(page)
+        panel = sidebar.get_by_test_id("stExpander").filter(has=header)
+        # Version 3 folded the correction: "B1 and" struck through, the corrected line in bold.
+        panel.get_by_text("Version 3, turn 6: folded messages 5–6").wait_for()
+        assert panel.locator("del").filter(has_text="B1").count() >= 1
+        assert panel.locator("strong").filter(has_text="B2, not B1").count() >= 1
+        AUDIT_SCREENSHOT.parent.mkdir(exist_ok=True)
+        panel.screenshot(path=str(AUDIT_SCREENSHOT))
 
 
 def _chat(page, texts) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from tests import processes
 from tests.servers import ResponsesServer, drip, status
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, ROOT, _require_browser, _wait_idle
+from tests.test_browser import ROOT, _require_browser, _wait_idle, chromium
 
 KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
 LOG = ROOT / "test-output" / "streamlit-sharing.log"
@@ -99,49 +99,44 @@ class Student:
 
 
 def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_page: str, model_server: ResponsesServer) -> None:
-    sync_playwright = _require_browser()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            alice, bob = Student(browser, shared_page), Student(browser, shared_page)
-            # Both send before either reply is awaited: two sessions in flight at once.
-            alice.type("My name is Alice and I study in room 101.")
-            bob.type("My name is Bob and I like trains.")
-            alice.wait_for_messages(2)
-            bob.wait_for_messages(2)
-            alice.type("Alice's second question about the past tense.")
-            alice.wait_for_messages(4)
-            # Both replies complete (the status widget is not drawn in minimal toolbar mode, so wait for the text).
-            alice.page.get_by_text("Hello there!").nth(1).wait_for()
-            bob.page.get_by_text("Hello there!").first.wait_for()
+    with chromium() as browser:
+        alice, bob = Student(browser, shared_page), Student(browser, shared_page)
+        # Both send before either reply is awaited: two sessions in flight at once.
+        alice.type("My name is Alice and I study in room 101.")
+        bob.type("My name is Bob and I like trains.")
+        alice.wait_for_messages(2)
+        bob.wait_for_messages(2)
+        alice.type("Alice's second question about the past tense.")
+        alice.wait_for_messages(4)
+        # Both replies complete (the status widget is not drawn in minimal toolbar mode, so wait for the text).
+        alice.page.get_by_text("Hello there!").nth(1).wait_for()
+        bob.page.get_by_text("Hello there!").first.wait_for()
 
-            alice_seen, bob_seen = alice.seen(), bob.seen()
-            assert b"room 101" in alice_seen and b"past tense" in alice_seen, "the frames were captured"
-            assert b"Alice" not in bob_seen and b"room 101" not in bob_seen and b"past tense" not in bob_seen
-            assert b"Bob" not in alice_seen and b"trains" not in alice_seen
-            assert bob.page.get_by_test_id("stChatMessage").count() == 2
-            assert alice.page.get_by_test_id("stChatMessage").count() == 4
-            assert alice.page.get_by_text("Hello there!").count() == 2, "the replies came from the local model server"
+        alice_seen, bob_seen = alice.seen(), bob.seen()
+        assert b"room 101" in alice_seen and b"past tense" in alice_seen, "the frames were captured"
+        assert b"Alice" not in bob_seen and b"room 101" not in bob_seen and b"past tense" not in bob_seen
+        assert b"Bob" not in alice_seen and b"trains" not in alice_seen
+        assert bob.page.get_by_test_id("stChatMessage").count() == 2
+        assert alice.page.get_by_test_id("stChatMessage").count() == 4
+        assert alice.page.get_by_text("Hello there!").count() == 2, "the replies came from the local model server"
 
-            # The lock: the settings widgets are disabled and there is no key field.
-            sidebar = bob.page.get_by_test_id("stSidebar")
-            sidebar.locator("summary").filter(has_text="Settings").click()
-            sidebar.get_by_text("Settings are locked for this shared page").wait_for()
-            assert sidebar.locator("input[type=password]").count() == 0
-            assert sidebar.get_by_test_id("stNumberInputField").first.is_disabled()
+        # The lock: the settings widgets are disabled and there is no key field.
+        sidebar = bob.page.get_by_test_id("stSidebar")
+        sidebar.locator("summary").filter(has_text="Settings").click()
+        sidebar.get_by_text("Settings are locked for this shared page").wait_for()
+        assert sidebar.locator("input[type=password]").count() == 0
+        assert sidebar.get_by_test_id("stNumberInputField").first.is_disabled()
 
-            # A 401 whose body quotes the key: the student sees a clear error, not the key.
-            model_server.queue_for("reply", status(401, f"Incorrect API key provided: {KEY}."))
-            bob.type("Does an error show the key?")
-            bob.page.get_by_text("rejected the API key (HTTP 401)").wait_for()
-            _wait_idle(bob.page)
-            assert bob.page.get_by_test_id("stChatInputTextArea").input_value() == "Does an error show the key?"
+        # A 401 whose body quotes the key: the student sees a clear error, not the key.
+        model_server.queue_for("reply", status(401, f"Incorrect API key provided: {KEY}."))
+        bob.type("Does an error show the key?")
+        bob.page.get_by_text("rejected the API key (HTTP 401)").wait_for()
+        _wait_idle(bob.page)
+        assert bob.page.get_by_test_id("stChatInputTextArea").input_value() == "Does an error show the key?"
 
-            for student in (alice, bob):
-                assert KEY.encode() not in student.seen()
-                assert b"sk-test-shared" not in student.seen()
-        finally:
-            browser.close()
+        for student in (alice, bob):
+            assert KEY.encode() not in student.seen()
+            assert b"sk-test-shared" not in student.seen()
     assert any(r.headers.get("authorization") == f"Bearer {KEY}" for r in model_server.requests), "the key was really used"
     log = LOG.read_bytes()
     assert b"Sending HTTP Request" in log, "the SDK's debug log reached the server log"
@@ -154,19 +149,14 @@ def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str,
     mid-turn, the turn is rolled back, and the rerun shows the text back in the input and why.
     (Before chat.settle_interrupted_turn and TurnOutcome, the rerun drew the pending message and
     the text was lost: the interrupted run could no longer write st.session_state.)"""
-    sync_playwright = _require_browser()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            student = Student(browser, request.getfixturevalue(page_fixture))
-            page = student.page
-            model_server.queue_for("reply", drip(0.5))
-            student.type("A question whose reply is slow.")
-            page.get_by_text("Hello").first.wait_for()  # the first words are on the page
-            page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
-            page.get_by_text("回覆在完成前被中斷").wait_for()
-            _wait_idle(page)
-            assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
-            assert page.get_by_test_id("stChatMessage").count() == 0
-        finally:
-            browser.close()
+    with chromium() as browser:
+        student = Student(browser, request.getfixturevalue(page_fixture))
+        page = student.page
+        model_server.queue_for("reply", drip(0.5))
+        student.type("A question whose reply is slow.")
+        page.get_by_text("Hello").first.wait_for()  # the first words are on the page
+        page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
+        page.get_by_text("回覆在完成前被中斷").wait_for()
+        _wait_idle(page)
+        assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
+        assert page.get_by_test_id("stChatMessage").count() == 0
