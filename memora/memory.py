@@ -548,26 +548,23 @@ class ShortTermMemory:
             new_messages=new_messages,
             max_output_tokens=self.max_summary_tokens,
         )
+        counted = self._local.count(self.model, request.instructions, [Message("user", request.input_text)])
         began = time.perf_counter()
         completion = self.backend.summarize(request)
-        self._record("summary", self._local.count(self.model, request.instructions, [Message("user", request.input_text)]), completion, began)
-        text = truncate_text(completion.text.strip(), self.max_summary_tokens)
-        if not text and new_messages:
-            raise SummaryError("The model returned an empty summary; the previous summary is kept.")
-        return SummaryVersion(text, end, (start, end), completion.usage.total_tokens, self.turn_number)
-
-    def _record(self, kind: Literal["reply", "summary"], counted: int, completion: Completion, began: float, **extra: Any) -> None:
         self.ledger.append(
             UsageRecord.of(
                 turn=self.turn_number,
-                kind=kind,
+                kind="summary",
                 model=self.served_by,
                 counted_input_tokens=counted,
                 usage=completion.usage,
                 latency_s=time.perf_counter() - began,
-                **extra,
             )
         )
+        text = truncate_text(completion.text.strip(), self.max_summary_tokens)
+        if not text and new_messages:
+            raise SummaryError("The model returned an empty summary; the previous summary is kept.")
+        return SummaryVersion(text, end, (start, end), completion.usage.total_tokens, self.turn_number)
 
     def _message_tokens(self, index: int) -> int:
         message = self.history[index]
