@@ -2,11 +2,16 @@
 
 Commands: history, context, summary, status, usage, exit. Offline unless a key is set;
 ``memora.settings`` lists the variables that choose the backend.
+
+Replies are printed as they stream in. While the user types the next message, the
+memory folds in the background what the next turn is certain to fold
+(``ShortTermMemory.prefold``), so the next reply does not wait for a summary.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from memora.backends.base import BackendError
@@ -49,8 +54,15 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
         actual = f"{stats.input_tokens} (counted locally: the offline engine has no server to bill)"
     elif stats.estimated:
         actual = f"{stats.input_tokens} (estimated locally: the server reported no usage)"
+    elif stats.implausible:
+        actual = f"{stats.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
     else:
         actual = f"{stats.input_tokens} (billed by the server)"
+    notes = []
+    if stats.cut:
+        notes.append("Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished.")
+    if stats.over_budget:
+        notes.append(f"Over budget by the server's count: it counted {stats.input_tokens} input tokens.")
     return "\n".join(
         [
             "\n--- Memory Status ---",
@@ -62,6 +74,7 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
             f"Output tokens: {stats.output_tokens}",
             f"Summary update tokens: {stats.summary_token_usage}",
             f"Session total tokens: {stats.session_total_tokens}",
+            *notes,
             "---------------------",
         ]
     )
@@ -100,18 +113,59 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     return None
 
 
-def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> None:
-    """Reads until ``exit`` or end of input. A failed turn is rolled back and reported."""
+class BackgroundFold:
+    """Runs ``memory.prefold()`` in a thread while the REPL waits for input.
+
+    ``finish()`` waits for it and returns what to tell the user: None when the fold
+    succeeded or had nothing to do, else the error (the next turn folds itself).
+    The memory is never touched by the REPL while the thread runs.
+    """
+
+    def __init__(self, memory: ShortTermMemory) -> None:
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._run, args=(memory,), name="memora-prefold", daemon=True)
+        self._thread.start()
+
+    def _run(self, memory: ShortTermMemory) -> None:
+        try:
+            memory.prefold()
+        except (BackendError, ValueError) as error:
+            self._error = error
+
+    def finish(self) -> str | None:
+        self._thread.join()
+        if self._error is None:
+            return None
+        return f"Folding ahead of this turn failed ({self._error}); this turn folds the same messages itself."
+
+
+def repl(
+    memory: ShortTermMemory,
+    read: Callable[[str], str] = input,
+    write: Callable[[str], None] = print,
+    write_part: Callable[[str], None] | None = None,
+) -> None:
+    """Reads until ``exit`` or end of input. A failed turn is rolled back and reported.
+
+    ``write`` writes a line. ``write_part`` writes a piece of a streamed reply with no
+    line break; without it the reply is written as one line once it is complete.
+    """
     write("Memora v0.7")
     model = "" if memory.backend.offline else f" · model {memory.model}"
     write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label}")
     write("Commands: " + ", ".join(COMMANDS))
+    folding: BackgroundFold | None = None
     while True:
         try:
             user_input = read("\nYou: ")
         except EOFError:
             write("Bye!")
             return
+        finally:
+            problem = folding.finish() if folding else None
+            folding = None
+        if problem:
+            write(problem)
         command = user_input.lower().strip()
         if command == "exit":
             write("Bye!")
@@ -120,15 +174,31 @@ def repl(memory: ShortTermMemory, read: Callable[[str], str] = input, write: Cal
         if output is not None:
             write(output)
             continue
+        streaming = False
         try:
             with memory.turn(user_input) as turn:
-                reply = turn.run()
+                if write_part is None:
+                    write(f"Memora: {turn.run()}")
+                else:
+                    for piece in turn.stream():
+                        if not streaming:
+                            write_part("Memora: ")
+                            streaming = True
+                        write_part(piece)
+                    write_part("\n")
         except (BackendError, ValueError) as error:
+            if streaming:
+                write_part("\n")  # type: ignore[misc]  # streaming implies write_part
             write(f"Request failed: {error}")
             continue
-        write(f"Memora: {reply}")
         assert turn.stats is not None
         write(format_stats(turn.stats, offline=memory.backend.offline))
+        folding = BackgroundFold(memory)
+
+
+def _print_part(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Configuration error: {error}", file=sys.stderr)
         return 2
     try:
-        repl(memory)
+        repl(memory, write_part=_print_part)
     except KeyboardInterrupt:
         print("\nBye!")
     return 0

@@ -21,13 +21,36 @@ def test_repl_commands_and_stats(backend):
     memory = ShortTermMemory(backend, max_recent_turns=1)
     out = run_repl(memory, ["one", "two", "three", "history", "context", "summary", "status", "exit"])
     assert "Memora: reply 3" in out
-    assert "Newly summarized messages: 2" in out
+    # The pair that left the window was folded in the background while "three" was
+    # being typed, so the third reply did not wait for a summary request.
+    assert [kind for kind, _ in backend.billed] == ["reply", "reply", "summary", "reply", "summary"]
+    assert backend.summaries[0].new_messages[0].content == "one"
+    assert backend.replies[2].messages[0].role == "developer"
+    assert "Newly summarized messages: 0" in out.split("Memora: reply 3")[1]
     assert "Counted input tokens:" in out and "Actual input tokens:" in out
     assert "--- Full Conversation History ---\nuser: one\nassistant: reply 1" in out
-    assert "--- Conversation Summary ---\none | reply 1" in out
-    assert "History messages: 6" in out and "Summarized messages: 2" in out
+    # After the third reply, the background fold also folded the second pair.
+    assert "--- Conversation Summary ---\none | reply 1 | two | reply 2" in out
+    assert "History messages: 6" in out and "Summarized messages: 4" in out
     assert out.endswith("Bye!")
     assert len(backend.replies) == 3, "commands call no model"
+
+
+def test_repl_streams_each_piece_of_the_reply_as_it_arrives(backend):
+    inputs, lines, parts = iter(["hello", "exit"]), [], []
+    repl(ShortTermMemory(backend), read=lambda prompt: next(inputs), write=lines.append, write_part=parts.append)
+    # The fake streams "reply " then "1": each piece is written as it comes, before the stats.
+    assert parts == ["Memora: ", "reply ", "1", "\n"]
+    assert not any("reply 1" in line for line in lines)
+    assert any("--- Memory Status ---" in line for line in lines)
+
+
+def test_repl_ends_a_broken_streamed_line_before_reporting_the_failure(backend):
+    backend.fail_next("reply_midstream")
+    inputs, lines, parts = iter(["hello", "exit"]), [], []
+    repl(ShortTermMemory(backend), read=lambda prompt: next(inputs), write=lines.append, write_part=parts.append)
+    assert parts == ["Memora: ", "reply ", "\n"]
+    assert "Request failed: scripted failure" in lines
 
 
 def test_repl_reports_a_failure_and_keeps_going(backend):
