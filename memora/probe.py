@@ -374,15 +374,17 @@ def _width(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from memora.settings import BACKENDS, SettingsError, build_backend, load_settings
+
     parser = argparse.ArgumentParser(prog="python -m memora.probe", description="Checks which planted facts survive the summary.")
     parser.add_argument("scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)")
-    parser.add_argument("--backend", choices=("offline", "openai"), help="override MEMORA_BACKEND (default: openai with a key, else offline)")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)"
+    )
     parser.add_argument("--model", help="override MEMORA_MODEL")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     args = parser.parse_args(argv)
-
-    from memora.settings import SettingsError, build_backend, load_settings
 
     try:
         if args.list:

@@ -181,3 +181,16 @@ def test_cli_prints_a_table_and_json(capsys, monkeypatch, tmp_path):
     path.write_text("{")
     assert main([str(path)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_cli_runs_against_a_chat_server_with_backend_chat(capsys, monkeypatch):
+    from tests.servers import ChatServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ChatServer() as server:
+        monkeypatch.setenv("MEMORA_BASE_URL", server.url)
+        monkeypatch.setenv("MEMORA_MODEL", "llama3.2")
+        assert main(["--backend", "chat", "article-b1-travel"]) == 0
+        paths = {request.path for request in server.requests}
+    assert paths == {"/v1/chat/completions"}
+    assert "OpenAI-compatible server" in capsys.readouterr().out
