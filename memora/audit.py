@@ -52,7 +52,8 @@ class SummaryAudit:
     ``tokens`` is what the summary request cost (input plus output) and ``turn``
     the user turn that triggered it. ``diff`` compares ``text`` with
     ``previous_text``, which is ``""`` for the first version, so the first diff is
-    all ``added``.
+    all ``added``. ``cut`` and ``clipped`` come from the version: a summary
+    trimmed to its last whole sentence, and folded messages shortened to fit.
     """
 
     version: int
@@ -64,6 +65,8 @@ class SummaryAudit:
     text: str
     previous_text: str
     diff: tuple[DiffSegment, ...]
+    cut: bool = False
+    clipped: int = 0
 
     @property
     def added_words(self) -> int:
@@ -153,6 +156,8 @@ def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, l
                 text=version.text,
                 previous_text=previous,
                 diff=word_diff(previous, version.text),
+                cut=version.cut,
+                clipped=version.clipped,
             )
         )
         previous = version.text

@@ -6,6 +6,11 @@ against this class unchanged. On top of it:
 - budget planning from local o200k_base counts, so that several pairs leaving
   the window or the budget are folded in one summary request;
 - a bounded summary (``max_summary_tokens``), so summary plus message can fit;
+- bounded requests: every reply has an output cap (``max_reply_tokens``), and
+  every summary request's input fits the budget too, folding in pieces and
+  cutting a huge message's middle with a visible marker, so nothing can lock
+  a conversation;
+- the budget held by the server's own count (``memora.calibration``);
 - transactional turns (``memory.turn(text)``) that survive BaseException;
 - a usage ledger, one frozen record per model request.
 
@@ -14,6 +19,7 @@ This module imports no model SDK; it talks to a ``Backend``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +28,7 @@ from typing import Any, Literal
 
 from memora.backends import Backend, Completion, ReplyRequest, SummaryRequest, as_backend
 from memora.backends.base import BackendError
+from memora.calibration import Calibration
 from memora.limits import SessionLimits
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
@@ -29,6 +36,7 @@ from memora.tokens import (
     REPLY_PRIMING_TOKENS,
     LocalTokenCounter,
     TokenCounter,
+    clip_middle,
     count_message,
     truncate_text,
 )
@@ -40,10 +48,18 @@ MAX_RECENT_TURNS = 3
 MAX_SUMMARY_TOKENS = 200
 """About 150 English words, the cap SUMMARY_INSTRUCTIONS asks for."""
 
+MAX_REPLY_TOKENS = 1000
+"""The output cap of one reply: far above a tutor's answer, far below a runaway's."""
+
 MIN_MESSAGE_ROOM = 32
 """Tokens a budget must leave for the current message, beyond instructions and summary."""
 
-Source = Literal["summary", "window", "current"]
+MIN_FOLD_ROOM = 64
+"""Tokens a summary request must leave for the messages it folds (a pair, cut if need be)."""
+
+Source = Literal["instructions", "instructions_summary", "summary", "window", "current"]
+"""Where a context message came from. ``instructions_summary`` is the one system
+message that carries both, for servers that keep only one (``ServerProfile``)."""
 
 
 class ContextBudgetError(ValueError):
@@ -75,6 +91,9 @@ class SummaryVersion:
     ``folded`` is the half-open index range this version added (empty when the
     summary was rewritten without moving the pointer). ``tokens`` is what the
     summary request cost; ``turn`` is the user turn that triggered it.
+    ``cut`` is True when the model's summary ran past its cap and was trimmed to
+    its last whole sentence; ``clipped`` counts the folded messages whose middle
+    was cut (with a marker) so the summary request fit the budget.
     """
 
     text: str
@@ -82,6 +101,8 @@ class SummaryVersion:
     folded: tuple[int, int]
     tokens: int
     turn: int
+    cut: bool = False
+    clipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,9 +110,12 @@ class PreparedContext:
     """What one reply request sends, with where each message came from.
 
     ``sources[i]`` and ``message_tokens[i]`` describe ``context_messages[i]``.
-    ``input_tokens`` covers instructions plus all messages, framing included.
+    ``instructions`` is what goes as the request's instructions: empty when they
+    travel in the context's system message instead. ``input_tokens`` covers
+    instructions plus all messages, framing included.
     """
 
+    instructions: str
     context_messages: tuple[Message, ...]
     sources: tuple[Source, ...]
     message_tokens: tuple[int, ...]
@@ -116,6 +140,9 @@ class TurnStats:
     ``input_tokens`` and ``output_tokens`` are what the server billed; they are
     None when the caller did not report them (the article's ``finish_turn``).
     ``estimated`` is True when the server reported no usage and it was counted locally.
+    ``cut`` is True when the reply stopped at ``max_reply_tokens``. ``over_budget``
+    is True when the server counted more input than the budget; ``implausible``
+    when what it reported is too low to be the request's cost.
     """
 
     turn: int
@@ -127,6 +154,9 @@ class TurnStats:
     summary_token_usage: int
     session_total_tokens: int
     estimated: bool = False
+    cut: bool = False
+    over_budget: bool = False
+    implausible: bool = False
 
 
 class ShortTermMemory:
@@ -144,6 +174,13 @@ class ShortTermMemory:
     budget forces a fold before the batch is full, the whole batch folds then.
     ``prefold()`` folds between turns what the next turn will certainly fold.
     ``limits`` caps message size, turns and tokens per session (see ``memora.limits``).
+    ``max_reply_tokens`` caps each reply's output (None: no cap). ``context_window``
+    is the server's context size in tokens, when known: the budget plus the
+    largest output must fit in it.
+
+    Budgets are the server's tokens. Plans are made from local o200k_base counts
+    against ``local_budget()``, which ``calibration`` derives from what the
+    server reports; on OpenAI the two are the same.
     """
 
     def __init__(
@@ -159,8 +196,13 @@ class ShortTermMemory:
         max_summary_tokens: int = MAX_SUMMARY_TOKENS,
         fold_batch_turns: int = 0,
         limits: SessionLimits | None = None,
+        max_reply_tokens: int | None = MAX_REPLY_TOKENS,
+        context_window: int | None = None,
     ) -> None:
         self.backend: Backend = as_backend(client)
+        self.calibration = Calibration(exact=self.backend.profile.counts_like_o200k)
+        self.max_reply_tokens = max_reply_tokens
+        self.context_window = context_window
         self.client = client
         self.model = model
         self.system_prompt = system_prompt
@@ -192,8 +234,9 @@ class ShortTermMemory:
     def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None) -> None:
         """Changes the budget or the window; applied from the next request.
 
-        Raises ValueError, changing nothing, when ``max_recent_turns`` is below 0 or
-        the budget cannot hold the instructions plus a full-length summary.
+        Raises ValueError, changing nothing, when ``max_recent_turns`` is below 0,
+        when the budget cannot hold the instructions plus a full-length summary, or
+        when the budget plus the largest output does not fit ``context_window``.
         """
         budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
@@ -205,11 +248,38 @@ class ShortTermMemory:
                 f"max_input_tokens must be at least {floor}: the instructions and a full summary "
                 f"({self.max_summary_tokens} tokens) already need that much, before any message."
             )
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
+        if self.context_window is not None and budget + output > self.context_window:
+            raise ValueError(
+                f"max_input_tokens ({budget}) plus the largest output ({output}) must fit the server's "
+                f"context window of {self.context_window} tokens."
+            )
         self.max_input_tokens, self.max_recent_turns = budget, recent
 
     def minimum_budget(self) -> int:
-        """The smallest budget that fits instructions, a full-length summary and a short message."""
-        return self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._reserved_summary_tokens() + MIN_MESSAGE_ROOM
+        """The smallest budget (server tokens) that fits a reply or a summary request.
+
+        A reply needs the instructions, a full-length summary and a short message;
+        a summary request needs its instructions, a full-length summary and room
+        for the messages it folds.
+        """
+        reply = self._instructions_tokens() + REPLY_PRIMING_TOKENS + self._reserved_summary_tokens() + MIN_MESSAGE_ROOM
+        summary = self._summary_request_overhead() + MIN_FOLD_ROOM
+        return self.calibration.server_estimate(max(reply, summary))
+
+    def local_budget(self) -> int:
+        """``max_input_tokens`` in local o200k_base tokens, as the calibration makes it hold by the server's count."""
+        return self.calibration.local_budget(self.max_input_tokens)
+
+    def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
+        """Continues this conversation on ``backend`` and ``model``, from the next request.
+
+        The history and summary stay. What was learned about the old server's
+        token count does not carry over: the new server starts from its profile.
+        """
+        self.backend, self.client, self.model = backend, backend, model
+        self.token_counter = token_counter or LocalTokenCounter()
+        self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
 
     # -- the article's API ----------------------------------------------------
 
@@ -251,8 +321,8 @@ class ShortTermMemory:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
     def count_input_tokens(self, messages: list[Message] | tuple[Message, ...]) -> int:
-        """Instructions plus ``messages``, counted by this memory's token counter."""
-        return self.token_counter.count(self.model, self.system_prompt, messages)
+        """The request's instructions plus ``messages``, counted by this memory's token counter."""
+        return self.token_counter.count(self.model, self.request_instructions(), messages)
 
     def update_summary(self, new_messages: list[Message] | tuple[Message, ...]) -> int:
         """Merges ``new_messages`` into the summary without moving the pointer.
@@ -266,8 +336,23 @@ class ShortTermMemory:
         return version.tokens
 
     def create_context_messages(self, recent_messages: list[Message], current_user_message: Message) -> list[Message]:
-        context = [self.summary_message()] if self.summary else []
+        """The summary, ``recent_messages`` and ``current_user_message``, in the wire's roles.
+
+        On a server that keeps only one system message (``ServerProfile``), the
+        instructions and the summary lead as that one message; elsewhere the
+        summary is the article's ``developer`` message and the instructions go apart.
+        """
+        if self.backend.profile.single_system_message:
+            parts = [self.system_prompt.rstrip(), self.summary_message().content] if self.summary else [self.system_prompt]
+            system = "\n\n".join(part for part in parts if part)
+            context = [Message("system", system)] if system else []
+        else:
+            context = [self.summary_message()] if self.summary else []
         return [*context, *recent_messages, current_user_message]
+
+    def request_instructions(self) -> str:
+        """What a reply request sends as its instructions: empty when they lead the context as its system message."""
+        return "" if self.backend.profile.single_system_message else self.system_prompt
 
     def prepare_context(self) -> dict[str, Any]:
         """Folds what must leave the window or the budget, and returns the article's dict."""
@@ -281,31 +366,27 @@ class ShortTermMemory:
         *,
         usage: Usage | None = None,
         latency_s: float = 0.0,
+        cut: bool = False,
     ) -> TurnStats:
         """Completes the pending turn with the assistant's reply.
 
         ``usage`` is the reply's billed usage, when the caller has it; without it
         the ledger records only ``response_tokens`` as the request's total.
+        ``cut`` says the reply stopped at its output cap; it is kept, and marked.
+        A server's plausible input count teaches the calibration.
         Raises ValueError when no user message is pending.
         """
         if not self.has_pending_turn:
             raise ValueError("There is no pending user message to reply to.")
         prepared = self.last_prepared
         counted = prepared.input_tokens if prepared else self.count_input_tokens(list(context_messages))
-        record = UsageRecord(
-            turn=self.turn_number,
-            kind="reply",
-            model=self.served_by,
-            counted_input_tokens=counted,
-            input_tokens=usage.input_tokens if usage else None,
-            output_tokens=usage.output_tokens if usage else None,
-            total_tokens=usage.total_tokens if usage else response_tokens,
-            latency_s=latency_s,
-            reasoning_tokens=usage.reasoning_tokens if usage else 0,
-            cached_tokens=usage.cached_tokens if usage else 0,
-            estimated=usage.estimated if usage else False,
-            full_history_tokens=self.full_history_tokens(),
-        )
+        common = {"turn": self.turn_number, "kind": "reply", "model": self.served_by, "counted_input_tokens": counted}
+        extra = {"full_history_tokens": self.full_history_tokens(), "cut": cut, "input_budget": self.max_input_tokens}
+        if usage is None:
+            record = UsageRecord(**common, input_tokens=None, output_tokens=None, total_tokens=response_tokens, latency_s=latency_s, **extra)
+        else:
+            record = UsageRecord.of(**common, usage=usage, latency_s=latency_s, **extra)
+        self._learn(record)
         self.ledger.append(record)
         self.history.append(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
@@ -319,6 +400,9 @@ class ShortTermMemory:
             summary_token_usage=prepared.summary_token_usage if prepared else 0,
             session_total_tokens=self.session_total_tokens,
             estimated=record.estimated,
+            cut=record.cut,
+            over_budget=record.over_budget,
+            implausible=record.implausible,
         )
         self.turn_stats[len(self.history) - 1] = stats
         return stats
@@ -368,8 +452,8 @@ class ShortTermMemory:
         """
         self._check_limits(user_text)
         fixed = self._instructions_tokens() + REPLY_PRIMING_TOKENS + count_message("user", user_text)
-        if fixed > self.max_input_tokens:
-            raise ContextBudgetError(fixed + self._current_summary_tokens(), self.max_input_tokens)
+        if fixed > self.local_budget():
+            raise self._budget_error(fixed + self._current_summary_tokens())
 
     def _check_limits(self, user_text: str) -> None:
         if not user_text.strip():
@@ -412,36 +496,45 @@ class ShortTermMemory:
             raise ValueError("The last message must be a user message before building the context.")
 
         current = len(self.history) - 1
-        spent, folded = 0, 0
+        versions_before, pointer_before = len(self.summary_versions), self.summarized_message_count
+        self.last_prepared = None
         start = self._plan_window_start(current)
         while True:
             if start > self.summarized_message_count:
-                before = self.summarized_message_count
-                version = self.fold_through(start)
-                spent += version.tokens
-                folded += start - before
-            prepared = self._context_from(start, current, spent, folded)
-            if prepared.input_tokens <= self.max_input_tokens:
+                self.fold_through(start)
+            spent = sum(v.tokens for v in self.summary_versions[versions_before:])
+            prepared = self._context_from(start, current, spent, start - pointer_before)
+            if prepared.input_tokens <= self.local_budget():
                 self.last_prepared = prepared
                 return prepared
             if start >= current:
-                raise ContextBudgetError(prepared.input_tokens, self.max_input_tokens)
+                raise self._budget_error(prepared.input_tokens)
             start += 2
 
     def fold_through(self, end: int) -> SummaryVersion:
-        """Folds ``history[summarized_message_count:end]`` into the summary in one request.
+        """Folds ``history[summarized_message_count:end]`` into the summary; returns the last version.
 
-        Summary and pointer change together, in one assignment, or not at all:
-        a failed request leaves the old summary in place. ``end`` must be even
-        and must not pass the completed pairs.
+        One summary request, unless the messages do not fit one request within
+        the budget: then they fold in consecutive pieces of whole pairs, each a
+        request and a version of its own, and a pair too big even alone has its
+        messages' middles cut with a marker (``SummaryVersion.clipped``). Each
+        piece moves summary and pointer together, in one assignment, or not at
+        all: a failed request leaves the pieces before it folded and the rest
+        as they were. ``end`` must be even and must not pass the completed pairs.
         """
         start = self.summarized_message_count
         completed = len(self.history) - (1 if self.has_pending_turn else 0)
         if end % 2 or not start < end <= completed:
             raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
-        version = self._summarize(tuple(self.history[start:end]), start, end)
-        self.summary_versions.append(version)
-        return version
+        room = self._fold_room()
+        while start < end:
+            piece_end, size = start + 2, self._pair_tokens(start)
+            while piece_end < end and size + self._pair_tokens(piece_end) <= room:
+                size += self._pair_tokens(piece_end)
+                piece_end += 2
+            self.summary_versions.append(self._summarize(tuple(self.history[start:piece_end]), start, piece_end))
+            start = piece_end
+        return self.summary_versions[-1]
 
     # -- folding ahead of the next turn ---------------------------------------
 
@@ -514,9 +607,10 @@ class ShortTermMemory:
         def summary_cost() -> int:
             return self._reserved_summary_tokens() if start > pointer else self._current_summary_tokens()
 
-        if fixed > self.max_input_tokens:
-            raise ContextBudgetError(fixed + self._current_summary_tokens(), self.max_input_tokens)
-        while fixed + summary_cost() + window > self.max_input_tokens and start < current:
+        budget = self.local_budget()
+        if fixed > budget:
+            raise self._budget_error(fixed + self._current_summary_tokens())
+        while fixed + summary_cost() + window > budget and start < current:
             window -= self._message_tokens(start) + self._message_tokens(start + 1)
             start += 2
         if self.fold_batch_turns and start > pointer:
@@ -528,10 +622,12 @@ class ShortTermMemory:
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
-        sources: tuple[Source, ...] = (
-            ("summary",) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
-        )
+        lead: Source = "summary"
+        if self.backend.profile.single_system_message:
+            lead = "instructions_summary" if self.summary else "instructions"
+        sources: tuple[Source, ...] = (lead,) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
         return PreparedContext(
+            instructions=self.request_instructions(),
             context_messages=messages,
             sources=sources,
             message_tokens=tuple(count_message(m.role, m.content) for m in messages),
@@ -541,30 +637,81 @@ class ShortTermMemory:
         )
 
     def _summarize(self, new_messages: tuple[Message, ...], start: int, end: int) -> SummaryVersion:
+        sent = self._clip_for_summary(new_messages)
         request = SummaryRequest(
             model=self.model,
             instructions=self.summary_instructions,
             existing_summary=self.summary,
-            new_messages=new_messages,
+            new_messages=sent,
             max_output_tokens=self.max_summary_tokens,
         )
         counted = self._local.count(self.model, request.instructions, [Message("user", request.input_text)])
         began = time.perf_counter()
         completion = self.backend.summarize(request)
-        self.ledger.append(
-            UsageRecord.of(
-                turn=self.turn_number,
-                kind="summary",
-                model=self.served_by,
-                counted_input_tokens=counted,
-                usage=completion.usage,
-                latency_s=time.perf_counter() - began,
-            )
+        record = UsageRecord.of(
+            turn=self.turn_number,
+            kind="summary",
+            model=self.served_by,
+            counted_input_tokens=counted,
+            usage=completion.usage,
+            latency_s=time.perf_counter() - began,
+            cut=completion.cut,
+            input_budget=self.max_input_tokens,
         )
-        text = truncate_text(completion.text.strip(), self.max_summary_tokens)
+        self._learn(record)
+        self.ledger.append(record)
+        text = completion.text.strip()
+        bounded = truncate_text(text, self.max_summary_tokens)
+        cut = completion.cut or bounded != text
+        if cut:
+            text = whole_sentences(bounded)
         if not text and new_messages:
             raise SummaryError("The model returned an empty summary; the previous summary is kept.")
-        return SummaryVersion(text, end, (start, end), completion.usage.total_tokens, self.turn_number)
+        clipped = sum(a is not b for a, b in zip(new_messages, sent))
+        return SummaryVersion(text, end, (start, end), completion.usage.total_tokens, self.turn_number, cut, clipped)
+
+    def _clip_for_summary(self, messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        """``messages``, with the middles of the largest cut so that the summary request fits the budget.
+
+        Messages smaller than an even share of the room are kept whole; the
+        others share what is left. Unchanged messages are the same objects.
+        """
+        room = self._fold_room()
+        costs = [count_message(m.role, m.content) for m in messages]
+        if sum(costs) <= room:
+            return messages
+        share = room // len(messages)
+        large = [i for i, cost in enumerate(costs) if cost > share]
+        left = (room - sum(cost for i, cost in enumerate(costs) if i not in large)) // len(large)
+        overhead = count_message(messages[0].role, "")
+        return tuple(
+            Message(m.role, clip_middle(m.content, left - overhead)) if i in large else m for i, m in enumerate(messages)
+        )
+
+    def _learn(self, record: UsageRecord) -> None:
+        if record.billed and record.input_tokens is not None:
+            self.calibration = self.calibration.learn(record.counted_input_tokens, record.input_tokens)
+
+    def _budget_error(self, local_tokens: int) -> ContextBudgetError:
+        return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
+
+    def _summary_request_overhead(self) -> int:
+        """Local tokens of a summary request without its messages: instructions, layout and a full-length summary."""
+        empty = SummaryRequest(self.model, self.summary_instructions, "", (), self.max_summary_tokens)
+        return (
+            count_message("system", self.summary_instructions)
+            + count_message("user", empty.input_text)
+            + REPLY_PRIMING_TOKENS
+            + self.max_summary_tokens
+            + 1
+        )
+
+    def _fold_room(self) -> int:
+        """Local tokens one summary request has for the messages it folds, within the budget."""
+        return max(MIN_FOLD_ROOM, self.local_budget() - self._summary_request_overhead())
+
+    def _pair_tokens(self, index: int) -> int:
+        return self._message_tokens(index) + self._message_tokens(index + 1)
 
     def _message_tokens(self, index: int) -> int:
         message = self.history[index]
@@ -606,10 +753,11 @@ class Turn:
         self.prepared = prepared = memory.prepare()
         request = ReplyRequest(
             model=memory.model,
-            instructions=memory.system_prompt,
+            instructions=prepared.instructions,
             messages=prepared.context_messages,
             counted_input_tokens=prepared.input_tokens,
             input_budget=memory.max_input_tokens,
+            max_output_tokens=memory.max_reply_tokens,
         )
         began = time.perf_counter()
         for item in memory.backend.stream_reply(request):
@@ -635,4 +783,23 @@ class Turn:
             completion.usage.total_tokens,
             usage=completion.usage,
             latency_s=time.perf_counter() - began,
+            cut=completion.cut,
         )
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？](?:[\"'”’)\]]*)(?=\s|$)|\n")
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to its last whole sentence, for a summary the model did not finish.
+
+    A sentence ends at ``.``, ``!``, ``?`` (or their CJK forms) before a space, or
+    at a line break. Without any such end, it keeps the whole words and adds
+    ``…``, so a cut summary is never empty while it had words.
+    """
+    text = text.rstrip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    if ends:
+        return text[: ends[-1]].rstrip()
+    words = text.rsplit(maxsplit=1)[0] if " " in text else text
+    return f"{words}…" if words else ""

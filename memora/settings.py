@@ -25,6 +25,10 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_RETRIES``: the SDK's retries on connection errors, 408, 409, 429 and
   5xx, with backoff; default 2.
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
+- ``MEMORA_MAX_REPLY_TOKENS``: the output cap of one reply; default 1,000. A reply
+  stopped there is kept and marked as cut.
+- ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
+  ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 
 For a shared classroom link (see docs/classroom.md):
 
@@ -47,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, ShortTermMemory
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, ShortTermMemory
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
@@ -82,6 +86,8 @@ class Settings:
     model: str = DEFAULT_MODEL
     max_input_tokens: int = MAX_INPUT_TOKENS
     max_recent_turns: int = MAX_RECENT_TURNS
+    max_reply_tokens: int = MAX_REPLY_TOKENS
+    context_window: int | None = None
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)
@@ -196,6 +202,8 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         model=model or defaults.model,
         max_input_tokens=_int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens, 1),
         max_recent_turns=_int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
+        max_reply_tokens=_int("MEMORA_MAX_REPLY_TOKENS", get("MEMORA_MAX_REPLY_TOKENS") or defaults.max_reply_tokens, 1),
+        context_window=_cap("MEMORA_CONTEXT_WINDOW", get("MEMORA_CONTEXT_WINDOW")),
         api_key=api_key,
         base_url=base_url,
         chat_api_key=get("MEMORA_API_KEY"),
@@ -234,7 +242,7 @@ def build_backend(settings: Settings) -> Backend:
         return ChatCompletionsBackend(client, label=f"OpenAI-compatible server ({shown_url(settings.base_url)})")
     if not settings.api_key:
         raise SettingsError("The openai backend needs OPENAI_API_KEY (environment, secrets, or the page's key field).")
-    from memora.backends.openai_responses import OpenAIResponsesBackend
+    from memora.backends.openai_responses import OPENAI_HOST, PROXY_PROFILE, OpenAIResponsesBackend
 
     client = openai.OpenAI(
         api_key=settings.api_key,
@@ -242,6 +250,8 @@ def build_backend(settings: Settings) -> Backend:
         timeout=_timeout(settings),
         max_retries=settings.max_retries,
     )
+    if settings.base_url and urlsplit(settings.base_url).hostname != OPENAI_HOST:
+        return OpenAIResponsesBackend(client, profile=PROXY_PROFILE)
     return OpenAIResponsesBackend(client)
 
 
@@ -290,4 +300,6 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
         max_recent_turns=settings.max_recent_turns,
         token_counter=token_counter or build_token_counter(settings, backend),
         limits=settings.limits,
+        max_reply_tokens=settings.max_reply_tokens,
+        context_window=settings.context_window,
     )

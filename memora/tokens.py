@@ -95,6 +95,29 @@ def truncate_text(text: str, max_tokens: int) -> str:
     return o200k_base().decode(tokens[: max(0, max_tokens)])
 
 
+def clip_middle(text: str, max_tokens: int) -> str:
+    """``text`` cut to at most ``max_tokens`` tokens by removing its middle, with a visible marker.
+
+    Keeps about two thirds of the room for the beginning and the rest for the end,
+    so a runaway reply is still summarized by how it starts and ends. Returns
+    ``text`` unchanged when it fits; only a beginning when the room is too small
+    for the marker.
+    """
+    tokens = o200k_base().encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
+    def marker(cut: int) -> str:
+        return f"\n[… {cut:,} tokens cut before summarizing …]\n"
+
+    # Sized with the longest number it could hold; +2: the joins may not split at token boundaries.
+    room = max_tokens - count_text(marker(len(tokens))) - 2
+    if room < 8:
+        return o200k_base().decode(tokens[: max(0, max_tokens)])
+    head = room * 2 // 3
+    tail = room - head
+    return o200k_base().decode(tokens[:head]) + marker(len(tokens) - room) + o200k_base().decode(tokens[len(tokens) - tail :])
+
+
 class TokenCounter(Protocol):
     """Counts what one request's instructions plus input cost."""
 

@@ -50,9 +50,13 @@ MAX_LEDGER_ROWS = 20_000
 MAX_NAME_CHARS = 200
 
 HISTORY_ROLES = ("user", "assistant")
-CONTEXT_ROLES = ("developer", "user", "assistant")
-_RECORD_FIELDS = tuple(f.name for f in fields(UsageRecord))
-_STATS_FIELDS = tuple(f.name for f in fields(TurnStats))
+CONTEXT_ROLES = ("developer", "system", "user", "assistant")
+# Flags added after version 1 was published: optional, so older version 1 files still read.
+_RECORD_FLAGS = ("cut", "implausible", "input_budget")
+_STATS_FLAGS = ("cut", "over_budget", "implausible")
+_VERSION_FLAGS = ("cut", "clipped")
+_RECORD_FIELDS = tuple(f.name for f in fields(UsageRecord) if f.name not in _RECORD_FLAGS)
+_STATS_FIELDS = tuple(f.name for f in fields(TurnStats) if f.name not in _STATS_FLAGS)
 
 
 class TranscriptError(strict.StrictError):
@@ -247,7 +251,7 @@ def _summary_versions(value: Any, history_length: int) -> tuple[SummaryVersion, 
     max_turn = history_length // 2 + 1
     for i, raw in enumerate(strict.array(value, "summary_versions", E, MAX_MESSAGES)):
         path = f"summary_versions[{i}]"
-        v = strict.obj(raw, path, E, ("text", "summarized_message_count", "folded", "tokens", "turn"))
+        v = strict.obj(raw, path, E, ("text", "summarized_message_count", "folded", "tokens", "turn"), _VERSION_FLAGS)
         count = strict.integer(v["summarized_message_count"], f"{path}.summarized_message_count", E, 0, MAX_MESSAGES)
         if count % 2:
             raise E("odd_summary_pointer", f"summarized_message_count {count} is odd: a summary folds whole pairs.",
@@ -269,13 +273,16 @@ def _summary_versions(value: Any, history_length: int) -> tuple[SummaryVersion, 
             raise E("summary_chain_broken", f"turn {turn} comes before the previous version's turn {last_turn}.",
                     f"{path}.turn", turn=turn, previous=last_turn)
         text = strict.string(v["text"], f"{path}.text", E, MAX_SUMMARY_CHARS)
-        versions.append(SummaryVersion(text, count, (start, end), strict.integer(v["tokens"], f"{path}.tokens", E), turn))
+        tokens = strict.integer(v["tokens"], f"{path}.tokens", E)
+        cut = strict.boolean(v.get("cut", False), f"{path}.cut", E)
+        clipped = strict.integer(v.get("clipped", 0), f"{path}.clipped", E, 0, end - start)
+        versions.append(SummaryVersion(text, count, (start, end), tokens, turn, cut, clipped))
         pointer, last_turn = count, turn
     return tuple(versions)
 
 
 def _record(value: Any, path: str, history_length: int) -> UsageRecord:
-    r = strict.obj(value, path, E, _RECORD_FIELDS)
+    r = strict.obj(value, path, E, _RECORD_FIELDS, _RECORD_FLAGS)
     return UsageRecord(
         turn=strict.integer(r["turn"], f"{path}.turn", E, 1, history_length // 2 + 1),
         kind=strict.choice(r["kind"], f"{path}.kind", E, ("reply", "summary")),  # type: ignore[arg-type]
@@ -289,6 +296,9 @@ def _record(value: Any, path: str, history_length: int) -> UsageRecord:
         cached_tokens=strict.integer(r["cached_tokens"], f"{path}.cached_tokens", E),
         estimated=strict.boolean(r["estimated"], f"{path}.estimated", E),
         full_history_tokens=strict.optional_integer(r["full_history_tokens"], f"{path}.full_history_tokens", E),
+        cut=strict.boolean(r.get("cut", False), f"{path}.cut", E),
+        implausible=strict.boolean(r.get("implausible", False), f"{path}.implausible", E),
+        input_budget=strict.optional_integer(r.get("input_budget"), f"{path}.input_budget", E),
     )
 
 
@@ -296,7 +306,7 @@ def _turn_stats(value: Any, history: tuple[Message, ...]) -> tuple[tuple[int, Tu
     result: list[tuple[int, TurnStats]] = []
     for i, raw in enumerate(strict.array(value, "turn_stats", E, MAX_MESSAGES)):
         path = f"turn_stats[{i}]"
-        s = strict.obj(raw, path, E, ("assistant_index", *_STATS_FIELDS))
+        s = strict.obj(raw, path, E, ("assistant_index", *_STATS_FIELDS), _STATS_FLAGS)
         index = strict.integer(s["assistant_index"], f"{path}.assistant_index", E, 1, max(1, len(history) - 1))
         if index % 2 == 0 or index >= len(history):
             raise E("bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index)
@@ -312,6 +322,7 @@ def _turn_stats(value: Any, history: tuple[Message, ...]) -> tuple[tuple[int, Tu
             summary_token_usage=strict.integer(s["summary_token_usage"], f"{path}.summary_token_usage", E),
             session_total_tokens=strict.integer(s["session_total_tokens"], f"{path}.session_total_tokens", E),
             estimated=strict.boolean(s["estimated"], f"{path}.estimated", E),
+            **{flag: strict.boolean(s.get(flag, False), f"{path}.{flag}", E) for flag in _STATS_FLAGS},
         )
         result.append((index, stats))
     return tuple(result)

@@ -8,6 +8,8 @@ from typing import Literal
 
 import pandas as pd
 
+from memora.calibration import implausible
+
 RequestKind = Literal["reply", "summary"]
 
 
@@ -40,6 +42,10 @@ class UsageRecord:
     ``turn`` is the 1-based number of the user turn the request served.
     ``input_tokens`` and ``output_tokens`` are None when the caller reported only
     a total (the article's ``finish_turn(..., response_tokens)``).
+    ``cut`` is True when the server stopped the output at its cap. ``implausible``
+    is True when the server reported fewer input tokens than the request's text
+    can cost (``memora.calibration.implausible``): that figure is no bill.
+    ``input_budget`` is the budget the request was planned for.
     """
 
     turn: int
@@ -54,6 +60,19 @@ class UsageRecord:
     cached_tokens: int = 0
     estimated: bool = False
     full_history_tokens: int | None = None
+    cut: bool = False
+    implausible: bool = False
+    input_budget: int | None = None
+
+    @property
+    def billed(self) -> bool:
+        """Whether ``input_tokens`` is the server's own, believable count."""
+        return self.input_tokens is not None and not self.estimated and not self.implausible
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the server counted more input than the budget the request was planned for."""
+        return self.billed and self.input_budget is not None and self.input_tokens > self.input_budget  # type: ignore[operator]
 
     @classmethod
     def of(
@@ -66,7 +85,11 @@ class UsageRecord:
         usage: Usage,
         latency_s: float,
         full_history_tokens: int | None = None,
+        cut: bool = False,
+        input_budget: int | None = None,
     ) -> UsageRecord:
+        """A record of a request whose server reported ``usage``; implausible input is flagged."""
+
         return cls(
             turn=turn,
             kind=kind,
@@ -80,6 +103,9 @@ class UsageRecord:
             cached_tokens=usage.cached_tokens,
             estimated=usage.estimated,
             full_history_tokens=full_history_tokens,
+            cut=cut,
+            implausible=not usage.estimated and implausible(counted_input_tokens, usage.input_tokens),
+            input_budget=input_budget,
         )
 
 

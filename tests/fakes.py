@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from memora.backends.base import BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
 
@@ -23,6 +23,7 @@ class ScriptedBackend:
 
     label: str = "Scripted fake"
     offline: bool = False
+    profile: ServerProfile = OPENAI_PROFILE
     summary_text: Callable[[SummaryRequest], str] | None = None
     replies: list[ReplyRequest] = field(default_factory=list)
     summaries: list[SummaryRequest] = field(default_factory=list)

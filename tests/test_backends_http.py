@@ -152,7 +152,7 @@ def test_responses_api_token_counting_asks_the_count_endpoint() -> None:
     assert record.counted_input_tokens == record.input_tokens  # the server counted what it billed
 
 
-def test_chat_request_maps_developer_to_system_and_asks_for_usage() -> None:
+def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usage() -> None:
     with ChatServer() as server:
         memory = ShortTermMemory(ChatCompletionsBackend(_client(server.url, NO_KEY)), model="llama3.2", max_recent_turns=1)
         for text in ("My name is Ana.", "My level is B1.", "How do I say 'gato'?"):
@@ -163,11 +163,13 @@ def test_chat_request_maps_developer_to_system_and_asks_for_usage() -> None:
     assert [m["role"] for m in summary_body["messages"]] == ["system", "user"]
     assert reply_body["stream"] is True
     assert reply_body["stream_options"] == {"include_usage": True}
-    assert reply_body["messages"][:2] == [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "system", "content": SUMMARY_PREAMBLE + server.summary_text},
-    ]
-    assert [m["role"] for m in reply_body["messages"][2:]] == ["user", "assistant", "user"]
+    # Many chat templates keep only the first system message: the summary travels inside it.
+    assert reply_body["messages"][0] == {
+        "role": "system",
+        "content": SYSTEM_PROMPT.rstrip() + "\n\n" + SUMMARY_PREAMBLE + server.summary_text,
+    }
+    assert [m["role"] for m in reply_body["messages"][1:]] == ["user", "assistant", "user"]
+    assert reply_body["max_tokens"] == memory.max_reply_tokens
     assert not any(m["role"] == "developer" for r in server.requests for m in r.body["messages"])
 
 

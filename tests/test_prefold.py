@@ -12,6 +12,7 @@ from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
+from memora.tokens import LocalTokenCounter
 from tests.fakes import ScriptedBackend
 
 
@@ -83,7 +84,7 @@ def test_prefold_respects_fold_batch_turns_and_folds_the_batch_in_one_request(ba
 
 
 def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest_message(backend):
-    long_text = "apple " * 150
+    long_text = "apple " * 200
     probe = ShortTermMemory(ScriptedBackend(), max_recent_turns=3)
     user, reply = Message("user", long_text), Message("assistant", "reply 1")
     # The second long turn just fits with no summary; two long pairs beside even an
@@ -98,8 +99,13 @@ def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest
     version = memory.prefold()
     play(memory, "ok?")
 
-    assert version is not None and len(backend.summaries) == 1
-    assert backend.summaries[0].new_messages == tuple(memory.history[: version.summarized_message_count])
+    # Two long pairs do not fit one summary request within the budget either: they fold
+    # in two pieces, one pair each, and every summary request stays within the budget.
+    assert version is not None and version.summarized_message_count == 4
+    assert [v.folded for v in memory.summary_versions] == [(0, 2), (2, 4)]
+    assert [len(s.new_messages) for s in backend.summaries] == [2, 2]
+    local = LocalTokenCounter()
+    assert all(local.count("", s.instructions, [Message("user", s.input_text)]) <= budget for s in backend.summaries)
     assert backend.replies[-1].counted_input_tokens <= budget
     assert backend.replies[-1].messages[0].role == "developer"
     assert backend.replies[-1].messages[-1] == Message("user", "ok?")

@@ -23,6 +23,9 @@ class ReplyRequest:
     messages: tuple[Message, ...]
     counted_input_tokens: int | None = None
     input_budget: int | None = None
+    max_output_tokens: int | None = None
+    """The reply's output cap, so that no reply can run to the end of the server's context.
+    None sends no cap."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,36 @@ New messages:
 
 @dataclass(frozen=True)
 class Completion:
-    """A finished model response: its whole text and what it used."""
+    """A finished model response: its whole text and what it used.
+
+    ``cut`` is True when the server stopped it at its output cap
+    (``finish_reason="length"``, or ``status="incomplete"`` for the output limit):
+    the text is whole as far as it goes, but the model had not finished.
+    """
 
     text: str
     usage: Usage
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """What the memory must know about a server to plan for it.
+
+    ``single_system_message``: the server's chat templates keep only the first
+    system message (llama.cpp's ``chatml`` and 15 other formats drop the rest
+    silently), so the summary must travel inside that one message.
+    ``counts_like_o200k``: the server bills with o200k_base (OpenAI itself, and
+    Memora's own offline engine), so local counts are its counts. Any other
+    server's tokenizer is unknown until its reported usage shows the gap.
+    """
+
+    single_system_message: bool = False
+    counts_like_o200k: bool = True
+
+
+OPENAI_PROFILE = ServerProfile()
+CHAT_SERVER_PROFILE = ServerProfile(single_system_message=True, counts_like_o200k=False)
 
 
 class BackendError(RuntimeError):
@@ -70,10 +99,12 @@ class Backend(Protocol):
 
     ``label`` names it in the UI ("Offline (no model)", "OpenAI Responses"), and
     ``offline`` is True only for the offline engine, which is no language model.
+    ``profile`` says where the summary must go and whose tokenizer the server uses.
     """
 
     label: str
     offline: bool
+    profile: ServerProfile
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """Yields text deltas as they arrive, then exactly one ``Completion`` last.

@@ -1,8 +1,14 @@
 """Any OpenAI-compatible Chat Completions server: Ollama, LM Studio, vLLM, llama.cpp's server.
 
 Such servers accept ``system``, ``user`` and ``assistant`` roles, and many reject
-``developer``, so the summary's ``developer`` message is sent as ``system``, after
-the instructions, which lead as a system message of their own.
+``developer``. Many chat templates also keep only the FIRST system message
+(llama-cpp-python's ``chatml`` and 15 other built-in formats drop the rest without
+an error), so this backend's ``profile`` tells the memory to put the summary inside
+the one system message; any ``developer`` message still given is sent as ``system``.
+
+Replies are capped with ``max_tokens`` so that none can run to the end of the
+server's context; a reply or summary stopped there (``finish_reason="length"``)
+comes back as a ``Completion`` with ``cut=True``.
 
 Usage comes from the stream's last chunk when the server honours
 ``stream_options={"include_usage": True}``. When it reports none, input and output
@@ -17,7 +23,7 @@ from typing import Any
 
 import openai
 
-from memora.backends.base import BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, Completion, ReplyRequest, SummaryRequest
 from memora.backends.openai_errors import explain_error, stream_ended_early
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
@@ -66,6 +72,7 @@ class ChatCompletionsBackend:
     """
 
     offline = False
+    profile = CHAT_SERVER_PROFILE
 
     def __init__(self, client: openai.OpenAI, label: str = "OpenAI-compatible chat server") -> None:
         self.client = client
@@ -75,12 +82,15 @@ class ChatCompletionsBackend:
 
     @staticmethod
     def reply_params(request: ReplyRequest) -> dict[str, Any]:
-        return {
+        params: dict[str, Any] = {
             "model": request.model,
             "messages": chat_messages(request.instructions, request.messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if request.max_output_tokens is not None:
+            params["max_tokens"] = request.max_output_tokens
+        return params
 
     @staticmethod
     def summary_params(request: SummaryRequest) -> dict[str, Any]:
@@ -101,7 +111,7 @@ class ChatCompletionsBackend:
         that ends or breaks before any ``finish_reason`` raises ModelServerError.
         """
         parts: list[str] = []
-        finished = False
+        finished: str | None = None
         usage: Any = None
         started = False
         try:
@@ -117,7 +127,7 @@ class ChatCompletionsBackend:
                             parts.append(choice.delta.content)
                             yield choice.delta.content
                         if choice.finish_reason is not None:
-                            finished = True
+                            finished = choice.finish_reason
         except openai.OpenAIError as error:
             # A break after finish_reason loses only the usage chunk; the reply is whole.
             if not (finished and isinstance(error, openai.APIConnectionError)):
@@ -125,16 +135,18 @@ class ChatCompletionsBackend:
         if not finished:
             raise stream_ended_early()
         text = "".join(parts)
-        yield Completion(text, usage_of(usage, estimate_usage(request.instructions, request.messages, text)))
+        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text))
+        yield Completion(text, usage_read, cut=finished == "length")
 
     def summarize(self, request: SummaryRequest) -> Completion:
         try:
             response = self.client.chat.completions.create(**self.summary_params(request))
         except openai.OpenAIError as error:
             raise self._explain(error) from None
-        text = (response.choices[0].message.content or "") if response.choices else ""
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "") if choice else ""
         estimate = estimate_usage(request.instructions, [Message("user", request.input_text)], text)
-        return Completion(text, usage_of(response.usage, estimate))
+        return Completion(text, usage_of(response.usage, estimate), cut=bool(choice and choice.finish_reason == "length"))
 
     def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
         key = getattr(self.client, "api_key", None)

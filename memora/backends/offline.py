@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.backends.extractive import merge_summary
 from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT
 from memora.tokens import LocalTokenCounter, count_text
@@ -24,6 +24,7 @@ class OfflineBackend:
 
     label = OFFLINE_LABEL
     offline = True
+    profile = OPENAI_PROFILE
 
     def __init__(self, word_limit: int = SUMMARY_WORD_LIMIT) -> None:
         self.word_limit = word_limit

@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 
-from memora.backends.base import BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.openai_errors import ModelServerError, explain_error, redact, stream_ended_early
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
@@ -37,8 +37,18 @@ _TEXT_DELTAS = ("response.output_text.delta", "response.refusal.delta")
 _FINAL = ("response.completed", "response.incomplete")
 
 
+OPENAI_HOST = "api.openai.com"
+PROXY_PROFILE = ServerProfile(single_system_message=True, counts_like_o200k=False)
+"""A Responses endpoint that is not OpenAI's: its model and tokenizer are unknown."""
+
+
 def is_reasoning_model(model: str) -> bool:
     return bool(_REASONING_MODEL.match(model))
+
+
+def output_cap(model: str, max_output_tokens: int) -> int:
+    """``max_output_tokens`` for the request: reasoning models spend part of it thinking first."""
+    return max_output_tokens + REASONING_ALLOWANCE if is_reasoning_model(model) else max_output_tokens
 
 
 def usage_of(usage: Any, estimate: Usage | None = None) -> Usage:
@@ -59,6 +69,12 @@ def usage_of(usage: Any, estimate: Usage | None = None) -> Usage:
     )
 
 
+def stopped_at_cap(response: Any) -> bool:
+    """Whether a response ended incomplete at its ``max_output_tokens``."""
+    details = getattr(response, "incomplete_details", None)
+    return getattr(response, "status", None) == "incomplete" and getattr(details, "reason", None) == "max_output_tokens"
+
+
 def input_items(messages: Sequence[Message]) -> list[dict[str, str]]:
     """Messages as the Responses API's easy input items (``{"role", "content"}``)."""
     return [{"role": m.role, "content": m.content} for m in messages]
@@ -69,25 +85,36 @@ class OpenAIResponsesBackend:
 
     SDK errors are re-raised as ``ModelServerError`` (a BackendError) with a
     message safe to show: the client's API key never appears in it.
+
+    ``profile`` describes the server: OpenAI itself by default, where the summary
+    goes as the article's ``developer`` message and local o200k_base counts are the
+    server's. A proxy over a local model (LiteLLM, say) may forward that message as
+    a second system message, which many chat templates drop, and may count with
+    another tokenizer: ``PROXY_PROFILE`` then asks for a single system message
+    and for the gap to be learned.
     """
 
     offline = False
 
-    def __init__(self, client: openai.OpenAI, label: str = "OpenAI Responses") -> None:
+    def __init__(self, client: openai.OpenAI, label: str = "OpenAI Responses", profile: ServerProfile = OPENAI_PROFILE) -> None:
         self.client = client
         self.label = label
+        self.profile = profile
 
     # -- request bodies ---------------------------------------------------------
 
     @staticmethod
     def reply_params(request: ReplyRequest) -> dict[str, Any]:
-        """The body of a streamed reply request."""
-        return {
+        """The body of a streamed reply request, capped when the request has a cap."""
+        params: dict[str, Any] = {
             "model": request.model,
             "instructions": request.instructions,
             "input": input_items(request.messages),
             "stream": True,
         }
+        if request.max_output_tokens is not None:
+            params["max_output_tokens"] = output_cap(request.model, request.max_output_tokens)
+        return params
 
     @staticmethod
     def summary_params(request: SummaryRequest) -> dict[str, Any]:
@@ -100,10 +127,9 @@ class OpenAIResponsesBackend:
             "model": request.model,
             "instructions": request.instructions,
             "input": request.input_text,
-            "max_output_tokens": request.max_output_tokens,
+            "max_output_tokens": output_cap(request.model, request.max_output_tokens),
         }
         if is_reasoning_model(request.model):
-            params["max_output_tokens"] = request.max_output_tokens + REASONING_ALLOWANCE
             params["reasoning"] = {"effort": "low"}
         return params
 
@@ -131,7 +157,8 @@ class OpenAIResponsesBackend:
                         yield event.delta
                     elif event.type in _FINAL:
                         text = "".join(parts)
-                        yield Completion(text, usage_of(event.response.usage, self._estimate(request, text)))
+                        usage = usage_of(event.response.usage, self._estimate(request, text))
+                        yield Completion(text, usage, cut=stopped_at_cap(event.response))
                         return
                     elif event.type == "response.failed":
                         raise self._failed(getattr(event.response, "error", None))
@@ -148,7 +175,7 @@ class OpenAIResponsesBackend:
             raise self._explain(error) from None
         text = response.output_text
         estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
-        return Completion(text, usage_of(response.usage, estimate))
+        return Completion(text, usage_of(response.usage, estimate), cut=stopped_at_cap(response))
 
     def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
         """The server's count of this request's input (``responses.input_tokens.count``)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest, ServerProfile
 from memora.backends.extractive import merge_summary
 from memora.messages import Message
 from memora.prompts import SUMMARY_WORD_LIMIT
@@ -62,6 +62,7 @@ class RecordingBackend:
     delay_s: float = 0.0
     label: str = "Benchmark recorder (not a model)"
     offline: bool = True
+    profile: ServerProfile = OPENAI_PROFILE
     turn: int = 0
     after_reply: bool = False
     calls: list[Call] = field(default_factory=list)

@@ -58,6 +58,13 @@ def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -
         # Plain st.markdown: user text may contain HTML, which Streamlit then escapes.
         st.markdown(message.content)
         stats = memory.turn_stats.get(index)
+        if stats is not None and stats.cut and memory.max_reply_tokens is not None:
+            st.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
+        if stats is not None and stats.over_budget:
+            st.warning(
+                t(lang, "chat.over_budget", billed=stats.input_tokens, budget=memory.max_input_tokens, counted=stats.counted_input_tokens),
+                icon=":material/warning:",
+            )
         if stats is not None:
             with st.expander(t(lang, "chat.stats", turn=stats.turn), icon=":material/analytics:"):
                 st.markdown(stats_table(stats, lang))
@@ -70,6 +77,8 @@ def stats_table(stats: TurnStats, lang: str) -> str:
     actual = t(lang, "stats.not_reported") if stats.input_tokens is None else f"{stats.input_tokens:,}"
     if stats.estimated and stats.input_tokens is not None:
         actual = t(lang, "stats.estimated", value=actual)
+    elif stats.implausible:
+        actual = t(lang, "stats.implausible", value=actual)
     output = t(lang, "stats.not_reported") if stats.output_tokens is None else f"{stats.output_tokens:,}"
     rows = [
         ("stats.counted_input", f"{stats.counted_input_tokens:,}"),

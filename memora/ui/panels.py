@@ -15,7 +15,7 @@ from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
 from memora.ui.summary_audit import render_summary_audit
-from memora.ui.views import context_frame, history_frame, last_context_rows, status_figures
+from memora.ui.views import calibration_note, context_frame, history_frame, last_context_rows, status_figures
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -34,6 +34,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
             columns[position % 2].metric(t(lang, figure.key), figure.value)
         sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
         st.caption(t(lang, "status.bounded", full=f"{memory.full_history_tokens():,}", sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        st.caption(calibration_note(memory, lang))
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:

@@ -149,8 +149,7 @@ def _apply_backend() -> None:
         state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
         state[keys.MODEL_INPUT] = memory.model
         return
-    memory.backend, memory.client, memory.model = backend, backend, model
-    memory.token_counter = token_counter_for(settings, backend)  # an API counter must follow its backend
+    memory.switch_backend(backend, model, token_counter_for(settings, backend))  # an API counter must follow its backend
     state[keys.SETTINGS] = settings
     state[keys.BACKEND_NAME] = name
     state[keys.MODEL_INPUT] = model

@@ -29,6 +29,10 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
     for audit in reversed(audits):
         with st.container(border=True):
             st.caption(version_label(audit, lang))
+            if audit.cut:
+                st.caption(":material/content_cut: " + t(lang, "audit.cut"))
+            if audit.clipped:
+                st.caption(":material/compress: " + t(lang, "audit.clipped", count=audit.clipped))
             changes, folded, text = st.tabs([t(lang, "audit.tab_changes"), t(lang, "audit.tab_folded"), t(lang, "audit.tab_text")])
             with changes:
                 if not audit.unchanged:

@@ -65,6 +65,23 @@ def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
     ]
 
 
+def calibration_note(memory: ShortTermMemory, lang: str) -> str:
+    """How the budget is held by the server's own token count, in one sentence."""
+    calibration = memory.calibration
+    if calibration.exact:
+        return t(lang, "calibration.exact")
+    if calibration.observed is None:
+        return t(lang, "calibration.unknown", margin=f"{calibration.ratio - 1:.0%}", local=f"{memory.local_budget():,}")
+    return t(
+        lang,
+        "calibration.learned",
+        ratio=f"{calibration.observed:.2f}",
+        reports=calibration.reports,
+        local=f"{memory.local_budget():,}",
+        budget=f"{memory.max_input_tokens:,}",
+    )
+
+
 @dataclass(frozen=True)
 class CommandOutput:
     """A command's result: a title and a plain-text body, or an error message."""
