@@ -243,6 +243,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "ledger.output_cost_usd": "Output $",
         "ledger.cost_usd": "Cost $",
         "ledger.full_history_cost_usd": "Full history $",
+        # classroom safeguards (issue 13)
+        "transcript.code.message_over_cap": "a message is longer than this page allows.",
+        "transcript.code.over_turn_cap": "the conversation has more turns than this page allows.",
+        "transcript.code.ledger_over_cap": "the conversation has already spent more tokens than this page allows.",
+        "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -457,6 +462,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "ledger.output_cost_usd": "輸出 $",
         "ledger.cost_usd": "費用 $",
         "ledger.full_history_cost_usd": "完整 History $",
+        # classroom safeguards (issue 13)
+        "transcript.code.message_over_cap": "有一則訊息超過這個頁面允許的長度。",
+        "transcript.code.over_turn_cap": "對話的回合數超過這個頁面允許的上限。",
+        "transcript.code.ledger_over_cap": "這段對話已用掉的 Token 超過這個頁面允許的上限。",
+        "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
     },
 }
 

@@ -47,6 +47,10 @@ class SessionLimits:
                 self.max_message_chars,
                 f"The message has {len(text):,} characters; the limit is {self.max_message_chars:,}.",
             )
+        self.check_spend(finished_turns, session_tokens)
+
+    def check_spend(self, finished_turns: int, session_tokens: int) -> None:
+        """Raises LimitReached when the turn or token cap refuses any further request; a prefold asks this too."""
         if self.max_turns is not None and finished_turns >= self.max_turns:
             raise LimitReached(
                 "too_many_turns",

@@ -39,7 +39,9 @@ def prefold_after_reply(memory: ShortTermMemory, lang: str, slot) -> None:
     state[keys.PREFOLD_AT] = len(memory.history)
     try:
         due = memory.fold_due()
-    except ValueError:  # a budget too small for any message: the next turn's prepare() says so, translated
+        # A session at its cap sends nothing more; its next message is refused, translated, before anything is sent.
+        memory.limits.check_spend(len(memory.history) // 2, memory.session_total_tokens)
+    except ValueError:  # a budget too small for any message, or a cap (LimitReached): the next turn says so
         return
     if due <= memory.summarized_message_count:
         return

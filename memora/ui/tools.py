@@ -21,7 +21,14 @@ from memora.audit import escape_markdown
 from memora.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.memory import ShortTermMemory
 from memora.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
-from memora.transcript import MAX_TRANSCRIPT_BYTES, TranscriptError, dumps_transcript, parse_transcript, restore_memory
+from memora.transcript import (
+    MAX_TRANSCRIPT_BYTES,
+    TranscriptError,
+    check_caps,
+    dumps_transcript,
+    parse_transcript,
+    restore_memory,
+)
 from memora.ui import state as keys
 from memora.ui.state import Notice, token_counter_for
 
@@ -164,8 +171,12 @@ def import_uploaded() -> None:
     """The import button's callback: a new memory from the uploaded file, or a notice saying why not.
 
     The new memory continues on the session's backend, model, token counter and
-    session limits, with the transcript's history, summary versions, ledger and
-    memory limits. Nothing in the session changes unless the whole file is valid.
+    session limits, with the transcript's history, summary versions and ledger.
+    Unlocked, it takes the file's budget and window; on a locked page
+    (MEMORA_LOCK_SETTINGS) it keeps the server's, and the file brings only the
+    conversation. The file must also fit the session's caps (``check_caps``).
+    Nothing in the session changes unless the whole file is valid, and the
+    import itself sends no request: the prefold waits for the next reply.
     """
     state = st.session_state
     uploaded = state.get(keys.IMPORT_INPUT)
@@ -174,10 +185,13 @@ def import_uploaded() -> None:
         return
     old: ShortTermMemory = state[keys.MEMORY]
     try:
+        transcript = parse_transcript(uploaded.getvalue())
+        check_caps(transcript, old.limits, old.max_summary_tokens)
         memory = restore_memory(
-            parse_transcript(uploaded.getvalue()),
+            transcript,
             old.backend,
             model=old.model,
+            settings_from=old if state[keys.SETTINGS].locked else None,
             token_counter=token_counter_for(state[keys.SETTINGS], old.backend),
             limits=old.limits,
         )
@@ -192,7 +206,8 @@ def import_uploaded() -> None:
     state[keys.RESTORE_TEXT] = None
     state[keys.COMMAND] = None
     state[keys.NOTICE] = None
-    state[keys.PREFOLD_AT] = None
+    # As if the prefold had already run for this history: an import alone must send no request.
+    state[keys.PREFOLD_AT] = len(memory.history)
     state[keys.IMPORT_NOTICE] = Notice(
         "success", "transcript.imported", {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.summary_versions)}
     )
