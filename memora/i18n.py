@@ -248,6 +248,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "the conversation has more turns than this page allows.",
         "transcript.code.ledger_over_cap": "the conversation has already spent more tokens than this page allows.",
         "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
+        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
+        "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -467,6 +469,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "對話的回合數超過這個頁面允許的上限。",
         "transcript.code.ledger_over_cap": "這段對話已用掉的 Token 超過這個頁面允許的上限。",
         "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
+        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
+        "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
     },
 }
 

@@ -164,3 +164,104 @@ def test_the_prefold_asks_the_caps_and_sends_nothing_once_the_session_is_at_its_
     with pytest.raises(LimitReached):
         memory.prefold()
     assert len(backend.summaries) == 1
+
+
+# -- inert Markdown and key redaction, on every panel -------------------------------------------------
+
+HOSTILE_URL = "http://127.0.0.1:9/p.png?data=secret"
+HOSTILE = (
+    f"Look ![x]({HOSTILE_URL}) and ![y][r] and <img src=\"{HOSTILE_URL}\"> and <{HOSTILE_URL}>\n\n[r]: {HOSTILE_URL}"
+)
+
+
+def drawn_markdown(at) -> list[str]:
+    """Every Markdown body on the page (chat, sidebar, alerts, captions), as Streamlit sends it to the browser."""
+    return [str(e.value) for kind in ("markdown", "caption", "info", "warning", "error", "success") for e in getattr(at, kind)]
+
+
+def hostile_transcript() -> bytes:
+    def edit(data):
+        data["history"][0]["content"] = "Imported " + HOSTILE
+        data["history"][1]["content"] = "Imported reply " + HOSTILE
+        data["summary_versions"] = [{"text": "Imported summary " + HOSTILE, "summarized_message_count": 2, "folded": [0, 2], "tokens": 10, "turn": 2}]
+
+    return transcript(2, edit=edit)
+
+
+def test_every_panel_draws_hostile_markdown_with_no_image_left(monkeypatch) -> None:
+    """The hostile text arrives as a typed message, a model reply, a summary, an unknown command, an error and an import."""
+    with ResponsesServer(deltas=("Reply ", "!", "[x](" + HOSTILE_URL + ") ", HOSTILE), summary_text="Summary " + HOSTILE) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")
+        monkeypatch.setenv("MEMORA_MAX_RECENT_TURNS", "0")
+        at = new_app()
+        for n in range(2):
+            send(at, f"Message {n} " + HOSTILE)
+        memory = at.session_state[keys.MEMORY]
+        assert memory.summary.startswith("Summary") and HOSTILE_URL in memory.history[1].content
+        at.session_state[keys.HISTORY_PANEL_OPEN] = at.session_state[keys.USAGE_PANEL_OPEN] = True
+        at.run()
+        bodies = drawn_markdown(at)
+        assert sum(HOSTILE_URL in b for b in bodies) >= 5, "the hostile text was drawn: 2 messages, 2 replies, the summary"
+        assert not [b for b in bodies if "![" in b]
+        send(at, "/![x](" + HOSTILE_URL + ")")
+        assert any(HOSTILE_URL in w.value and "![" not in w.value for w in at.warning), "the unknown-command warning"
+        from tests.servers import status
+
+        server.queue_for("reply", status(400, "Bad request " + HOSTILE))
+        send(at, "Trigger an error")
+        assert any("HTTP 400" in b and HOSTILE_URL in b and "![" not in b for b in drawn_markdown(at)), "the error quoting it"
+        upload(at, hostile_transcript())
+        bodies = drawn_markdown(at)
+        assert any(b.startswith("Imported summary") for b in bodies) and any(b.startswith("Imported reply") for b in bodies)
+        assert not [b for b in bodies if "![" in b]
+
+
+def test_no_page_module_draws_text_except_through_the_render_helper() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    direct = re.compile(r"\bst\.(markdown|caption|info|success|warning|error|write|write_stream|text|code|toast)\(|getattr\(st,")
+    offenders = [
+        f"{path.name}:{number}"
+        for path in [root / "streamlit_app.py", *sorted((root / "memora" / "ui").glob("*.py"))]
+        if path.name != "render.py"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if direct.search(line)
+    ]
+    assert offenders == []
+
+
+def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summaries_and_export(monkeypatch) -> None:
+    core = KEY.removeprefix("sk-")
+    run = core[3:15]  # 12 consecutive characters of the key
+    deltas = ("Your key is ", KEY[:10], KEY[10:], " and ", core.upper(), " and ", run)
+    with ResponsesServer(deltas=deltas, summary_text="Summary with " + KEY.upper()) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")
+        monkeypatch.setenv("MEMORA_MAX_RECENT_TURNS", "0")
+        at = new_app()
+        from tests.servers import error_after, status
+
+        server.queue_for("reply", status(400, f"Invalid key {KEY.upper()} (or {core})"))
+        send(at, "A 400?")
+        assert "HTTP 400" in at.error[0].value
+        server.queue_for("reply", error_after(1, "invalid_request", f"bad key {core.upper()}"))
+        send(at, "A stream error event?")
+        assert "error while answering" in at.error[0].value
+        send(at, "Echo it.")
+        send(at, "Fold it.")
+        memory = at.session_state[keys.MEMORY]
+        at.session_state[keys.HISTORY_PANEL_OPEN] = at.session_state[keys.USAGE_PANEL_OPEN] = True
+        at.run()
+        assert len(memory.history) == 4 and memory.summary.startswith("Summary with")
+        from tests.test_reliability_page import tree_text
+
+        seen = "\n".join([tree_text(at), *(m.content for m in memory.history), memory.summary, dumps_transcript(memory).decode()])
+        assert "[redacted]" in memory.history[1].content and "[redacted]" in memory.summary
+        lowered = seen.lower()
+        leaks = [core[i : i + 12] for i in range(len(core) - 11) if core[i : i + 12].lower() in lowered]
+        assert leaks == []

@@ -13,6 +13,7 @@ import streamlit as st
 
 from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory, TurnStats
+from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.state import Notice, TurnOutcome
 from memora.ui.views import message_marks, parse_command, run_command
@@ -23,11 +24,11 @@ RECENT_MESSAGES = 20
 
 def render_header(memory: ShortTermMemory, lang: str) -> None:
     st.title(t(lang, "page.title"))
-    st.caption(t(lang, "page.caption"))
+    render.caption(t(lang, "page.caption"))
     if memory.backend.offline:
-        st.info(t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
+        render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
     else:
-        st.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
+        render.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
 
 
 def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESSAGES) -> None:
@@ -45,7 +46,7 @@ def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESS
                 for index in range(split):
                     _render_message(memory, index, marks[index], lang)
             else:
-                st.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
+                render.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
     for index in range(split, len(memory.history)):
         _render_message(memory, index, marks[index], lang)
 
@@ -54,15 +55,15 @@ def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -
     message = memory.history[index]
     with st.chat_message(message.role):
         if mark == "summarized":
-            st.caption(":material/inventory_2: " + t(lang, "chat.folded"))
+            render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
         # Plain st.markdown: user text may contain HTML, which Streamlit then escapes.
-        st.markdown(message.content)
+        render.markdown(message.content)
         stats = memory.turn_stats.get(index)
         if stats is not None:
             with st.expander(t(lang, "chat.stats", turn=stats.turn), icon=":material/analytics:"):
-                st.markdown(stats_table(stats, lang))
+                render.markdown(stats_table(stats, lang))
                 if memory.backend.offline:
-                    st.caption(t(lang, "stats.offline_note"))
+                    render.caption(t(lang, "stats.offline_note"))
 
 
 def stats_table(stats: TurnStats, lang: str) -> str:
@@ -170,10 +171,10 @@ def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
     committed = False
     try:
         with st.chat_message("user"):
-            st.markdown(text)
+            render.markdown(text)
         with st.chat_message("assistant"):
             with memory.turn(text) as turn:
-                st.write_stream(turn.stream())
+                render.stream(turn.stream())
             committed = turn.committed
     except Exception as error:
         outcome.notice = Notice("error", "notice.restored", error=error)
@@ -195,11 +196,11 @@ def render_command(memory: ShortTermMemory, lang: str) -> None:
     output = run_command(memory, *command, lang)
     with st.container(border=True):
         if output.error:
-            st.warning(output.body, icon=":material/help:")
+            render.alert("warning", output.body, icon=":material/help:")
         else:
-            st.markdown(f"**{output.title}**")
-            st.code(output.body, language=None, wrap_lines=True)
-        st.caption(t(lang, "cmd.caption"))
+            render.markdown(f"**{output.title}**")
+            render.code(output.body, language=None, wrap_lines=True)
+        render.caption(t(lang, "cmd.caption"))
 
 
 def render_notice(lang: str) -> None:
@@ -209,7 +210,7 @@ def render_notice(lang: str) -> None:
     params = dict(notice.params)
     if notice.error is not None:
         params["reason"] = error_message(lang, notice.error)
-    getattr(st, notice.level)(t(lang, notice.key, **params))
+    render.alert(notice.level, t(lang, notice.key, **params))
 
 
 def render_input(lang: str) -> None:

@@ -17,6 +17,7 @@ import streamlit as st
 
 from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory
+from memora.ui import render
 from memora.ui import state as keys
 
 
@@ -50,7 +51,7 @@ def prefold_after_reply(memory: ShortTermMemory, lang: str, slot) -> None:
             version = memory.prefold()
         except Exception as error:  # BackendError, SummaryError, or a bug: the next prepare() folds instead
             status.update(label=t(lang, "prefold.failed_label"), state="error", expanded=True)
-            st.warning(t(lang, "prefold.failed", reason=error_message(lang, error)))
+            render.alert("warning", t(lang, "prefold.failed", reason=error_message(lang, error)))
             return
         if version is not None:
             status.update(label=t(lang, "prefold.done", first=version.folded[0] + 1, last=version.folded[1]), state="complete")
