@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LimitCode = Literal["message_too_long", "too_many_turns", "too_many_tokens"]
+LimitCode = Literal["message_too_long", "too_many_turns", "too_many_tokens", "server_tokens"]
 
 DEFAULT_MAX_MESSAGE_CHARS = 20_000
 """Far more than any 1,000-token budget holds; it refuses a pasted book at once, before counting tokens."""
