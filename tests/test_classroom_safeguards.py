@@ -265,3 +265,61 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
         lowered = seen.lower()
         leaks = [core[i : i + 12] for i in range(len(core) - 11) if core[i : i + 12].lower() in lowered]
         assert leaks == []
+
+
+# -- the server-wide budget --------------------------------------------------------------------------
+
+
+def test_the_server_budget_counts_every_session_survives_a_restart_and_gives_the_text_back(tmp_path, monkeypatch) -> None:
+    from memora.server_budget import USAGE_DB_NAME, ServerLedger
+
+    with ResponsesServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")
+        monkeypatch.setenv("MEMORA_MAX_SERVER_TOKENS", "150")
+        monkeypatch.setenv("MEMORA_DATA_DIR", str(tmp_path / "data"))
+        first, second = new_app(), new_app()
+        send(first, "Hello from the first tab.")
+        send(second, "Hello from the second tab.")
+        ledger = ServerLedger(tmp_path / "data" / USAGE_DB_NAME, 150)
+        assert ledger.spent() == sum(tokens for _, tokens in server.billed) >= 150, "both sessions' spend, as billed"
+        assert f"{ledger.spent():,} of 150 tokens spent" in " ".join(c.value for c in second.caption)
+
+        sent = len(server.requests)
+        restarted = new_app()  # a new session on a fresh page: the file keeps the spend
+        send(restarted, "Am I stopped?")
+        assert len(server.requests) == sent
+        assert "The classroom's shared token budget is spent" in restarted.error[0].value
+        assert restarted.chat_input[0].proto.value == "Am I stopped?"
+        assert restarted.session_state[keys.MEMORY].history == []
+
+
+def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> None:
+    from memora.backends.base import ReplyRequest
+    from memora.guard import GuardedBackend
+    from memora.messages import Message
+    from memora.server_budget import ServerLedger
+
+    ledger = ServerLedger(tmp_path / "usage.sqlite3", 10_000)
+    guarded = GuardedBackend(ScriptedBackend(), server_ledger=ledger)
+    stream = guarded.stream_reply(ReplyRequest("m", "Be brief.", (Message("user", "Hi"),), counted_input_tokens=40))
+    assert next(stream) == "reply "
+    stream.close()  # what Streamlit's stop or rerun does to the generator
+    from memora.tokens import count_text
+
+    assert ledger.spent() == 40 + count_text("reply "), "the counted input plus what was streamed, estimated"
+
+
+def test_the_server_ledger_is_safe_for_many_threads_at_once(tmp_path) -> None:
+    import threading
+
+    from memora.server_budget import ServerLedger
+
+    ledger = ServerLedger(tmp_path / "deep" / "usage.sqlite3", 10**9)
+    threads = [threading.Thread(target=lambda: [ledger.record(3, "reply") for _ in range(40)]) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert ledger.spent() == 8 * 40 * 3
