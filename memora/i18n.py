@@ -250,6 +250,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
         "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
         "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
+        "chat.stop": "Stop",
+        "notice.stopped": "Stopped. The reply was not kept; your message is back in the input box.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -471,6 +473,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
         "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
         "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
+        "chat.stop": "停止",
+        "notice.stopped": "已停止。這則回覆沒有保留；你的訊息已放回輸入框。",
     },
 }
 

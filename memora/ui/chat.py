@@ -116,6 +116,11 @@ def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     run_turn(memory, text, lang)
 
 
+def stop_clicked() -> None:
+    """The Stop button's callback, run before the next run: that run says the turn was stopped."""
+    st.session_state[keys.STOP_CLICKED] = True
+
+
 def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED_TURN_WAIT_S) -> None:
     """Brings back the text and the reason of a turn that an interrupted run could not report.
 
@@ -134,8 +139,9 @@ def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED
     outcome: TurnOutcome = state[keys.TURN_OUTCOME]
     if outcome.restore_text is not None:
         state[keys.RESTORE_TEXT] = outcome.restore_text
-        state[keys.NOTICE] = outcome.notice
+        state[keys.NOTICE] = Notice("info", "notice.stopped") if state[keys.STOP_CLICKED] else outcome.notice
         outcome.restore_text = outcome.notice = None
+    state[keys.STOP_CLICKED] = False
 
 
 def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
@@ -173,6 +179,9 @@ def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
         with st.chat_message("user"):
             render.markdown(text)
         with st.chat_message("assistant"):
+            # A click reruns the page: Streamlit interrupts this run at the reply's next word, the turn
+            # rolls back, and the next run draws the page at once (Streamlit's own Stop leaves it half-drawn).
+            st.button(t(lang, "chat.stop"), key=keys.STOP_BUTTON, on_click=stop_clicked, icon=":material/stop_circle:")
             with memory.turn(text) as turn:
                 render.stream(turn.stream())
             committed = turn.committed

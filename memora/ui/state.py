@@ -46,6 +46,8 @@ PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
 TURN_OUTCOME = "turn_outcome"
+STOP_BUTTON = "stop_button"
+STOP_CLICKED = "stop_clicked"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -177,6 +179,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
+        STOP_CLICKED: False,
         TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
