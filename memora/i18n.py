@@ -256,6 +256,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "ledger.output_cost_usd": "Output $",
         "ledger.cost_usd": "Cost $",
         "ledger.full_history_cost_usd": "Full history $",
+        # classroom safeguards (issue 13)
+        "transcript.code.message_over_cap": "a message is longer than this page allows.",
+        "transcript.code.over_turn_cap": "the conversation has more turns than this page allows.",
+        "transcript.code.ledger_over_cap": "the conversation has already spent more tokens than this page allows.",
+        "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
+        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
+        "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
+        "chat.stop": "Stop",
+        "notice.stopped": "Stopped. The reply was not kept; your message is back in the input box.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -483,6 +492,15 @@ CATALOG: dict[str, dict[str, str]] = {
         "ledger.output_cost_usd": "輸出 $",
         "ledger.cost_usd": "費用 $",
         "ledger.full_history_cost_usd": "完整 History $",
+        # classroom safeguards (issue 13)
+        "transcript.code.message_over_cap": "有一則訊息超過這個頁面允許的長度。",
+        "transcript.code.over_turn_cap": "對話的回合數超過這個頁面允許的上限。",
+        "transcript.code.ledger_over_cap": "這段對話已用掉的 Token 超過這個頁面允許的上限。",
+        "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
+        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
+        "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
+        "chat.stop": "停止",
+        "notice.stopped": "已停止。這則回覆沒有保留；你的訊息已放回輸入框。",
     },
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LimitCode = Literal["message_too_long", "too_many_turns", "too_many_tokens"]
+LimitCode = Literal["message_too_long", "too_many_turns", "too_many_tokens", "server_tokens"]
 
 DEFAULT_MAX_MESSAGE_CHARS = 20_000
 """Far more than any 1,000-token budget holds; it refuses a pasted book at once, before counting tokens."""
@@ -47,6 +47,10 @@ class SessionLimits:
                 self.max_message_chars,
                 f"The message has {len(text):,} characters; the limit is {self.max_message_chars:,}.",
             )
+        self.check_spend(finished_turns, session_tokens)
+
+    def check_spend(self, finished_turns: int, session_tokens: int) -> None:
+        """Raises LimitReached when the turn or token cap refuses any further request; a prefold asks this too."""
         if self.max_turns is not None and finished_turns >= self.max_turns:
             raise LimitReached(
                 "too_many_turns",

@@ -571,11 +571,15 @@ class ShortTermMemory:
         records the summary request under the turn just finished.
         If the limits change before the next message (a wider window, say),
         what was folded stays folded.
-        Raises ValueError while a user message is pending.
+        Raises ValueError while a user message is pending, and LimitReached,
+        making no request, when the session's turn or token cap already refuses
+        the next turn (an imported conversation at its cap, say).
         """
         end = self.fold_due()
         if end <= self.summarized_message_count:
             return None
+        # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
+        self.limits.check_spend(len(self.history) // 2, self.session_total_tokens)
         return self.fold_through(end)
 
     def full_history_tokens(self) -> int:

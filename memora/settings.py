@@ -39,6 +39,11 @@ For a shared classroom link (see docs/classroom.md):
 - ``MEMORA_MAX_TURNS``: finished turns per session; unset means no cap.
 - ``MEMORA_MAX_SESSION_TOKENS``: tokens (the session's ledger total) per session,
   checked before each turn; unset means no cap.
+- ``MEMORA_MAX_SERVER_TOKENS``: tokens every session on this server may spend
+  together (reply, summary and prefold requests), checked before each request
+  and kept across restarts; unset means no cap and no file.
+- ``MEMORA_DATA_DIR``: where that shared spend is kept (``usage.sqlite3``);
+  default ``~/.memora``, created on first use.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, ShortTermMemory
+from memora.server_budget import DEFAULT_DATA_DIR, ServerLedger
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
@@ -98,6 +104,13 @@ class Settings:
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_turns: int | None = None
     max_session_tokens: int | None = None
+    max_server_tokens: int | None = None
+    data_dir: str = DEFAULT_DATA_DIR
+
+    @property
+    def server_ledger(self) -> ServerLedger | None:
+        """The server-wide spend and its cap, or None when ``MEMORA_MAX_SERVER_TOKENS`` is unset."""
+        return None if self.max_server_tokens is None else ServerLedger.in_dir(self.data_dir, self.max_server_tokens)
 
     @property
     def limits(self) -> SessionLimits:
@@ -214,6 +227,8 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         max_message_chars=_int("MEMORA_MAX_MESSAGE_CHARS", get("MEMORA_MAX_MESSAGE_CHARS") or defaults.max_message_chars, 1),
         max_turns=_cap("MEMORA_MAX_TURNS", get("MEMORA_MAX_TURNS")),
         max_session_tokens=_cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
+        max_server_tokens=_cap("MEMORA_MAX_SERVER_TOKENS", get("MEMORA_MAX_SERVER_TOKENS")),
+        data_dir=str(get("MEMORA_DATA_DIR") or defaults.data_dir),
     )
 
 

@@ -24,8 +24,10 @@ too_deep, wrong_format, unsupported_version, wrong_type, unknown_key,
 missing_key, too_many_items, string_too_long, empty_string,
 number_out_of_range, bad_value, duplicate_id, bad_role, pairs_out_of_order,
 unpaired_message, odd_summary_pointer, summary_beyond_history,
-summary_chain_broken, bad_settings.
+summary_chain_broken, bad_settings, message_over_cap, over_turn_cap,
+ledger_over_cap, summary_over_cap.
 """
+# The last four codes come from ``check_caps``: a parsed transcript against the importing session's caps.
 
 from __future__ import annotations
 
@@ -35,8 +37,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memora import strict
+from memora.limits import SessionLimits
 from memora.memory import ShortTermMemory, SummaryVersion, TurnStats
 from memora.messages import Message
+from memora.tokens import count_text
 from memora.usage import UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"
@@ -172,15 +176,35 @@ def parse_transcript(raw: bytes | str, *, max_bytes: int = MAX_TRANSCRIPT_BYTES)
     return Transcript(created_at, settings, history, versions, ledger, stats, context)
 
 
-def restore_memory(transcript: Transcript, client: Any, *, model: str | None = None, **memory_options: Any) -> ShortTermMemory:
+def restore_memory(
+    transcript: Transcript,
+    client: Any,
+    *,
+    model: str | None = None,
+    settings_from: ShortTermMemory | None = None,
+    **memory_options: Any,
+) -> ShortTermMemory:
     """A new ShortTermMemory in the transcript's state, ready for the next turn.
 
     ``client`` is the backend to continue with; ``model`` overrides the exported
     model; ``memory_options`` go to ``ShortTermMemory`` (a token counter, say).
-    Raises TranscriptError ``bad_settings`` when the exported budget cannot hold
+    With ``settings_from`` (a locked classroom page passes the session's memory),
+    the file brings only the conversation: model, budget, window, summary size
+    and fold batch are that memory's, and the file's are ignored.
+    Raises TranscriptError ``bad_settings`` when the budget cannot hold
     this installation's instructions and summary.
     """
     s = transcript.settings
+    if settings_from is not None:
+        s = TranscriptSettings(
+            model=settings_from.model,
+            max_input_tokens=settings_from.max_input_tokens,
+            max_recent_turns=settings_from.max_recent_turns,
+            max_summary_tokens=settings_from.max_summary_tokens,
+            fold_batch_turns=settings_from.fold_batch_turns,
+            offline=s.offline,
+        )
+        model = settings_from.model
     try:
         memory = ShortTermMemory(
             client,
@@ -199,6 +223,38 @@ def restore_memory(transcript: Transcript, client: Any, *, model: str | None = N
     memory.turn_stats = dict(transcript.turn_stats)
     memory.last_context = list(transcript.last_context)
     return memory
+
+
+def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens: int) -> None:
+    """Refuses a transcript that the importing session's caps would never have let it build.
+
+    An import must not buy what typing could not: every history message (a
+    reply too, since folding sends it again in a summary request) within
+    ``max_message_chars``; no more finished turns than ``max_turns`` (a file
+    exactly at the cap is accepted, and its next message is refused as any
+    would be); a ledger total within ``max_session_tokens``; and every summary
+    version within ``max_summary_tokens`` (local o200k_base count), since the
+    summary goes verbatim into the developer message of every request.
+    A cap of None is not checked. Raises TranscriptError with codes
+    ``message_over_cap``, ``over_turn_cap``, ``ledger_over_cap``, ``summary_over_cap``.
+    """
+    if limits.max_message_chars is not None:
+        for i, message in enumerate(transcript.history):
+            if len(message.content) > limits.max_message_chars:
+                raise E("message_over_cap", f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
+                        f"history[{i}].content", chars=len(message.content), limit=limits.max_message_chars)
+    turns = len(transcript.history) // 2
+    if limits.max_turns is not None and turns > limits.max_turns:
+        raise E("over_turn_cap", f"the file has {turns} turns; this page allows {limits.max_turns}.", "history", turns=turns, limit=limits.max_turns)
+    spent = sum(record.total_tokens for record in transcript.ledger)
+    if limits.max_session_tokens is not None and spent > limits.max_session_tokens:
+        raise E("ledger_over_cap", f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
+                "ledger", tokens=spent, limit=limits.max_session_tokens)
+    for i, version in enumerate(transcript.summary_versions):
+        tokens = count_text(version.text)
+        if tokens > max_summary_tokens:
+            raise E("summary_over_cap", f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
+                    f"summary_versions[{i}].text", tokens=tokens, limit=max_summary_tokens)
 
 
 def import_transcript(raw: bytes | str, client: Any, *, max_bytes: int = MAX_TRANSCRIPT_BYTES, **options: Any) -> ShortTermMemory:

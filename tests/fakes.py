@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
+from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
 
@@ -16,7 +18,11 @@ Fault = Callable[[], BaseException]
 class ScriptedBackend:
     """Answers replies with ``reply_prefix + n`` and summaries by joining what it was given.
 
-    Usage is real o200k_base counts. ``fail_next`` queues faults by step name
+    Usage is real o200k_base counts, times ``input_scale`` for the input (a server
+    whose tokenizer counts more), or ``reported_input`` when set (a server that
+    reports what it likes). ``reply_text`` replaces the numbered replies;
+    ``cut_replies`` and ``cut_summaries`` make the server report that it stopped
+    at the output cap. ``fail_next`` queues faults by step name
     (``"reply"``, ``"reply_midstream"``, ``"summary"``, ``"count"``); each is
     raised once, at that step, and recorded like any other call.
     """
@@ -25,6 +31,11 @@ class ScriptedBackend:
     offline: bool = False
     profile: ServerProfile = OPENAI_PROFILE
     summary_text: Callable[[SummaryRequest], str] | None = None
+    reply_text: Callable[[ReplyRequest], str] | None = None
+    cut_replies: bool = False
+    cut_summaries: bool = False
+    input_scale: float = 1.0
+    reported_input: int | None = None
     replies: list[ReplyRequest] = field(default_factory=list)
     summaries: list[SummaryRequest] = field(default_factory=list)
     counts: list[tuple[str, tuple]] = field(default_factory=list)
@@ -43,14 +54,15 @@ class ScriptedBackend:
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         self.replies.append(request)
         self._maybe_fail("reply")
-        text = f"reply {len(self.replies)}"
-        yield "reply "
+        text = self.reply_text(request) if self.reply_text else f"reply {len(self.replies)}"
+        head, tail = (text[: len("reply ")], text[len("reply ") :]) if len(text) > len("reply ") else (text, "")
+        yield head
         self._maybe_fail("reply_midstream")
-        yield str(len(self.replies))
-        input_tokens = LocalTokenCounter().count(request.model, request.instructions, request.messages)
-        usage = Usage(input_tokens, count_text(text))
+        if tail:
+            yield tail
+        usage = Usage(self._input(LocalTokenCounter().count(request.model, request.instructions, request.messages)), count_text(text))
         self.billed.append(("reply", usage.total_tokens))
-        yield Completion(text, usage)
+        yield Completion(text, usage, cut=self.cut_replies)
 
     def summarize(self, request: SummaryRequest) -> Completion:
         self.summaries.append(request)
@@ -59,9 +71,13 @@ class ScriptedBackend:
             text = self.summary_text(request)
         else:
             text = " | ".join(filter(None, [request.existing_summary, *(m.content for m in request.new_messages)]))
-        usage = Usage(count_text(request.input_text), count_text(text))
+        counted = LocalTokenCounter().count(request.model, request.instructions, [Message("user", request.input_text)])
+        usage = Usage(self._input(counted), count_text(text))
         self.billed.append(("summary", usage.total_tokens))
-        return Completion(text, usage)
+        return Completion(text, usage, cut=self.cut_summaries)
+
+    def _input(self, counted: int) -> int:
+        return self.reported_input if self.reported_input is not None else math.ceil(counted * self.input_scale)
 
     def count_input_tokens(self, model, instructions, messages) -> int:
         self.counts.append((instructions, tuple(messages)))

@@ -363,3 +363,29 @@ def test_chat_error_chunk_mid_stream_is_an_error_without_the_key() -> None:
 
     assert seen == ["Hel"] and "model crashed" in str(error) and CHAT_KEY not in str(error)
     assert memory.history == [] and memory.ledger == [] and turn.user_text == "Hi"
+
+
+# -- redaction in any form (issue 13) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key sk-REDTEAM-SECRET-123 here", "key [redacted] here"),
+        ("upper SK-REDTEAM-SECRET-123", "upper [redacted]"),
+        ("no prefix redteam-secret-123.", "no prefix [redacted]."),
+        ("a run REDTEAM-SECR of twelve", "a run [redacted] of twelve"),
+        ("eleven REDTEAM-SEC stays", "eleven REDTEAM-SEC stays"),
+        ("Bearer anything-else", "Bearer [redacted]"),
+    ],
+)
+def test_redact_finds_the_key_in_any_case_with_or_without_its_prefix_and_any_12_character_run(text, expected):
+    from memora.backends.openai_errors import redact
+
+    assert redact(text, ["sk-REDTEAM-SECRET-123"]) == expected
+
+
+def test_redact_matches_a_short_secret_whole_in_any_case():
+    from memora.backends.openai_errors import redact
+
+    assert redact("pw AbCd1234 and abcd1234", ["abcd1234"]) == "pw [redacted] and [redacted]"

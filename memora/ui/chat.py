@@ -13,6 +13,7 @@ import streamlit as st
 
 from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory, TurnStats
+from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.state import Notice, TurnOutcome
 from memora.ui.views import message_marks, parse_command, run_command
@@ -23,11 +24,11 @@ RECENT_MESSAGES = 20
 
 def render_header(memory: ShortTermMemory, lang: str) -> None:
     st.title(t(lang, "page.title"))
-    st.caption(t(lang, "page.caption"))
+    render.caption(t(lang, "page.caption"))
     if memory.backend.offline:
-        st.info(t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
+        render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
     else:
-        st.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
+        render.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
 
 
 def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESSAGES) -> None:
@@ -45,7 +46,7 @@ def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESS
                 for index in range(split):
                     _render_message(memory, index, marks[index], lang)
             else:
-                st.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
+                render.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
     for index in range(split, len(memory.history)):
         _render_message(memory, index, marks[index], lang)
 
@@ -54,22 +55,22 @@ def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -
     message = memory.history[index]
     with st.chat_message(message.role):
         if mark == "summarized":
-            st.caption(":material/inventory_2: " + t(lang, "chat.folded"))
-        # Plain st.markdown: user text may contain HTML, which Streamlit then escapes.
-        st.markdown(message.content)
+            render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
+        render.markdown(message.content)
         stats = memory.turn_stats.get(index)
         if stats is not None and stats.cut and memory.max_reply_tokens is not None:
-            st.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
+            render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
         if stats is not None and stats.over_budget:
-            st.warning(
+            render.alert(
+                "warning",
                 t(lang, "chat.over_budget", billed=stats.input_tokens, budget=memory.max_input_tokens, counted=stats.counted_input_tokens),
                 icon=":material/warning:",
             )
         if stats is not None:
             with st.expander(t(lang, "chat.stats", turn=stats.turn), icon=":material/analytics:"):
-                st.markdown(stats_table(stats, lang))
+                render.markdown(stats_table(stats, lang))
                 if memory.backend.offline:
-                    st.caption(t(lang, "stats.offline_note"))
+                    render.caption(t(lang, "stats.offline_note"))
 
 
 def stats_table(stats: TurnStats, lang: str) -> str:
@@ -124,6 +125,11 @@ def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     run_turn(memory, text, lang)
 
 
+def stop_clicked() -> None:
+    """The Stop button's callback, run before the next run: that run says the turn was stopped."""
+    st.session_state[keys.STOP_CLICKED] = True
+
+
 def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED_TURN_WAIT_S) -> None:
     """Brings back the text and the reason of a turn that an interrupted run could not report.
 
@@ -142,8 +148,9 @@ def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED
     outcome: TurnOutcome = state[keys.TURN_OUTCOME]
     if outcome.restore_text is not None:
         state[keys.RESTORE_TEXT] = outcome.restore_text
-        state[keys.NOTICE] = outcome.notice
+        state[keys.NOTICE] = Notice("info", "notice.stopped") if state[keys.STOP_CLICKED] else outcome.notice
         outcome.restore_text = outcome.notice = None
+    state[keys.STOP_CLICKED] = False
 
 
 def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
@@ -179,10 +186,13 @@ def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
     committed = False
     try:
         with st.chat_message("user"):
-            st.markdown(text)
+            render.markdown(text)
         with st.chat_message("assistant"):
+            # A click reruns the page: Streamlit interrupts this run at the reply's next word, the turn
+            # rolls back, and the next run draws the page at once (Streamlit's own Stop leaves it half-drawn).
+            st.button(t(lang, "chat.stop"), key=keys.STOP_BUTTON, on_click=stop_clicked, icon=":material/stop_circle:")
             with memory.turn(text) as turn:
-                st.write_stream(turn.stream())
+                render.stream(turn.stream())
             committed = turn.committed
     except Exception as error:
         outcome.notice = Notice("error", "notice.restored", error=error)
@@ -204,11 +214,11 @@ def render_command(memory: ShortTermMemory, lang: str) -> None:
     output = run_command(memory, *command, lang)
     with st.container(border=True):
         if output.error:
-            st.warning(output.body, icon=":material/help:")
+            render.alert("warning", output.body, icon=":material/help:")
         else:
-            st.markdown(f"**{output.title}**")
-            st.code(output.body, language=None, wrap_lines=True)
-        st.caption(t(lang, "cmd.caption"))
+            render.markdown(f"**{output.title}**")
+            render.code(output.body, language=None, wrap_lines=True)
+        render.caption(t(lang, "cmd.caption"))
 
 
 def render_notice(lang: str) -> None:
@@ -218,7 +228,7 @@ def render_notice(lang: str) -> None:
     params = dict(notice.params)
     if notice.error is not None:
         params["reason"] = error_message(lang, notice.error)
-    getattr(st, notice.level)(t(lang, notice.key, **params))
+    render.alert(notice.level, t(lang, notice.key, **params))
 
 
 def render_input(lang: str) -> None:

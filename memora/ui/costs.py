@@ -16,6 +16,7 @@ import streamlit as st
 from memora.i18n import t
 from memora.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
 from memora.usage import UsageRecord
+from memora.ui import render
 
 OFFLINE_MODEL = "offline"
 """The ledger's model name for requests the offline engine served."""
@@ -53,7 +54,7 @@ def render_costs(records: Sequence[UsageRecord], lang: str, prices: PriceTable |
         saved.metric(t(lang, "cost.saved"), format_usd(summary.saved_usd), help=t(lang, "cost.saved_help"))
     unpriced = [model for model in summary.unpriced_models if model != OFFLINE_MODEL]
     if OFFLINE_MODEL in summary.unpriced_models:
-        st.caption(t(lang, "cost.offline_only"))
+        render.caption(t(lang, "cost.offline_only"))
     if unpriced:
-        st.caption(t(lang, "cost.tokens_only", models=", ".join(unpriced)))
-    st.caption(t(lang, "cost.note", date=PRICES_CHECKED, prices=price_list(prices)))
+        render.caption(t(lang, "cost.tokens_only", models=", ".join(unpriced)))
+    render.caption(t(lang, "cost.note", date=PRICES_CHECKED, prices=price_list(prices)))

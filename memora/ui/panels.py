@@ -11,6 +11,7 @@ import streamlit as st
 
 from memora.i18n import t
 from memora.memory import ShortTermMemory
+from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
@@ -33,17 +34,20 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         for position, figure in enumerate(figures):
             columns[position % 2].metric(t(lang, figure.key), figure.value)
         sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
-        st.caption(t(lang, "status.bounded", full=f"{memory.full_history_tokens():,}", sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
-        st.caption(calibration_note(memory, lang))
+        render.caption(t(lang, "status.bounded", full=f"{memory.full_history_tokens():,}", sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        render.caption(calibration_note(memory, lang))
+        ledger = getattr(memory.backend, "server_ledger", None)
+        if ledger is not None:
+            render.caption(t(lang, "status.server_spent", spent=f"{ledger.spent():,}", limit=f"{ledger.max_tokens:,}"))
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:
     with st.expander(t(lang, "panel.summary"), icon=":material/summarize:"):
         if not memory.summary_versions:
-            st.caption(t(lang, "panel.summary_empty"))
+            render.caption(t(lang, "panel.summary_empty"))
             return
-        st.markdown(f"**{t(lang, 'panel.summary_current')}**")
-        st.markdown(memory.summary)
+        render.markdown(f"**{t(lang, 'panel.summary_current')}**")
+        render.markdown(memory.summary)
         render_summary_audit(memory, lang)
 
 
@@ -51,7 +55,7 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
     with st.expander(t(lang, "panel.context"), icon=":material/input:"):
         rows = last_context_rows(memory)
         if not rows:
-            st.caption(t(lang, "panel.context_empty"))
+            render.caption(t(lang, "panel.context_empty"))
             return
         st.dataframe(context_frame(memory, lang), hide_index=True)
         used = memory.last_prepared.input_tokens if memory.last_prepared else 0
@@ -62,9 +66,9 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
     panel = st.expander(t(lang, "panel.history"), key=keys.HISTORY_PANEL_OPEN, on_change="rerun", icon=":material/forum:")
     with panel:
         if not panel.open:
-            st.caption(t(lang, "panel.lazy_hint"))
+            render.caption(t(lang, "panel.lazy_hint"))
         elif not memory.history:
-            st.caption(t(lang, "panel.history_empty"))
+            render.caption(t(lang, "panel.history_empty"))
         else:
             st.dataframe(history_frame(memory, lang), hide_index=True)
 
@@ -73,15 +77,15 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
     panel = st.expander(t(lang, "panel.usage"), key=keys.USAGE_PANEL_OPEN, on_change="rerun", icon=":material/bar_chart:")
     with panel:
         if not panel.open:
-            st.caption(t(lang, "panel.lazy_hint"))
+            render.caption(t(lang, "panel.lazy_hint"))
             return
         if not memory.ledger:
-            st.caption(t(lang, "panel.usage_empty"))
+            render.caption(t(lang, "panel.usage_empty"))
             return
         frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, lang)
         st.vega_lite_chart(frame, usage_chart_spec(lang), width="stretch")
         render_costs(memory.ledger, lang)
-        st.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
+        render.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
         ledger = ledger_table(memory.ledger)
         st.dataframe(
             ledger.rename(columns={c: t(lang, f"ledger.{c}") for c in ledger.columns}), hide_index=True, column_config=money_columns(lang)

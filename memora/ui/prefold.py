@@ -17,6 +17,7 @@ import streamlit as st
 
 from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory
+from memora.ui import render
 from memora.ui import state as keys
 
 
@@ -39,7 +40,9 @@ def prefold_after_reply(memory: ShortTermMemory, lang: str, slot) -> None:
     state[keys.PREFOLD_AT] = len(memory.history)
     try:
         due = memory.fold_due()
-    except ValueError:  # a budget too small for any message: the next turn's prepare() says so, translated
+        # A session at its cap sends nothing more; its next message is refused, translated, before anything is sent.
+        memory.limits.check_spend(len(memory.history) // 2, memory.session_total_tokens)
+    except ValueError:  # a budget too small for any message, or a cap (LimitReached): the next turn says so
         return
     if due <= memory.summarized_message_count:
         return
@@ -48,7 +51,7 @@ def prefold_after_reply(memory: ShortTermMemory, lang: str, slot) -> None:
             version = memory.prefold()
         except Exception as error:  # BackendError, SummaryError, or a bug: the next prepare() folds instead
             status.update(label=t(lang, "prefold.failed_label"), state="error", expanded=True)
-            st.warning(t(lang, "prefold.failed", reason=error_message(lang, error)))
+            render.alert("warning", t(lang, "prefold.failed", reason=error_message(lang, error)))
             return
         if version is not None:
             status.update(label=t(lang, "prefold.done", first=version.folded[0] + 1, last=version.folded[1]), state="complete")

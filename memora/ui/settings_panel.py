@@ -12,8 +12,9 @@ import streamlit as st
 from memora.i18n import LANGUAGES, backend_label, t
 from memora.memory import ShortTermMemory
 from memora.settings import BACKENDS, SettingsError, build_backend
+from memora.ui import render
 from memora.ui import state as keys
-from memora.ui.state import Notice, new_memory, token_counter_for
+from memora.ui.state import Notice, guarded, new_memory, token_counter_for
 
 
 def render_language() -> None:
@@ -36,7 +37,7 @@ def render_settings(lang: str) -> None:
     locked = is_locked()
     with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
         if locked:
-            st.info(t(lang, "settings.locked"), icon=":material/lock:")
+            render.alert("info", t(lang, "settings.locked"), icon=":material/lock:")
         # Backends added to memora.settings.BACKENDS appear here without a change to the page.
         st.selectbox(
             t(lang, "settings.backend"),
@@ -49,7 +50,7 @@ def render_settings(lang: str) -> None:
         st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend, disabled=locked)
         source = state[keys.KEY_SOURCE]
         if source in ("secrets", "env"):
-            st.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
+            render.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
         elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
             st.text_input(
                 t(lang, "settings.api_key"),
@@ -60,7 +61,7 @@ def render_settings(lang: str) -> None:
                 autocomplete="off",
             )
             if source == "field":
-                st.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
+                render.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
         # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
         st.number_input(
             t(lang, "settings.max_input_tokens"), key=keys.BUDGET_INPUT, step=100, help=t(lang, "settings.limits_help"),
@@ -80,7 +81,7 @@ def _show(notice: Notice, lang: str) -> None:
     params = dict(notice.params)
     if "backend" in params:
         params["backend"] = backend_label(lang, params["backend"])
-    getattr(st, notice.level)(t(lang, notice.key, **params))
+    render.alert(notice.level, t(lang, notice.key, **params))
 
 
 def _refuse_when_locked() -> bool:
@@ -143,7 +144,7 @@ def _apply_backend() -> None:
     model = state[keys.MODEL_INPUT].strip() or memory.model
     settings = state[keys.SETTINGS].with_changes(backend=name, model=model)
     try:
-        backend = build_backend(settings)
+        backend = guarded(settings, build_backend(settings))
     except (SettingsError, ValueError) as error:
         state[keys.SETTINGS_NOTICE] = Notice("error", "settings.backend_failed", {"backend": name, "reason": str(error)})
         state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
+from memora.guard import GuardedBackend
 from memora.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from memora.memory import ShortTermMemory
 from memora.settings import Settings, SettingsError, build_backend, build_memory, build_token_counter, load_settings
@@ -45,6 +46,8 @@ PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
 TURN_OUTCOME = "turn_outcome"
+STOP_BUTTON = "stop_button"
+STOP_CLICKED = "stop_clicked"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -101,9 +104,14 @@ def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySou
 
 
 def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemory:
-    """A fresh memory for ``settings``. Raises SettingsError or ValueError when they are unusable."""
-    backend = backend if backend is not None else build_backend(settings)
+    """A fresh memory for ``settings``, its backend guarded. Raises SettingsError or ValueError when they are unusable."""
+    backend = guarded(settings, backend if backend is not None else build_backend(settings))
     return build_memory(settings, backend, token_counter_for(settings, backend))
+
+
+def guarded(settings: Settings, backend: Any) -> GuardedBackend:
+    """``backend`` behind the server-wide budget and the redaction of every key in ``settings``."""
+    return GuardedBackend(backend, secrets=(settings.api_key, settings.chat_api_key), server_ledger=settings.server_ledger)
 
 
 def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
@@ -171,6 +179,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
+        STOP_CLICKED: False,
         TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.

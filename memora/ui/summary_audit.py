@@ -14,6 +14,7 @@ import streamlit as st
 from memora.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
 from memora.i18n import t
 from memora.memory import ShortTermMemory
+from memora.ui import render
 
 VERSIONS_AUDITED = 5
 """Versions drawn with their audit, newest first; a long conversation has hundreds."""
@@ -24,32 +25,32 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
     audits = audit_summaries(memory.summary_versions, memory.history, last=shown)
     if not audits:
         return
-    st.markdown(f"**{t(lang, 'audit.title')}**")
-    st.caption(t(lang, "audit.hint"))
+    render.markdown(f"**{t(lang, 'audit.title')}**")
+    render.caption(t(lang, "audit.hint"))
     for audit in reversed(audits):
         with st.container(border=True):
-            st.caption(version_label(audit, lang))
+            render.caption(version_label(audit, lang))
             if audit.cut:
-                st.caption(":material/content_cut: " + t(lang, "audit.cut"))
+                render.caption(":material/content_cut: " + t(lang, "audit.cut"))
             if audit.clipped:
-                st.caption(":material/compress: " + t(lang, "audit.clipped", count=audit.clipped))
+                render.caption(":material/compress: " + t(lang, "audit.clipped", count=audit.clipped))
             changes, folded, text = st.tabs([t(lang, "audit.tab_changes"), t(lang, "audit.tab_folded"), t(lang, "audit.tab_text")])
             with changes:
                 if not audit.unchanged:
-                    st.markdown(diff_markdown(audit.diff))
-                st.caption(change_counts(audit, lang))
+                    render.markdown(diff_markdown(audit.diff))
+                render.caption(change_counts(audit, lang))
             with folded:
                 lines = folded_lines(audit)
                 if lines:
-                    st.markdown("\n".join(lines))
-                    st.caption(t(lang, "audit.folded_caption"))
+                    render.markdown("\n".join(lines))
+                    render.caption(t(lang, "audit.folded_caption"))
                 else:
-                    st.caption(t(lang, "audit.no_folded"))
+                    render.caption(t(lang, "audit.no_folded"))
             with text:
-                st.text(audit.text)  # no Markdown: the version exactly as the next request sent it
+                render.plain(audit.text)  # no Markdown: the version exactly as the next request sent it
     hidden = len(memory.summary_versions) - len(audits)
     if hidden:
-        st.caption(t(lang, "panel.summary_hidden", count=hidden))
+        render.caption(t(lang, "panel.summary_hidden", count=hidden))
 
 
 def version_label(audit: SummaryAudit, lang: str) -> str:

@@ -21,7 +21,15 @@ from memora.audit import escape_markdown
 from memora.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.memory import ShortTermMemory
 from memora.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
-from memora.transcript import MAX_TRANSCRIPT_BYTES, TranscriptError, dumps_transcript, parse_transcript, restore_memory
+from memora.transcript import (
+    MAX_TRANSCRIPT_BYTES,
+    TranscriptError,
+    check_caps,
+    dumps_transcript,
+    parse_transcript,
+    restore_memory,
+)
+from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.state import Notice, token_counter_for
 
@@ -62,23 +70,23 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
     """
     state = st.session_state
     if state[keys.SETTINGS].locked and not memory.backend.offline:
-        st.caption(t(lang, "probe.locked"))
+        render.caption(t(lang, "probe.locked"))
         return
     available = scenarios()
     if state[keys.PROBE_SCENARIO_INPUT] not in available:
         state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
-    st.caption(t(lang, "probe.intro"))
+    render.caption(t(lang, "probe.intro"))
     st.selectbox(t(lang, "probe.scenario"), options=list(available), format_func=lambda i: available[i].title, key=keys.PROBE_SCENARIO_INPUT)
     scenario = available[state[keys.PROBE_SCENARIO_INPUT]]
     total = probe_turns(scenario)
-    st.caption(t(lang, "probe.requests", turns=total, backend=backend_label(lang, state[keys.BACKEND_NAME])))
+    render.caption(t(lang, "probe.requests", turns=total, backend=backend_label(lang, state[keys.BACKEND_NAME])))
     if st.button(t(lang, "probe.run"), icon=":material/play_arrow:"):
         state[keys.PROBE_RESULT] = run_with_progress(scenario, memory, lang, total)
     result = state[keys.PROBE_RESULT]
     if isinstance(result, ProbeReport):
         render_report(result, lang)
     elif isinstance(result, Exception):
-        st.error(t(lang, "probe.failed", reason=error_message(lang, result)))
+        render.alert("error", t(lang, "probe.failed", reason=error_message(lang, result)))
 
 
 def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, total: int) -> ProbeReport | Exception:
@@ -115,7 +123,7 @@ def probe_frame(report: ProbeReport, lang: str) -> pd.DataFrame:
 
 
 def render_report(report: ProbeReport, lang: str) -> None:
-    st.markdown(
+    render.markdown(
         t(
             lang, "probe.header",
             title=escape_markdown(report.scenario_title),
@@ -125,16 +133,16 @@ def render_report(report: ProbeReport, lang: str) -> None:
         )
     )
     if report.offline:
-        st.info(t(lang, "probe.offline_note"), icon=":material/cloud_off:")
+        render.alert("info", t(lang, "probe.offline_note"), icon=":material/cloud_off:")
     if not report.conclusive:
-        st.warning(t(lang, "probe.inconclusive"))
+        render.alert("warning", t(lang, "probe.inconclusive"))
     summary_recall, answer_recall = st.columns(2)
     summary_recall.metric(t(lang, "probe.recall_summary"), f"{report.summary_recall:.0%}")
     answer_recall.metric(t(lang, "probe.recall_answer"), f"{report.answer_recall:.0%}")
     st.dataframe(probe_frame(report, lang), hide_index=True)
-    st.caption(t(lang, "probe.legend"))
-    st.markdown(f"**{t(lang, 'probe.final_summary')}**")
-    st.code(report.summary or t(lang, "cmd.empty"), language=None, wrap_lines=True)
+    render.caption(t(lang, "probe.legend"))
+    render.markdown(f"**{t(lang, 'probe.final_summary')}**")
+    render.code(report.summary or t(lang, "cmd.empty"), language=None, wrap_lines=True)
 
 
 # -- export and import --------------------------------------------------------
@@ -157,15 +165,19 @@ def render_transcript(memory: ShortTermMemory, lang: str) -> None:
     st.button(t(lang, "transcript.import_button"), on_click=import_uploaded, icon=":material/upload_file:")
     notice: Notice | None = st.session_state[keys.IMPORT_NOTICE]
     if notice is not None:
-        getattr(st, notice.level)(t(lang, notice.key, **import_notice_params(notice, lang)))
+        render.alert(notice.level, t(lang, notice.key, **import_notice_params(notice, lang)))
 
 
 def import_uploaded() -> None:
     """The import button's callback: a new memory from the uploaded file, or a notice saying why not.
 
     The new memory continues on the session's backend, model, token counter and
-    session limits, with the transcript's history, summary versions, ledger and
-    memory limits. Nothing in the session changes unless the whole file is valid.
+    session limits, with the transcript's history, summary versions and ledger.
+    Unlocked, it takes the file's budget and window; on a locked page
+    (MEMORA_LOCK_SETTINGS) it keeps the server's, and the file brings only the
+    conversation. The file must also fit the session's caps (``check_caps``).
+    Nothing in the session changes unless the whole file is valid, and the
+    import itself sends no request: the prefold waits for the next reply.
     """
     state = st.session_state
     uploaded = state.get(keys.IMPORT_INPUT)
@@ -174,10 +186,13 @@ def import_uploaded() -> None:
         return
     old: ShortTermMemory = state[keys.MEMORY]
     try:
+        transcript = parse_transcript(uploaded.getvalue())
+        check_caps(transcript, old.limits, old.max_summary_tokens)
         memory = restore_memory(
-            parse_transcript(uploaded.getvalue()),
+            transcript,
             old.backend,
             model=old.model,
+            settings_from=old if state[keys.SETTINGS].locked else None,
             token_counter=token_counter_for(state[keys.SETTINGS], old.backend),
             limits=old.limits,
         )
@@ -192,7 +207,8 @@ def import_uploaded() -> None:
     state[keys.RESTORE_TEXT] = None
     state[keys.COMMAND] = None
     state[keys.NOTICE] = None
-    state[keys.PREFOLD_AT] = None
+    # As if the prefold had already run for this history: an import alone must send no request.
+    state[keys.PREFOLD_AT] = len(memory.history)
     state[keys.IMPORT_NOTICE] = Notice(
         "success", "transcript.imported", {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.summary_versions)}
     )

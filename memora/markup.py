@@ -1,0 +1,28 @@
+"""Markdown that draws text and links but never makes the browser fetch anything; pure, no Streamlit.
+
+Streamlit renders Markdown with raw HTML escaped (no ``<img>``, ``<script>``,
+``javascript:``), so the one way left for a message, a reply or a summary to
+make every reader's browser load a URL is an image: ``![alt](url)`` or the
+reference form ``![alt][ref]`` with ``[ref]: url`` anywhere in the text.
+Both need a ``!`` directly before a ``[`` that the parser reads as a bracket.
+"""
+
+from __future__ import annotations
+
+import re
+
+_IMAGE_OPENER = re.compile(r"!\[")
+
+
+def inert_markdown(text: str) -> str:
+    """``text`` with every image turned into plain text: ``![x](url)`` shows as ``![x](url)``.
+
+    Escaping the bracket after each ``!`` (``!\\[``) leaves no image opener, in
+    any form (inline, reference, collapsed, shortcut, nested in a link); the
+    bracket pair no longer makes a link either, so the URL shows as text.
+    Plain links and autolinks stay clickable: a click is a reader's choice,
+    never an automatic fetch. Inside code spans and blocks the backslash shows,
+    a small price for a rule with no exceptions; HTML entities such as
+    ``&#33;`` decode to literal text and can never open an image.
+    """
+    return _IMAGE_OPENER.sub(r"!\\[", text)

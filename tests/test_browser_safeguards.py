@@ -1,0 +1,110 @@
+"""Issue 13 in a real browser: a real Stop mid-reply, and hostile Markdown that must fetch nothing.
+
+Debian's Chromium through Playwright, against `streamlit run` talking to a
+local Responses server (tests/servers.py) through the real SDK. Skipped
+without Chromium, failed instead when CI is set (see tests/test_browser.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.processes import ROOT, streamlit_run
+from tests.servers import ResponsesServer, drip
+from tests.test_browser import _require_browser, _wait_idle, chromium
+
+KEY = "sk-test-browser-4f1a9c22d7"
+
+
+@pytest.fixture
+def model() -> Iterator[ResponsesServer]:
+    deltas = tuple(f"word{n} " for n in range(60))
+    with ResponsesServer(deltas=deltas) as server:
+        yield server
+
+
+def page_env(model: ResponsesServer, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMORA_"))}
+    env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=model.url, MEMORA_MAX_RETRIES="0", **extra)
+    return env
+
+
+def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(model: ResponsesServer) -> None:
+    _require_browser()
+    model.queue_for("reply", drip(0.4))  # 60 events, 0.4 s apart: the reply is in flight for about 25 s
+    with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-stop.log") as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        box = page.get_by_test_id("stChatInputTextArea")
+        box.wait_for()
+        box.fill("Tell me a very long story.")
+        box.press("Enter")
+        page.get_by_text("word2").wait_for()
+        stop = page.get_by_role("button", name="Stop")
+        assert stop.is_visible()
+        stop.click()
+        page.get_by_text("Stopped. The reply was not kept").wait_for()
+        _wait_idle(page)
+        assert box.input_value() == "Tell me a very long story."
+        assert page.get_by_test_id("stChatMessage").count() == 0, "neither the stopped message nor a partial reply"
+        assert page.get_by_role("button", name="Stop").count() == 0
+        assert [model.kind_of(r) for r in model.requests] == ["reply"]
+        assert page.get_by_text("word59").count() == 0, "the reply was really cut off"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    hits: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        type(self).hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002
+        pass
+
+
+def test_hostile_markdown_everywhere_fetches_nothing_in_chromium(tmp_path) -> None:
+    _require_browser()
+    recorder = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=recorder.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{recorder.server_address[1]}"
+    hostile = (
+        f"![a]({base}/inline.png?data=secret) ![b][r] <img src=\"{base}/html.png\"> <{base}/autolink>"
+        f"\n\n[r]: {base}/reference.png"
+    )
+    try:
+        with ResponsesServer(deltas=("Reply ", "!", f"[c]({base}/split.png) ", hostile), summary_text="Summary " + hostile) as model:
+            env = page_env(model, MEMORA_MAX_RECENT_TURNS="0")
+            with streamlit_run(env, ROOT / "test-output" / "streamlit-hostile.log") as url, chromium() as browser:
+                page = browser.new_page(viewport={"width": 1400, "height": 2400})
+                page.set_default_timeout(30_000)
+                page.goto(url)
+                box = page.get_by_test_id("stChatInputTextArea")
+                for n in range(2):
+                    box.fill(f"Message {n} {hostile}")
+                    box.press("Enter")
+                    page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * (n + 1))
+                    _wait_idle(page)
+                box.fill(f"/![x]({base}/command.png)")
+                box.press("Enter")
+                _wait_idle(page)
+                sidebar = page.get_by_test_id("stSidebar")
+                sidebar.locator("summary").filter(has_text="Conversation summary").click()
+                _wait_idle(page)
+                page.get_by_text("Summary").first.wait_for()
+                assert page.get_by_text(f"{base}/inline.png", exact=False).count() >= 1, "the hostile text is drawn, as text"
+                assert page.locator("img[src*='127.0.0.1']").count() == 0
+                page.wait_for_timeout(1000)  # an image request, if any, has long been sent by now
+    finally:
+        recorder.shutdown()
+        recorder.server_close()
+    assert _Recorder.hits == []
