@@ -1,0 +1,274 @@
+"""Memora against a real llama.cpp server (llama-cpp-python, SmolLM2-135M-Instruct).
+
+Fakes agree with our own assumptions; this server does not. It counts with its
+own tokenizer, renders each request through a chat template that may drop
+messages, and stops at its context window. Each test asserts on the plumbing,
+never on the prose: a 135M-parameter model's answers are poor, as expected.
+
+Servers run with ``--chat_format chatml`` (one of the 16 formats that keep only
+the first system message) and with the model's own template.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import openai
+import pytest
+
+from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
+from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.messages import Message
+from memora.prompts import SUMMARY_PREAMBLE
+from memora.tokens import LocalTokenCounter
+from tests.llama_server import N_CTX, LlamaServer, llama_server
+from tests.processes import ROOT
+
+LOG = ROOT / "test-output" / "llama-server.log"
+
+SENTENCES = (
+    "My name is Ana and I work as a nurse in a busy hospital in Lisbon.",
+    "I want to practise English for a conference in London next spring.",
+    "Yesterday I tried to explain a patient's medicine to a tourist and I forgot many words.",
+    "Could you help me with the difference between 'since' and 'for' in the present perfect?",
+    "I usually study for twenty minutes on the train before my shift starts.",
+    "My level is B1, but my listening is weaker than my reading.",
+    "Last week I watched a British series without subtitles and understood about half of it.",
+    "Please correct my mistakes gently and give me one short example each time.",
+)
+
+
+def message(turn: int, sentences: int) -> str:
+    """A user message of ``sentences`` sentences, different for each turn."""
+    return " ".join(SENTENCES[(turn + i) % len(SENTENCES)] for i in range(sentences))
+
+
+@dataclass
+class Recorder:
+    """The real backend, with a record of every request it was sent and every completion it returned."""
+
+    inner: ChatCompletionsBackend
+    replies: list[ReplyRequest] = field(default_factory=list)
+    summaries: list[tuple[SummaryRequest, Completion]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    @property
+    def offline(self) -> bool:
+        return False
+
+    @property
+    def profile(self):
+        return self.inner.profile
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        self.replies.append(request)
+        return self.inner.stream_reply(request)
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        completion = self.inner.summarize(request)
+        self.summaries.append((request, completion))
+        return completion
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LlamaServer]:
+    """The server with ``chatml``, the format that drops every system message after the first."""
+    with llama_server("chatml", LOG) as running:
+        yield running
+
+
+@pytest.fixture(params=["chatml", None], ids=["chatml", "model-template"])
+def any_template(request, server) -> Iterator[LlamaServer]:
+    """The chatml server, then one with the model's own template."""
+    if request.param == "chatml":
+        yield server
+        return
+    with llama_server(request.param, LOG) as running:
+        yield running
+
+
+def backend_for(server: LlamaServer) -> Recorder:
+    client = openai.OpenAI(base_url=server.url, api_key=NO_KEY, max_retries=0, timeout=300)
+    return Recorder(ChatCompletionsBackend(client))
+
+
+def chat(memory: ShortTermMemory, text: str) -> str:
+    with memory.turn(text) as turn:
+        return turn.run()
+
+
+def wire(request: ReplyRequest) -> list[dict[str, str]]:
+    """The messages exactly as the chat backend sends them."""
+    return chat_messages(request.instructions, request.messages)
+
+
+def test_the_summary_reaches_the_model_through_the_servers_chat_template(any_template):
+    server = any_template
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_recent_turns=1, max_reply_tokens=48, context_window=N_CTX)
+    for turn in range(4):
+        chat(memory, message(turn, 1))
+    assert memory.summary, "two pairs left the one-turn window, so there is a summary"
+
+    sent = wire(recorder.replies[-1])
+    # What the server rendered, with the summary and with the summary's text taken out again:
+    # the difference is what the summary added to the prompt the model saw.
+    without = [dict(m, content=m["content"].replace(SUMMARY_PREAMBLE + memory.summary, "")) for m in sent]
+    assert without != sent
+    added = server.prompt_tokens(sent) - server.prompt_tokens(without)
+    assert added >= server.count(SUMMARY_PREAMBLE + memory.summary) - 2
+    assert [m["role"] for m in sent].count("system") == 1
+
+    # The context panel and /context show the wire's roles: one system message with both.
+    assert memory.last_prepared is not None
+    assert memory.last_prepared.sources[0] == "instructions_summary"
+    assert memory.last_context[0].role == "system" and memory.summary in memory.last_context[0].content
+
+
+def test_a_runaway_reply_in_the_history_does_not_lock_the_conversation(server):
+    """A 2,981-token reply, as the article's loop recorded one, then five more turns."""
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_reply_tokens=64, context_window=N_CTX)
+    memory.add_user_message("Tell me a story.")
+    runaway = " ".join(f"and then the cat walked {i} steps" for i in range(430))
+    memory.finish_turn(runaway, [], response_tokens=2981)
+    assert server.count(runaway) > N_CTX
+
+    for turn in range(5):
+        chat(memory, message(turn, 1))
+
+    assert len(memory.history) == 12 and memory.summarized_message_count >= 2
+    assert any(version.clipped for version in memory.summary_versions)
+    # Every summary request fit the server's context: its rendered prompt plus its output cap.
+    for request, completion in recorder.summaries:
+        prompt = server.prompt_tokens(chat_messages(request.instructions, [Message("user", request.input_text)]))
+        assert prompt + request.max_output_tokens <= N_CTX
+        assert completion.text
+
+
+def test_a_long_reply_stops_at_the_cap_is_kept_and_marked_cut(server):
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_reply_tokens=40, context_window=N_CTX)
+    reply = chat(memory, "Write a very long essay of 3000 words about travelling in London.")
+
+    stats = memory.turn_stats[1]
+    assert reply and memory.history[1].content == reply
+    assert stats.cut and memory.ledger[-1].cut
+    assert recorder.replies[0].max_output_tokens == 40
+    for turn in range(3):
+        chat(memory, message(turn, 1))
+    assert len(memory.history) == 8
+
+
+def test_a_message_that_fits_only_by_the_local_count_is_refused_before_the_server_counts_it_over(server):
+    budget = 700
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
+    instructions = LocalTokenCounter().count("", memory.system_prompt, [Message("user", "")])
+    words = iter(" ".join(SENTENCES * 20).split())
+    text = ""
+    while instructions + LocalTokenCounter().count("", "", [Message("user", text + " x")]) <= budget - 5:
+        text = f"{text} {next(words)}".strip()
+    sent = [{"role": "system", "content": memory.system_prompt}, {"role": "user", "content": text}]
+    assert LocalTokenCounter().count("", "", [Message(**m) for m in sent]) <= budget < server.prompt_tokens(sent)
+
+    with pytest.raises(ContextBudgetError) as refused:
+        chat(memory, text)
+    assert refused.value.max_input_tokens == budget and refused.value.input_tokens > budget
+    assert recorder.replies == [] and memory.history == []
+
+
+def test_every_reply_request_fits_the_budget_by_the_servers_own_count(server):
+    budget = 700
+    recorder = backend_for(server)
+    memory = ShortTermMemory(
+        recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX
+    )
+    for turn in range(6):
+        chat(memory, message(turn, 4))
+
+    local = LocalTokenCounter()
+    counted = [local.count("", r.instructions, r.messages) for r in recorder.replies]
+    by_server = [server.prompt_tokens(wire(r)) for r in recorder.replies]
+    assert max(by_server) <= budget, list(zip(counted, by_server))
+    # Not vacuous: the fullest request used most of the budget. The margin and the room
+    # reserved for a full-length summary keep it from the very top.
+    assert max(by_server) > budget * 0.6
+    # The calibration learned the server's tokenizer from its summary responses.
+    assert memory.calibration.reports >= 1 and memory.calibration.observed is not None
+    assert memory.calibration.observed > 1.0
+
+
+def test_a_summary_cut_at_its_cap_is_trimmed_to_whole_sentences_and_marked(server):
+    recorder = backend_for(server)
+    memory = ShortTermMemory(
+        recorder, model="smollm2", max_recent_turns=1, max_summary_tokens=24, max_reply_tokens=32, context_window=N_CTX
+    )
+    for turn in range(5):
+        chat(memory, message(turn, 2))
+
+    cut = [(request, completion) for request, completion in recorder.summaries if completion.cut]
+    assert cut, "a 24-token cap cuts a small model's summaries"
+    versions = {v.text: v for v in memory.summary_versions}
+    from memora.memory import whole_sentences
+
+    for request, completion in cut:
+        stored = whole_sentences(completion.text.strip())
+        assert stored in versions and versions[stored].cut
+        assert stored.endswith(("…", ".", "!", "?")) or "\n" in completion.text
+    assert sum(record.cut for record in memory.ledger if record.kind == "summary") == len(cut)
+
+
+def test_the_repl_streams_and_folds_through_the_real_server(server):
+    environ = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(ROOT / "test-output"),
+        "MEMORA_BACKEND": "chat",
+        "MEMORA_BASE_URL": server.url,
+        "MEMORA_MODEL": "smollm2",
+        "MEMORA_MAX_RECENT_TURNS": "1",
+        "MEMORA_MAX_REPLY_TOKENS": "32",
+        "MEMORA_CONTEXT_WINDOW": str(N_CTX),
+    }
+    lines = [message(turn, 1) for turn in range(4)] + ["status", "exit"]
+    done = subprocess.run(
+        [sys.executable, "-m", "memora"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+        cwd=ROOT, env=environ, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Request failed" not in done.stdout
+    assert done.stdout.count("Memora: ") == 4
+    assert "Summary available: True" in done.stdout
+
+
+def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name, value in {
+        "MEMORA_BACKEND": "chat",
+        "MEMORA_BASE_URL": server.url,
+        "MEMORA_MODEL": "smollm2",
+        "MEMORA_MAX_RECENT_TURNS": "1",
+        "MEMORA_MAX_REPLY_TOKENS": "32",
+        "MEMORA_CONTEXT_WINDOW": str(N_CTX),
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=300).run()
+    for turn in range(3):
+        at.chat_input[0].set_value(message(turn, 1)).run()
+        assert not at.exception, at.exception
+    memory = at.session_state["memory"]
+    assert len(memory.history) == 6 and memory.summary
+    assert memory.last_prepared.sources[0] == "instructions_summary"
