@@ -791,13 +791,14 @@ class Turn:
         )
 
 
-_SENTENCE_END = re.compile(r"[.!?。！？](?:[\"'”’)\]]*)(?=\s|$)|\n")
+# Latin ends need a space after them ("3.5" is no end); CJK text has none between sentences.
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|$)|[。！？][」』”’）]*|\n")
 
 
 def whole_sentences(text: str) -> str:
     """``text`` up to its last whole sentence, for a summary the model did not finish.
 
-    A sentence ends at ``.``, ``!``, ``?`` (or their CJK forms) before a space, or
+    A sentence ends at ``.``, ``!`` or ``?`` before a space, at their CJK forms, or
     at a line break. Without any such end, it keeps the whole words and adds
     ``…``, so a cut summary is never empty while it had words.
     """
