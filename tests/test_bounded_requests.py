@@ -249,7 +249,7 @@ def test_calibration_values():
 
 def test_a_message_too_big_by_the_servers_count_is_refused_with_the_servers_figure():
     memory = ShortTermMemory(ScriptedBackend(profile=CHAT_SERVER_PROFILE), max_input_tokens=1000)
-    text = "word " * 760  # under 1,000 local tokens with the instructions, over them at a 25% margin
+    text = "word " * 760  # under 1,000 local tokens with the instructions, over them at the unknown-tokenizer margin
     with pytest.raises(ContextBudgetError) as refused:
         memory.check_new_message(text)
     assert refused.value.input_tokens > 1000 and refused.value.max_input_tokens == 1000
