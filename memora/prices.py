@@ -23,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from memora.usage import UsageRecord, ledger_frame
+from memora.ui.frames import ledger_frame
+from memora.usage import UsageRecord
 
 PRICES_CHECKED = "2026-12-02"
 PRICES_NOTE = (

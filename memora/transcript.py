@@ -32,7 +32,7 @@ ledger_over_cap, summary_over_cap.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -56,7 +56,7 @@ MAX_NAME_CHARS = 200
 HISTORY_ROLES = ("user", "assistant")
 CONTEXT_ROLES = ("developer", "system", "user", "assistant")
 # Flags added after version 1 was published: optional, so older version 1 files still read.
-_RECORD_FLAGS = ("cut", "implausible", "input_budget")
+_RECORD_FLAGS = ("cut", "implausible", "input_budget", "context_messages", "newly_summarized", "summary_tokens")
 _STATS_FLAGS = ("cut", "over_budget", "implausible")
 _VERSION_FLAGS = ("cut", "clipped")
 _RECORD_FIELDS = tuple(f.name for f in fields(UsageRecord) if f.name not in _RECORD_FLAGS)
@@ -217,11 +217,7 @@ def restore_memory(
         )
     except ValueError as problem:
         raise TranscriptError("bad_settings", f"the transcript's settings do not fit here: {problem}", "settings") from None
-    memory.history = list(transcript.history)
-    memory.summary_versions = list(transcript.summary_versions)
-    memory.ledger = list(transcript.ledger)
-    memory.turn_stats = dict(transcript.turn_stats)
-    memory.last_context = list(transcript.last_context)
+    memory.restore(transcript.history, transcript.summary_versions, with_turn_stats(transcript), transcript.last_context)
     return memory
 
 
@@ -260,6 +256,26 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
 def import_transcript(raw: bytes | str, client: Any, *, max_bytes: int = MAX_TRANSCRIPT_BYTES, **options: Any) -> ShortTermMemory:
     """``parse_transcript`` then ``restore_memory``."""
     return restore_memory(parse_transcript(raw, max_bytes=max_bytes), client, **options)
+
+
+def with_turn_stats(transcript: Transcript) -> tuple[UsageRecord, ...]:
+    """The ledger, each reply record completed with its turn's stats where the record lacks them.
+
+    Per-turn figures now live in the reply's record; transcripts written before
+    that carry them in ``turn_stats`` instead.
+    """
+    stats = {s.turn: s for _, s in transcript.turn_stats}
+    return tuple(
+        replace(
+            record,
+            context_messages=stats[record.turn].context_messages,
+            newly_summarized=stats[record.turn].newly_summarized_count,
+            summary_tokens=stats[record.turn].summary_token_usage,
+        )
+        if record.kind == "reply" and record.context_messages is None and record.turn in stats
+        else record
+        for record in transcript.ledger
+    )
 
 
 # -- checks -------------------------------------------------------------------
@@ -355,6 +371,10 @@ def _record(value: Any, path: str, history_length: int) -> UsageRecord:
         cut=strict.boolean(r.get("cut", False), f"{path}.cut", E),
         implausible=strict.boolean(r.get("implausible", False), f"{path}.implausible", E),
         input_budget=strict.optional_integer(r.get("input_budget"), f"{path}.input_budget", E),
+        **{
+            name: strict.optional_integer(r.get(name), f"{path}.{name}", E, 0, MAX_MESSAGES * 1000)
+            for name in ("context_messages", "newly_summarized", "summary_tokens")
+        },
     )
 
 

@@ -1,12 +1,9 @@
-"""The usage ledger: one frozen record per model request, and its pandas frame."""
+"""The usage ledger: one frozen record per model request. Its pandas frames are ``memora.ui.frames``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
-
-import pandas as pd
 
 from memora.calibration import implausible
 
@@ -45,7 +42,10 @@ class UsageRecord:
     ``cut`` is True when the server stopped the output at its cap. ``implausible``
     is True when the server reported fewer input tokens than the request's text
     can cost (``memora.calibration.implausible``): that figure is no bill.
-    ``input_budget`` is the budget the request was planned for.
+    ``input_budget`` is the budget the request was planned for. For a reply,
+    ``context_messages``, ``newly_summarized`` and ``summary_tokens`` are the
+    turn's figures: messages sent, messages folded and summary tokens spent
+    while preparing it; ``TurnStats`` is derived from them, not stored apart.
     """
 
     turn: int
@@ -63,6 +63,9 @@ class UsageRecord:
     cut: bool = False
     implausible: bool = False
     input_budget: int | None = None
+    context_messages: int | None = None
+    newly_summarized: int | None = None
+    summary_tokens: int | None = None
 
     @property
     def billed(self) -> bool:
@@ -87,6 +90,9 @@ class UsageRecord:
         full_history_tokens: int | None = None,
         cut: bool = False,
         input_budget: int | None = None,
+        context_messages: int | None = None,
+        newly_summarized: int | None = None,
+        summary_tokens: int | None = None,
     ) -> UsageRecord:
         """A record of a request whose server reported ``usage``; implausible input is flagged."""
 
@@ -106,40 +112,16 @@ class UsageRecord:
             cut=cut,
             implausible=not usage.estimated and implausible(counted_input_tokens, usage.input_tokens),
             input_budget=input_budget,
+            context_messages=context_messages,
+            newly_summarized=newly_summarized,
+            summary_tokens=summary_tokens,
         )
 
 
-LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
+class Ledger(list[UsageRecord]):
+    """Every model request of one conversation, in order. Its ``total`` is a plain sum."""
 
-
-def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
-    """The ledger as a DataFrame, one row per request, in request order.
-
-    An empty ledger gives an empty frame that still has every column.
-    """
-    return pd.DataFrame([asdict(r) for r in records], columns=LEDGER_COLUMNS)
-
-
-def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
-    """Tokens per user turn, for the usage chart.
-
-    Columns: ``reply_input``, ``reply_output``, ``summary`` (all tokens the
-    summary requests of that turn spent) and ``full_history`` (what the reply
-    would have sent with the whole history), indexed by ``turn``. Turns with no
-    reply (a failed request) keep their summary spend and show 0 for the reply.
-    """
-    frame = ledger_frame(records)
-    columns = ["reply_input", "reply_output", "summary", "full_history"]
-    if frame.empty:
-        return pd.DataFrame(columns=columns, index=pd.Index([], name="turn"), dtype="int64")
-    replies = frame[frame.kind == "reply"].groupby("turn")
-    summaries = frame[frame.kind == "summary"].groupby("turn")
-    per_turn = pd.DataFrame(
-        {
-            "reply_input": replies.input_tokens.sum(),
-            "reply_output": replies.output_tokens.sum(),
-            "summary": summaries.total_tokens.sum(),
-            "full_history": replies.full_history_tokens.sum(),
-        }
-    )
-    return per_turn.fillna(0).astype("int64").rename_axis("turn")
+    @property
+    def total(self) -> int:
+        """Every token of every request: input plus output, as billed or counted."""
+        return sum(record.total_tokens for record in self)

@@ -12,7 +12,7 @@ from memora.backends.base import BackendError
 from memora.i18n import CATALOG, LANGUAGES, backend_label, error_message, t
 from memora.memory import ContextBudgetError, SummaryError
 from memora.settings import BACKENDS
-from memora.usage import LEDGER_COLUMNS
+from memora.ui.frames import LEDGER_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from memora.memory import ShortTermMemory
 from memora.tokens import ApiTokenCounter
 from memora.transcript import dumps_transcript, import_transcript
 from memora.ui import state as keys
-from memora.usage import ledger_frame
+from memora.ui.frames import ledger_frame
 from tests.fakes import ScriptedBackend
 from tests.servers import ResponsesServer, closed_port, status
 from tests.test_app import APP, ENV_NAMES, assert_alternating, new_app, send, texts

@@ -1,7 +1,7 @@
 """The ledger's frames: one row per request, and tokens per turn for the chart."""
 
 from memora import ShortTermMemory
-from memora.usage import LEDGER_COLUMNS, ledger_frame, usage_per_turn
+from memora.ui.frames import LEDGER_COLUMNS, ledger_frame, usage_per_turn
 from tests.test_memory import chat
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from memora.i18n import t
-from memora.usage import UsageRecord, usage_per_turn
+from memora.ui.frames import usage_per_turn
+from memora.usage import UsageRecord
 
 BAR_SERIES = ("reply_input", "reply_output", "summary")
 LINE_SERIES = ("full_history", "budget")

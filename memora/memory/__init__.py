@@ -1,0 +1,33 @@
+"""The short-term memory: the article's ``ShortTermMemory`` and the pieces it is made of.
+
+Read in this order: ``planner`` (the budget rule, pure functions of token
+counts), ``core`` (``ShortTermMemory``: history, summary, ledger, the article's
+API), ``summarizer`` (one bounded summary request), ``turn`` (a transactional
+turn), ``values`` (limits, errors and frozen values).
+"""
+
+from memora.memory.core import ShortTermMemory
+from memora.memory.planner import Plan, fold_pieces, plan_context
+from memora.memory.summarizer import whole_sentences
+from memora.memory.turn import Turn
+from memora.memory.values import (
+    DEFAULT_MODEL,
+    MAX_INPUT_TOKENS,
+    MAX_RECENT_TURNS,
+    MAX_REPLY_TOKENS,
+    MAX_SUMMARY_TOKENS,
+    MIN_FOLD_ROOM,
+    MIN_MESSAGE_ROOM,
+    ContextBudgetError,
+    PreparedContext,
+    Source,
+    SummaryError,
+    SummaryVersion,
+    TurnStats,
+)
+
+__all__ = [
+    "DEFAULT_MODEL", "MAX_INPUT_TOKENS", "MAX_RECENT_TURNS", "MAX_REPLY_TOKENS", "MAX_SUMMARY_TOKENS", "MIN_FOLD_ROOM",
+    "MIN_MESSAGE_ROOM", "ContextBudgetError", "Plan", "PreparedContext", "ShortTermMemory", "Source", "SummaryError",
+    "SummaryVersion", "Turn", "TurnStats", "fold_pieces", "plan_context", "whole_sentences",
+]

@@ -1,0 +1,397 @@
+"""ShortTermMemory: one conversation's history, summary and ledger, and what each request sends.
+
+The article's Memora v0.7 API is kept name for name, so its main loop runs
+against this class unchanged. The budget rule itself is ``planner.plan_context``;
+summary requests are ``summarizer.Summarizer``; a transactional turn is ``turn.Turn``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from memora.backends import Backend, as_backend
+from memora.calibration import Calibration
+from memora.limits import SessionLimits
+from memora.memory.planner import Plan, fold_pieces, plan_context
+from memora.memory.summarizer import Summarizer, check_summary
+from memora.memory.turn import Turn
+from memora.memory.values import (
+    DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, MAX_SUMMARY_TOKENS, MIN_FOLD_ROOM,
+    MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion, TurnStats,
+)
+from memora.messages import Message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TokenCounter, count_message
+from memora.usage import Ledger, Usage, UsageRecord
+
+
+class ShortTermMemory:
+    """The short-term memory of one conversation.
+
+    ``history`` holds every message in full, as user/assistant pairs, possibly
+    followed by one pending user message. ``history[:summarized_message_count]``
+    is folded into ``summary``; the other completed pairs form the recent window.
+    ``client`` is a memora backend or an ``openai.OpenAI`` client. Budgets are
+    the server's tokens; plans use local o200k_base counts against
+    ``local_budget()``, which ``calibration`` learns from what the server reports.
+    ``fold_batch_turns`` lets the window grow that many pairs before folding;
+    ``max_reply_tokens`` caps each reply (None: no cap); ``context_window`` is the
+    server's context size, when known; ``limits`` are the session's caps.
+    ``lock`` guards the memory against two script threads of one session.
+    """
+
+    def __init__(
+        self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
+        summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
+        max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
+        max_summary_tokens: int = MAX_SUMMARY_TOKENS, fold_batch_turns: int = 0, limits: SessionLimits | None = None,
+        max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
+    ) -> None:
+        if fold_batch_turns < 0:
+            raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
+        self.switch_backend(as_backend(client), model, token_counter)
+        self.client = client
+        self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
+        self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
+        self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
+        self.limits = limits or SessionLimits()
+        self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
+        self.lock = threading.RLock()
+        self.restore()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if name != "lock"}  # a lock cannot be copied
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state, lock=threading.RLock())
+
+    def restore(
+        self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (),
+        ledger: Sequence[UsageRecord] = (), last_context: Sequence[Message] = (),
+    ) -> None:
+        """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
+        self.history, self.summary_versions = list(history), list(summary_versions)
+        # Kept as the history changes (only through this class), so a turn never recounts it all.
+        self._history_tokens = sum(count_message(m.role, m.content) for m in self.history)
+        self.ledger, self.last_context = Ledger(ledger), list(last_context)
+        self.last_prepared: PreparedContext | None = None
+        self.last_plan: Plan | None = None
+
+    def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None) -> None:
+        """Changes the budget or the window, from the next request.
+
+        Raises ValueError, changing nothing, for a window below 0, a budget below
+        ``minimum_budget()``, or a budget that with the largest output overflows ``context_window``.
+        """
+        budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
+        recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
+        if recent < 0:
+            raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
+        if budget < (floor := self.minimum_budget()):
+            raise ValueError(f"max_input_tokens must be at least {floor}: the instructions and a full summary "
+                             f"({self.max_summary_tokens} tokens) already need that much, before any message.")
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
+        if self.context_window is not None and budget + output > self.context_window:
+            raise ValueError(f"max_input_tokens ({budget}) plus the largest output ({output}) must fit the server's "
+                             f"context window of {self.context_window} tokens.")
+        self.max_input_tokens, self.max_recent_turns = budget, recent
+
+    def minimum_budget(self) -> int:
+        """The smallest budget (server tokens) for a reply (instructions, a full summary, a short message) and a summary request."""
+        reply = self._fixed_tokens() + self._full_summary_tokens() + MIN_MESSAGE_ROOM
+        return self.calibration.server_estimate(max(reply, self._summarizer().overhead() + MIN_FOLD_ROOM))
+
+    def local_budget(self) -> int:
+        """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
+        return self.calibration.local_budget(self.max_input_tokens)
+
+    def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
+        """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
+        self.backend, self.client, self.model = backend, backend, model
+        self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
+        self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
+
+    # -- the article's API ----------------------------------------------------
+
+    @property
+    def summary(self) -> str:
+        return self.summary_versions[-1].text if self.summary_versions else ""
+
+    @property
+    def summarized_message_count(self) -> int:
+        return self.summary_versions[-1].summarized_message_count if self.summary_versions else 0
+
+    @property
+    def session_total_tokens(self) -> int:
+        return self.ledger.total
+
+    def add_user_message(self, content: str) -> None:
+        """Appends a user message. Raises ValueError if a user message is already pending."""
+        if self.has_pending_turn:
+            raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
+        self._append(Message("user", content))
+        self.last_prepared = None  # belongs to the previous turn
+
+    def rollback_last_user_message(self) -> None:
+        """Removes the pending user message, if there is one."""
+        if self.has_pending_turn:
+            message = self.history.pop()
+            self._history_tokens -= count_message(message.role, message.content)
+
+    def format_messages(self, messages: Sequence[Message]) -> str:
+        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
+
+    def count_input_tokens(self, messages: Sequence[Message]) -> int:
+        """The request's instructions plus ``messages``, by this memory's token counter."""
+        return self.token_counter.count(self.model, self.request_instructions(), messages)
+
+    def update_summary(self, new_messages: Sequence[Message]) -> int:
+        """Merges ``new_messages`` into the summary without moving the pointer; returns the request's tokens."""
+        pointer = self.summarized_message_count
+        return self._fold(tuple(new_messages), (pointer, pointer)).tokens
+
+    def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
+        """Summary, window and message in the wire's roles: on servers that keep one system message
+        (``ServerProfile``), instructions and summary lead as that message; elsewhere the summary is
+        the article's ``developer`` message and the instructions go apart."""
+        if not self.backend.profile.single_system_message:
+            lead = [Message("developer", SUMMARY_PREAMBLE + self.summary)] if self.summary else []
+        else:
+            parts = [self.system_prompt.rstrip(), SUMMARY_PREAMBLE + self.summary] if self.summary else [self.system_prompt]
+            lead = [Message("system", system)] if (system := "\n\n".join(p for p in parts if p)) else []
+        return [*lead, *recent_messages, current_user_message]
+
+    def request_instructions(self) -> str:
+        """A reply request's instructions: empty when they lead the context as its system message."""
+        return "" if self.backend.profile.single_system_message else self.system_prompt
+
+    def prepare_context(self) -> dict[str, Any]:
+        return self.prepare().as_dict()
+
+    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *,
+                    usage: Usage | None = None, latency_s: float = 0.0, cut: bool = False) -> TurnStats:
+        """Completes the pending turn with ``assistant_reply``; records the request; returns its stats.
+
+        Without ``usage`` the ledger has only ``response_tokens`` as the total. ``cut``: the reply
+        stopped at its cap (it is kept, and marked). Raises ValueError when no user message is pending.
+        """
+        if not self.has_pending_turn:
+            raise ValueError("There is no pending user message to reply to.")
+        prepared = self.last_prepared
+        fields = {"turn": self.turn_number, "kind": "reply", "model": self.served_by, "latency_s": latency_s, "cut": cut,
+                  "counted_input_tokens": prepared.input_tokens if prepared else self.count_input_tokens(context_messages),
+                  "full_history_tokens": self.full_history_tokens(), "input_budget": self.max_input_tokens,
+                  "context_messages": len(context_messages), "newly_summarized": prepared.newly_summarized_count if prepared else 0,
+                  "summary_tokens": prepared.summary_token_usage if prepared else 0}
+        if usage is None:
+            record = UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
+        else:
+            record = UsageRecord.of(**fields, usage=usage)
+        self._record(record)
+        self._append(Message("assistant", assistant_reply))
+        self.last_context = list(context_messages)
+        return TurnStats.of(record, self.session_total_tokens)
+
+    def get_status(self) -> dict[str, int | bool]:
+        return {"History messages": len(self.history), "Summarized messages": self.summarized_message_count,
+                "Last context messages": len(self.last_context), "Summary available": bool(self.summary),
+                "Session total tokens": self.session_total_tokens}
+
+    # -- turns ----------------------------------------------------------------
+
+    @contextmanager
+    def turn(self, user_text: str) -> Iterator[Turn]:
+        """One user turn that completes or leaves no trace in the history.
+
+        Appends the message and yields a ``Turn``; unless its reply was committed,
+        removes the message on leaving, after any exception (BaseException too:
+        Streamlit's stop and rerun) or an abandoned stream. ``turn.user_text`` keeps
+        the text; summaries folded before a failure stay folded. Raises ValueError
+        (LimitReached for a session cap) before appending anything.
+        """
+        self._check_limits(user_text)
+        with self.lock:
+            self.add_user_message(user_text)
+            active = Turn(self, user_text)
+            try:
+                yield active
+            finally:
+                if not active.committed:
+                    self.rollback_last_user_message()
+
+    def check_new_message(self, user_text: str) -> None:
+        """Refuses, before anything is stored, sent or drawn, a message no turn could take.
+
+        ValueError for a blank message, LimitReached for a session cap (the character cap
+        first, so a pasted book is never tokenized), ContextBudgetError when the message with
+        the instructions and the summary is over the budget. ``turn`` leaves that last check
+        to ``prepare``, so that ``turn.user_text`` holds the text then.
+        """
+        self._check_limits(user_text)
+        self._check_message_alone(count_message("user", user_text))
+
+    @property
+    def turn_stats(self) -> dict[int, TurnStats]:
+        """Each finished turn's stats, derived from the ledger, by the history index of its reply."""
+        stats, total = {}, 0
+        for record in self.ledger:
+            total += record.total_tokens
+            if record.kind == "reply":
+                stats[2 * record.turn - 1] = TurnStats.of(record, total)
+        return stats
+
+    @property
+    def served_by(self) -> str:
+        """The model named in the ledger: ``"offline"`` when the offline engine answers."""
+        return "offline" if self.backend.offline else self.model
+
+    @property
+    def has_pending_turn(self) -> bool:
+        return bool(self.history) and self.history[-1].role == "user"
+
+    @property
+    def turn_number(self) -> int:
+        """The 1-based number of the current (or, between turns, the last) user turn."""
+        return (len(self.history) + 1) // 2
+
+    # -- planning and folding --------------------------------------------------
+
+    def plan(self, current: int, message_tokens: int) -> Plan:
+        """``planner.plan_context`` for a message of ``message_tokens`` at history index ``current``."""
+        self._check_message_alone(message_tokens)
+        pointer = self.summarized_message_count
+        unfolded = [count_message(m.role, m.content) for m in self.history[pointer:current]]
+        self.last_plan = plan_context(
+            unfolded, message=message_tokens, fixed=self._fixed_tokens(), summary=self._summary_tokens(),
+            full_summary=self._full_summary_tokens(), budget=self.local_budget(),
+            max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
+        )
+        return self.last_plan
+
+    def prepare(self) -> PreparedContext:
+        """Builds this turn's context, folding into the summary what ``plan`` says must leave.
+
+        Raises ValueError without a pending user message, and ContextBudgetError when even
+        the summary plus the message do not fit (before any request, for a message too big alone).
+        """
+        if not self.history:
+            raise ValueError("The conversation history is empty.")
+        if not self.has_pending_turn:
+            raise ValueError("The last message must be a user message before building the context.")
+        current, versions, pointer = len(self.history) - 1, len(self.summary_versions), self.summarized_message_count
+        start = pointer + self.plan(current, count_message("user", self.history[current].content)).fold
+        while True:
+            if start > self.summarized_message_count:
+                self.fold_through(start)
+            prepared = self._context_from(start, current, sum(v.tokens for v in self.summary_versions[versions:]), start - pointer)
+            if prepared.input_tokens <= self.local_budget():
+                self.last_prepared = prepared
+                return prepared
+            if start >= current:
+                raise self._budget_error(prepared.input_tokens)
+            start += 2  # the counter in use (the API's) disagreed with the local plan
+
+    def fold_through(self, end: int) -> SummaryVersion:
+        """Folds ``history[summarized_message_count:end]``, in as few requests as fit the budget (``fold_pieces``).
+
+        Each request moves summary and pointer together or not at all; a failure keeps the pieces
+        before it. ``end`` must be even and within the completed pairs. Returns the last version.
+        """
+        start, completed = self.summarized_message_count, len(self.history) - self.has_pending_turn
+        if end % 2 or not start < end <= completed:
+            raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
+        pairs = [sum(count_message(m.role, m.content) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
+        for count in fold_pieces(pairs, self._fold_room()):
+            self._fold(tuple(self.history[start : start + 2 * count]), (start, start + 2 * count))
+            start += 2 * count
+        return self.summary_versions[-1]
+
+    def fold_due(self) -> int:
+        """The history index the next turn's ``prepare()`` will certainly fold through, whatever the message.
+
+        Planned for the shortest possible message; ``summarized_message_count`` when nothing
+        is due. Makes no request. Raises ValueError while a user message is pending.
+        """
+        if self.has_pending_turn:
+            raise ValueError("A user message is pending; its prepare() does the folding.")
+        return self.summarized_message_count + self.plan(len(self.history), count_message("user", "")).fold
+
+    def prefold(self) -> SummaryVersion | None:
+        """Folds now what the next turn is certain to fold, so its reply waits for no summary.
+
+        None (no request) when nothing is due. Raises LimitReached, sending nothing, when a session
+        cap would refuse the next turn; a failed request leaves the memory as it was.
+        """
+        with self.lock:
+            end = self.fold_due()
+            if end <= self.summarized_message_count:
+                return None
+            # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
+            self.limits.check_spend(len(self.history) // 2, self.session_total_tokens)
+            return self.fold_through(end)
+
+    def full_history_tokens(self) -> int:
+        """What one request with every message in history would cost, instructions included."""
+        return self._fixed_tokens() + self._history_tokens
+
+    def _append(self, message: Message) -> None:
+        self.history.append(message)
+        self._history_tokens += count_message(message.role, message.content)
+
+    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
+        version, record = self._summarizer().fold(
+            self.backend, self.summary, messages, span, self._fold_room(),
+            turn=self.turn_number, served_by=self.served_by, input_budget=self.max_input_tokens,
+        )
+        self._record(record)
+        check_summary(version, messages)
+        self.summary_versions.append(version)
+        return version
+
+    def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
+        recent = self.history[start:current]
+        messages = tuple(self.create_context_messages(recent, self.history[current]))
+        lead: Source = "summary"
+        if self.backend.profile.single_system_message:
+            lead = "instructions_summary" if self.summary else "instructions"
+        sources = (lead,) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
+        return PreparedContext(self.request_instructions(), messages, sources,  # type: ignore[arg-type]
+                               tuple(count_message(m.role, m.content) for m in messages),
+                               self.count_input_tokens(messages), spent, folded)
+
+    def _record(self, record: UsageRecord) -> None:
+        if record.billed and record.input_tokens is not None:
+            self.calibration = self.calibration.learn(record.counted_input_tokens, record.input_tokens)
+        self.ledger.append(record)
+
+    def _check_limits(self, user_text: str) -> None:
+        if not user_text.strip():
+            raise ValueError("The message is empty.")
+        self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
+
+    def _check_message_alone(self, message_tokens: int) -> None:
+        if (alone := self._fixed_tokens() + message_tokens) > self.local_budget():
+            raise self._budget_error(alone + self._summary_tokens())
+
+    def _budget_error(self, local_tokens: int) -> ContextBudgetError:
+        return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
+
+    def _summarizer(self) -> Summarizer:
+        return Summarizer(self.model, self.summary_instructions, self.max_summary_tokens)
+
+    def _fold_room(self) -> int:
+        """Local tokens one summary request has for the messages it folds, within the budget."""
+        return max(MIN_FOLD_ROOM, self.local_budget() - self._summarizer().overhead())
+
+    def _fixed_tokens(self) -> int:
+        return (count_message("system", self.system_prompt) if self.system_prompt else 0) + REPLY_PRIMING_TOKENS
+
+    def _full_summary_tokens(self) -> int:
+        # +1: the preamble and the summary may not split at a token boundary.
+        return count_message("developer", SUMMARY_PREAMBLE) + self.max_summary_tokens + 1
+
+    def _summary_tokens(self) -> int:
+        return count_message("developer", SUMMARY_PREAMBLE + self.summary) if self.summary else 0

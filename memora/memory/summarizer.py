@@ -1,0 +1,117 @@
+"""One summary request: the old summary plus the messages to fold, bounded both ways.
+
+Its input fits the budget (the largest messages' middles are cut, with a
+marker, when they do not), and its output fits ``max_summary_tokens`` (a
+summary the model did not finish is trimmed to its last whole sentence and
+marked ``cut``). The ledger records the request whatever its text.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from memora.backends.base import Backend, SummaryRequest
+from memora.memory.values import SummaryError, SummaryVersion
+from memora.messages import Message
+from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, clip_middle, count_message, truncate_text
+from memora.usage import UsageRecord
+
+
+@dataclass(frozen=True)
+class Summarizer:
+    """What every summary request of one memory shares: model, instructions and bounds."""
+
+    model: str
+    instructions: str
+    max_summary_tokens: int
+
+    def overhead(self) -> int:
+        """Local tokens of a request without its messages: instructions, layout and a full-length summary."""
+        empty = SummaryRequest(self.model, self.instructions, "", (), self.max_summary_tokens)
+        return (
+            count_message("system", self.instructions)
+            + count_message("user", empty.input_text)
+            + REPLY_PRIMING_TOKENS
+            + self.max_summary_tokens
+            + 1
+        )
+
+    def fold(
+        self,
+        backend: Backend,
+        summary: str,
+        messages: tuple[Message, ...],
+        span: tuple[int, int],
+        room: int,
+        *,
+        turn: int,
+        served_by: str,
+        input_budget: int,
+    ) -> tuple[SummaryVersion, UsageRecord]:
+        """Folds ``messages`` (history ``span``) into ``summary``, within ``room`` local tokens of messages.
+
+        ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
+        Returns the new version and the request's record. Raises BackendError when
+        the request fails (nothing is recorded then), and SummaryError, after the
+        record, when the model returned no summary for new messages.
+        """
+        sent = clip_for_summary(messages, room)
+        request = SummaryRequest(self.model, self.instructions, summary, sent, self.max_summary_tokens)
+        counted = LocalTokenCounter().count(self.model, request.instructions, [Message("user", request.input_text)])
+        began = time.perf_counter()
+        completion = backend.summarize(request)
+        record = UsageRecord.of(
+            turn=turn, kind="summary", model=served_by, counted_input_tokens=counted, usage=completion.usage,
+            latency_s=time.perf_counter() - began, cut=completion.cut, input_budget=input_budget,
+        )
+        text = completion.text.strip()
+        bounded = truncate_text(text, self.max_summary_tokens)
+        cut = completion.cut or bounded != text
+        text = whole_sentences(bounded) if cut else text
+        clipped = sum(a is not b for a, b in zip(messages, sent))
+        return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
+
+
+def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> None:
+    """Raises SummaryError when a fold of ``messages`` produced an empty summary."""
+    if not version.text and messages:
+        raise SummaryError("The model returned an empty summary; the previous summary is kept.")
+
+
+def clip_for_summary(messages: tuple[Message, ...], room: int) -> tuple[Message, ...]:
+    """``messages``, with the middles of the largest cut so that together they fit ``room`` local tokens.
+
+    Messages within an even share of the room stay whole; the others share
+    what is left. Unchanged messages are the same objects.
+    """
+    costs = [count_message(m.role, m.content) for m in messages]
+    if sum(costs) <= room:
+        return messages
+    share = room // len(messages)
+    large = {i for i, cost in enumerate(costs) if cost > share}
+    left = (room - sum(cost for i, cost in enumerate(costs) if i not in large)) // len(large)
+    return tuple(
+        Message(m.role, clip_middle(m.content, left - count_message(m.role, ""))) if i in large else m
+        for i, m in enumerate(messages)
+    )
+
+
+# Latin ends need a space after them ("3.5" is no end); CJK text has none between sentences.
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|$)|[。！？][」』”’）]*|\n")
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to its last whole sentence, for a summary the model did not finish.
+
+    A sentence ends at ``.``, ``!`` or ``?`` before a space, at their CJK forms, or
+    at a line break. Without any such end, it keeps the whole words and adds
+    ``…``, so a cut summary is never empty while it had words.
+    """
+    text = text.rstrip()
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    if ends:
+        return text[: ends[-1]].rstrip()
+    words = text.rsplit(maxsplit=1)[0] if " " in text else text
+    return f"{words}…" if words else ""

@@ -1,0 +1,72 @@
+"""One user turn in progress: prepare the context, stream the reply, commit it or leave no trace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from memora.backends.base import BackendError, Completion, ReplyRequest
+from memora.memory.values import PreparedContext, TurnStats
+
+if TYPE_CHECKING:
+    from memora.memory.core import ShortTermMemory
+
+
+class Turn:
+    """One user turn in progress; see ``ShortTermMemory.turn``."""
+
+    def __init__(self, memory: ShortTermMemory, user_text: str) -> None:
+        self.memory = memory
+        self.user_text = user_text
+        self.prepared: PreparedContext | None = None
+        self.stats: TurnStats | None = None
+        self.reply: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.stats is not None
+
+    def stream(self) -> Iterator[str]:
+        """Prepares the context, yields the reply's text as it arrives, then commits.
+
+        The turn is committed only after the model's final event. If the stream
+        fails or is abandoned part-way, nothing of the reply is kept, and the
+        enclosing ``with memory.turn(...)`` rolls the user message back.
+        """
+        memory = self.memory
+        self.prepared = prepared = memory.prepare()
+        request = ReplyRequest(
+            model=memory.model,
+            instructions=prepared.instructions,
+            messages=prepared.context_messages,
+            counted_input_tokens=prepared.input_tokens,
+            input_budget=memory.max_input_tokens,
+            max_output_tokens=memory.max_reply_tokens,
+        )
+        began = time.perf_counter()
+        for item in memory.backend.stream_reply(request):
+            if isinstance(item, Completion):
+                self._commit(item, began)
+                return
+            yield item
+        raise BackendError("The model's stream ended before the response was complete.")
+
+    def run(self) -> str:
+        """Runs the whole turn without streaming; returns the reply text."""
+        for _ in self.stream():
+            pass
+        assert self.reply is not None
+        return self.reply
+
+    def _commit(self, completion: Completion, began: float) -> None:
+        assert self.prepared is not None
+        self.reply = completion.text
+        self.stats = self.memory.finish_turn(
+            completion.text,
+            self.prepared.context_messages,
+            completion.usage.total_tokens,
+            usage=completion.usage,
+            latency_s=time.perf_counter() - began,
+            cut=completion.cut,
+        )

@@ -1,0 +1,144 @@
+"""The memory's values: its limits, errors, summary versions, prepared contexts and turn stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memora.backends.base import BackendError
+from memora.messages import Message
+from memora.usage import UsageRecord
+
+DEFAULT_MODEL = "gpt-5-mini"
+MAX_INPUT_TOKENS = 1000
+MAX_RECENT_TURNS = 3
+MAX_SUMMARY_TOKENS = 200
+"""About 150 English words, the cap SUMMARY_INSTRUCTIONS asks for."""
+
+MAX_REPLY_TOKENS = 1000
+"""The output cap of one reply: far above a tutor's answer, far below a runaway's."""
+
+MIN_MESSAGE_ROOM = 32
+"""Tokens a budget must leave for the current message, beyond instructions and summary."""
+
+MIN_FOLD_ROOM = 64
+"""Tokens a summary request must leave for the messages it folds (a pair, cut if need be)."""
+
+Source = Literal["instructions", "instructions_summary", "summary", "window", "current"]
+"""Where a context message came from. ``instructions_summary`` is the one system
+message that carries both, for servers that keep only one (``ServerProfile``)."""
+
+
+class ContextBudgetError(ValueError):
+    """Even the summary plus the current message exceed ``max_input_tokens``.
+
+    Carries both figures: ``input_tokens`` (what the smallest possible context
+    needs) and ``max_input_tokens`` (the budget).
+    """
+
+    def __init__(self, input_tokens: int, max_input_tokens: int) -> None:
+        self.input_tokens = input_tokens
+        self.max_input_tokens = max_input_tokens
+        super().__init__(
+            f"The current message needs {input_tokens} input tokens with the instructions and summary, "
+            f"but max_input_tokens is {max_input_tokens}. Shorten the message or raise the budget."
+        )
+
+
+class SummaryError(BackendError):
+    """The summary request returned nothing usable; the old summary is kept."""
+
+
+@dataclass(frozen=True)
+class SummaryVersion:
+    """One state of the running summary.
+
+    ``summarized_message_count`` is the history pointer after this version:
+    messages ``history[:summarized_message_count]`` are folded into ``text``.
+    ``folded`` is the half-open index range this version added (empty when the
+    summary was rewritten without moving the pointer). ``tokens`` is what the
+    summary request cost; ``turn`` is the user turn that triggered it.
+    ``cut`` is True when the model's summary ran past its cap and was trimmed to
+    its last whole sentence; ``clipped`` counts the folded messages whose middle
+    was cut (with a marker) so the summary request fit the budget.
+    """
+
+    text: str
+    summarized_message_count: int
+    folded: tuple[int, int]
+    tokens: int
+    turn: int
+    cut: bool = False
+    clipped: int = 0
+
+
+@dataclass(frozen=True)
+class PreparedContext:
+    """What one reply request sends, with where each message came from.
+
+    ``sources[i]`` and ``message_tokens[i]`` describe ``context_messages[i]``.
+    ``instructions`` is what goes as the request's instructions: empty when they
+    travel in the context's system message instead. ``input_tokens`` covers
+    instructions plus all messages, framing included.
+    """
+
+    instructions: str
+    context_messages: tuple[Message, ...]
+    sources: tuple[Source, ...]
+    message_tokens: tuple[int, ...]
+    input_tokens: int
+    summary_token_usage: int
+    newly_summarized_count: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The article's ``memory_stats`` dict."""
+        return {
+            "context_messages": list(self.context_messages),
+            "input_tokens": self.input_tokens,
+            "summary_token_usage": self.summary_token_usage,
+            "newly_summarized_count": self.newly_summarized_count,
+        }
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """The article's per-turn stats block, for one finished turn; derived from its reply's ledger record.
+
+    ``input_tokens`` and ``output_tokens`` are what the server billed; they are
+    None when the caller did not report them (the article's ``finish_turn``).
+    ``estimated`` is True when the server reported no usage and it was counted locally.
+    ``cut`` is True when the reply stopped at ``max_reply_tokens``. ``over_budget``
+    is True when the server counted more input than the budget; ``implausible``
+    when what it reported is too low to be the request's cost.
+    """
+
+    turn: int
+    newly_summarized_count: int
+    context_messages: int
+    counted_input_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
+    summary_token_usage: int
+    session_total_tokens: int
+    estimated: bool = False
+    cut: bool = False
+    over_budget: bool = False
+    implausible: bool = False
+
+    @classmethod
+    def of(cls, record: UsageRecord, session_total_tokens: int) -> TurnStats:
+        """The stats of the turn whose reply ``record`` is, when the ledger had summed to ``session_total_tokens``."""
+        return cls(
+            turn=record.turn,
+            newly_summarized_count=record.newly_summarized or 0,
+            context_messages=record.context_messages or 0,
+            counted_input_tokens=record.counted_input_tokens,
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            summary_token_usage=record.summary_tokens or 0,
+            session_total_tokens=session_total_tokens,
+            estimated=record.estimated,
+            cut=record.cut,
+            over_budget=record.over_budget,
+            implausible=record.implausible,
+        )

@@ -1,0 +1,45 @@
+"""The ledger as pandas frames, for the page's tables and chart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, fields
+
+import pandas as pd
+
+from memora.usage import UsageRecord
+
+LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
+
+
+def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
+    """The ledger as a DataFrame, one row per request, in request order.
+
+    An empty ledger gives an empty frame that still has every column.
+    """
+    return pd.DataFrame([asdict(r) for r in records], columns=LEDGER_COLUMNS)
+
+
+def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
+    """Tokens per user turn, for the usage chart.
+
+    Columns: ``reply_input``, ``reply_output``, ``summary`` (all tokens the
+    summary requests of that turn spent) and ``full_history`` (what the reply
+    would have sent with the whole history), indexed by ``turn``. Turns with no
+    reply (a failed request) keep their summary spend and show 0 for the reply.
+    """
+    frame = ledger_frame(records)
+    columns = ["reply_input", "reply_output", "summary", "full_history"]
+    if frame.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="turn"), dtype="int64")
+    replies = frame[frame.kind == "reply"].groupby("turn")
+    summaries = frame[frame.kind == "summary"].groupby("turn")
+    per_turn = pd.DataFrame(
+        {
+            "reply_input": replies.input_tokens.sum(),
+            "reply_output": replies.output_tokens.sum(),
+            "summary": summaries.total_tokens.sum(),
+            "full_history": replies.full_history_tokens.sum(),
+        }
+    )
+    return per_turn.fillna(0).astype("int64").rename_axis("turn")
