@@ -24,7 +24,8 @@ def markdown(report: Report) -> str:
             f"## {turns}-turn conversation",
             "",
             "| strategy | input tokens | output tokens | largest reply request | over budget | "
-            "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) | summaries after a reply |",
+            "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) "
+            "| summaries after a reply |",
             "|---|---:|---:|---:|---:|---|---:|---:|---:|",
         ]
         for r in rows:
@@ -35,7 +36,8 @@ def markdown(report: Report) -> str:
                 f"| {r.output_tokens:,} ({_x(ratio['output_tokens'])}) "
                 f"| {r.largest_reply_input:,} ({_x(ratio['largest_reply_input'])}) "
                 f"| {r.over_budget} | {per['reply']:.2f} / {per['summary']:.2f} / {per['count']:.2f} "
-                f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) | {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} |"
+                f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) "
+                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} |"
             )
     sizes = list(next(iter(report.bookkeeping.values())))
     ref = report.bookkeeping[REFERENCE]
