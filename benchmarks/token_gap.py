@@ -23,10 +23,10 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest  # noqa: E402
-from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages  # noqa: E402
-from memora.memory import ShortTermMemory  # noqa: E402
-from memora.tokens import LocalTokenCounter  # noqa: E402
+from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
+from memora.memory import ShortTermMemory
+from memora.tokens import LocalTokenCounter
 
 CONVERSATIONS = {
     "English": [
@@ -84,7 +84,7 @@ def main() -> int:
             messages = chat_messages(request.instructions, request.messages)
             reply = client.chat.completions.create(model=args.model, messages=messages, max_tokens=1)  # type: ignore[arg-type]
             served.append(reply.usage.prompt_tokens if reply.usage else 0)
-        ratios = [s / c for s, c in zip(served, counted)]
+        ratios = [s / c for s, c in zip(served, counted, strict=True)]
         print(
             f"| {language} | {len(counted)} | {sum(counted):,} | {sum(served):,} | "
             f"{min(ratios):.2f} · {statistics.median(ratios):.2f} · {max(ratios):.2f} |"

@@ -91,7 +91,8 @@ def format_usage(records: Sequence[UsageRecord]) -> str:
         gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"
         output = "-" if r.output_tokens is None else str(r.output_tokens)
         rows.append(
-            f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} {r.reasoning_tokens:>6} {r.cached_tokens:>6}"
+            f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} "
+            f"{r.reasoning_tokens:>6} {r.cached_tokens:>6}"
         )
     note = "~ estimated locally: the server reported no usage" if any(r.estimated for r in records) else ""
     return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])

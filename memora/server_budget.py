@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memora.limits import LimitReached
@@ -60,14 +60,15 @@ class ServerLedger:
         if spent >= self.max_tokens:
             raise ServerBudgetReached(
                 "server_tokens", spent, self.max_tokens,
-                f"The classroom's shared budget is spent: {spent:,} of {self.max_tokens:,} tokens, across every conversation on this server.",
+                f"The classroom's shared budget is spent: {spent:,} of {self.max_tokens:,} tokens, "
+                "across every conversation on this server.",
             )
 
     def record(self, tokens: int, kind: str, *, estimated: bool = False) -> None:
         """Adds one request's tokens; ``estimated`` when the server reported none (a stopped stream, say)."""
         if tokens <= 0:
             return
-        at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        at = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as connection:
             connection.execute("INSERT INTO requests (at, kind, tokens, estimated) VALUES (?, ?, ?, ?)", (at, kind, tokens, int(estimated)))
 

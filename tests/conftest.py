@@ -1,8 +1,22 @@
 import pytest
 
 from tests.fakes import ScriptedBackend
+from tests.helpers.app import ENV_NAMES
 
 
 @pytest.fixture
 def backend() -> ScriptedBackend:
     return ScriptedBackend()
+
+
+@pytest.fixture
+def no_secrets(tmp_path, monkeypatch):
+    """No secrets file anywhere Streamlit looks, and no key in the environment.
+
+    The page test modules apply it to every test with ``pytestmark = pytest.mark.usefixtures("no_secrets")``.
+    """
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    assert not (tmp_path / ".streamlit" / "secrets.toml").exists()

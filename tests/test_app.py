@@ -7,8 +7,6 @@ injects a backend or ``at.secrets``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
@@ -17,57 +15,12 @@ from streamlit.testing.v1 import AppTest
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.ui import state as keys
+from tests.helpers.app import APP, assert_alternating, expander, new_app, send, texts
 
-APP = str(Path(__file__).resolve().parents[1] / "streamlit_app.py")
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
-ENV_NAMES = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
-    "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS",
-)
 
-
-@pytest.fixture(autouse=True)
-def no_secrets(tmp_path, monkeypatch):
-    """No secrets file anywhere Streamlit looks, and no key in the environment."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-    assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
-
-
-def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
-    """The page after its first run, with ``memory`` in session state and ``secrets`` as st.secrets."""
-    at = AppTest.from_file(APP, default_timeout=30)
-    for name, value in secrets.items():
-        at.secrets[name] = value
-    if memory is not None:
-        at.session_state[keys.MEMORY] = memory
-    return at.run()
-
-
-def send(at: AppTest, text: str) -> AppTest:
-    at.chat_input[0].set_value(text).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def texts(at: AppTest) -> str:
-    """Every markdown, caption, text, code and alert on the page, joined."""
-    parts = [e.value for kind in ("markdown", "caption", "text", "code", "info", "warning", "error", "success") for e in getattr(at, kind)]
-    return "\n".join(str(p) for p in parts)
-
-
-def expander(at: AppTest, label: str):
-    matches = [e for e in at.expander if e.label == label]
-    assert matches, f"no expander {label!r} in {[e.label for e in at.expander]}"
-    return matches[0]
-
-
-def assert_alternating(memory: ShortTermMemory) -> None:
-    roles = [m.role for m in memory.history]
-    assert roles == ["user", "assistant"] * (len(roles) // 2)
+pytestmark = pytest.mark.usefixtures("no_secrets")
 
 
 def test_a_key_in_the_environment_selects_openai_without_showing_it(monkeypatch):
@@ -186,7 +139,7 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     at.run()
     table = expander(at, "Full history").dataframe[0].value
     assert list(table["State"]) == ["summarized"] * 6 + ["in window"] * 6
-    assert list(table["Content"])[0] == B1
+    assert list(table["Content"])[0] == B1  # noqa: RUF015 - the assertion reads as the table
 
     usage = expander(at, "Token usage")
     ledger = usage.dataframe[0].value
@@ -260,7 +213,9 @@ def test_commands_call_no_model_and_odd_arguments_get_a_clear_message(backend):
     send(at, "/history")
     assert at.code[0].value.splitlines()[0] == f"  1 [summarized] user: {B1}"
     send(at, "/context")
-    assert at.code[0].value.splitlines()[0].startswith("developer: Summary of the earlier conversation") or at.code[0].value.startswith("developer:")
+    assert at.code[0].value.splitlines()[0].startswith("developer: Summary of the earlier conversation") or at.code[0].value.startswith(
+        "developer:"
+    )
     send(at, "/summary")
     assert at.code[0].value == memory.summary
     send(at, "/status")

@@ -23,8 +23,10 @@ from memora.tokens import ApiTokenCounter, LocalTokenCounter
 from memora.transcript import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
+from tests.helpers.app import new_app, send
 from tests.servers import ResponsesServer
-from tests.test_app import new_app, no_secrets, send  # noqa: F401 (no_secrets: an autouse fixture)
+
+pytestmark = pytest.mark.usefixtures("no_secrets")
 
 B1 = "My English level is B1 and I want to practise travel English."
 @pytest.fixture

@@ -1,3 +1,6 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memora.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
@@ -17,7 +20,7 @@ def test_each_version_lists_what_it_folded_and_costs():
     audits = audit_memory(memory)
 
     assert len(audits) == len(memory.summary_versions) == len(backend.summaries) >= 2
-    for audit, version, request in zip(audits, memory.summary_versions, backend.summaries):
+    for audit, version, request in zip(audits, memory.summary_versions, backend.summaries, strict=True):
         start, end = version.folded
         assert audit.folded_messages == tuple(memory.history[start:end]) == request.new_messages
         assert audit.tokens == version.tokens > 0
@@ -93,9 +96,6 @@ def test_markdown_marks_words_per_line_with_hard_breaks():
     assert diff_markdown(()) == ""
 
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 _words = st.lists(st.sampled_from(["B1", "B2", "I", "like", "tea.", "我", "的", "程度", "，", "- ", "\n", "  "]), max_size=12)
 
 
@@ -107,7 +107,7 @@ def test_any_diff_rebuilds_new_exactly_and_old_up_to_whitespace(old_words, new_w
     assert "".join(s.text for s in segments if s.kind != "removed") == new
     assert "".join(s.text for s in segments if s.kind != "added").split() == old.split()
     assert all(s.text for s in segments)
-    assert all(a.kind != b.kind for a, b in zip(segments, segments[1:]))
+    assert all(a.kind != b.kind for a, b in zip(segments, segments[1:]))  # noqa: B905, RUF007 - assertion kept as written
     assert "<" not in diff_markdown(segments)
 
 

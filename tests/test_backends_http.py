@@ -74,10 +74,9 @@ def assert_complete_pairs(memory: ShortTermMemory) -> None:
 def failed_turn(memory: ShortTermMemory, text: str) -> tuple[BackendError, object, list[str]]:
     """Runs a turn that must fail; returns the error, the turn and the deltas seen before it."""
     seen: list[str] = []
-    with pytest.raises(BackendError) as caught:
-        with memory.turn(text) as turn:
-            for delta in turn.stream():
-                seen.append(delta)
+    with pytest.raises(BackendError) as caught, memory.turn(text) as turn:
+        for delta in turn.stream():
+            seen.append(delta)
     return caught.value, turn, seen
 
 
@@ -233,7 +232,7 @@ def test_mid_stream_disconnect_rolls_the_turn_back(rig: Rig) -> None:
 def test_a_stream_that_ends_without_its_final_event_is_not_saved(rig: Rig) -> None:
     memory, before = _prepared(rig)
     rig.server.queue(cut_after(1, cleanly=True))
-    error, turn, seen = failed_turn(memory, "Tell me a story.")
+    error, turn, _seen = failed_turn(memory, "Tell me a story.")
 
     _assert_untouched(memory, before, turn, error, rig.key, "Tell me a story.")
     assert isinstance(error, ModelServerError) and error.kind == "interrupted"
@@ -319,14 +318,15 @@ def test_sdk_retries_a_500_when_allowed(rig: Rig) -> None:
 def test_responses_failed_event_is_an_error() -> None:
     def failed(handler, request) -> None:
         handler.start_stream()
-        response = {"id": "resp_1", "object": "response", "status": "failed", "output": [], "error": {"code": "server_error", "message": "boom"}}
+        error = {"code": "server_error", "message": "boom"}
+        response = {"id": "resp_1", "object": "response", "status": "failed", "output": [], "error": error}
         handler.send_event({"type": "response.failed", "sequence_number": 0, "response": response}, "response.failed")
         handler.end_stream()
 
     with ResponsesServer() as server:
         memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)))
         server.queue(failed)
-        error, turn, _ = failed_turn(memory, "Hi")
+        error, _turn, _ = failed_turn(memory, "Hi")
 
     assert "boom" in str(error) and memory.history == [] and memory.ledger == []
 
@@ -334,9 +334,33 @@ def test_responses_failed_event_is_an_error() -> None:
 def test_responses_incomplete_event_keeps_the_text_received() -> None:
     def incomplete(handler, request) -> None:
         handler.start_stream()
-        handler.send_event({"type": "response.output_text.delta", "sequence_number": 0, "item_id": "m", "output_index": 0, "content_index": 0, "delta": "Half an ans", "logprobs": []}, "response.output_text.delta")
-        usage = {"input_tokens": 90, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 94}
-        response = {"id": "resp_1", "object": "response", "status": "incomplete", "output": [], "incomplete_details": {"reason": "max_output_tokens"}, "usage": usage}
+        handler.send_event(
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": 0,
+                "item_id": "m",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": "Half an ans",
+                "logprobs": [],
+            },
+            "response.output_text.delta",
+        )
+        usage = {
+            "input_tokens": 90,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 4,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 94,
+        }
+        response = {
+            "id": "resp_1",
+            "object": "response",
+            "status": "incomplete",
+            "output": [],
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "usage": usage,
+        }
         handler.send_event({"type": "response.incomplete", "sequence_number": 1, "response": response}, "response.incomplete")
         handler.end_stream()
 
@@ -352,7 +376,15 @@ def test_responses_incomplete_event_keeps_the_text_received() -> None:
 def test_chat_error_chunk_mid_stream_is_an_error_without_the_key() -> None:
     def error_chunk(handler, request) -> None:
         handler.start_stream()
-        handler.send_event({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}]})
+        handler.send_event(
+            {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "m",
+                "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None}],
+            }
+        )
         handler.send_event({"error": {"message": f"model crashed (key {CHAT_KEY})", "type": "server_error"}})
         handler.end_stream()
 

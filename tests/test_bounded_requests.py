@@ -7,6 +7,8 @@ proxy that reports impossibly low usage, a summary stopped at its cap.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
@@ -118,7 +120,7 @@ def test_many_pairs_leaving_at_once_fold_in_pieces_that_each_fit(backend):
     assert len(backend.summaries) >= 2
     assert all(summary_input(request) <= budget for request in backend.summaries)
     ranges = [v.folded for v in memory.summary_versions]
-    assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     assert memory.summarized_message_count == ranges[-1][1] == 12
 
 
@@ -145,7 +147,8 @@ def test_a_failed_piece_keeps_the_pieces_before_it_and_the_turn_rolls_back():
 
 
 def test_a_summary_cut_at_its_cap_is_trimmed_to_its_last_whole_sentence_and_marked():
-    backend = ScriptedBackend(cut_summaries=True, summary_text=lambda r: "Ana is B1. She wants travel English. She is glad to hear that you")
+    unfinished = "Ana is B1. She wants travel English. She is glad to hear that you"
+    backend = ScriptedBackend(cut_summaries=True, summary_text=lambda r: unfinished)
     memory = ShortTermMemory(backend, max_recent_turns=0)
     chat(memory, "Hi")
     chat(memory, "Again")

@@ -8,24 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
+from tests.helpers.browser import chromium, require_browser, wait_idle
 from tests.processes import ROOT, streamlit_run
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+
 SCREENSHOT = ROOT / "test-output" / "browser.png"
 AUDIT_SCREENSHOT = ROOT / "test-output" / "summary-audit.png"
 B1 = "My English level is B1 and I want to practise travel English."
@@ -34,39 +22,10 @@ CORRECTION = [B1, "My name is Mina.", "Actually my level is B2, not B1.", "How d
               "What should I say at a hotel?", "How do I order food?"]
 
 
-def _require_browser():
-    missing = []
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing.append("the playwright package")
-        sync_playwright = None
-    if not os.access(CHROMIUM, os.X_OK):
-        missing.append(CHROMIUM + " (apt-get install chromium)")
-    if missing:
-        reason = "real-browser test needs " + " and ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(reason + "; CI is set, so this is a failure, not a skip")
-        pytest.skip(reason)
-    return sync_playwright
-
-
-@contextmanager
-def chromium() -> Iterator[Any]:
-    """Debian's Chromium, headless, closed afterwards; the test skips without it (fails with CI set)."""
-    sync_playwright = _require_browser()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 @pytest.fixture(scope="module")
 def server():
     """`streamlit run` on a free local port, offline (no key in its environment), stopped at teardown."""
-    _require_browser()
+    require_browser()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MEMORA_BACKEND")}
     with streamlit_run(env, ROOT / "test-output" / "streamlit-server.log") as url:
         yield url
@@ -88,7 +47,7 @@ def test_chat_panels_and_chart_in_chromium(server):
                 "n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number
             )
             page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-            _wait_idle(page)
+            wait_idle(page)
 
         messages = page.get_by_test_id("stChatMessage")
         assert messages.count() == 2 * len(MESSAGES)
@@ -97,7 +56,7 @@ def test_chat_panels_and_chart_in_chromium(server):
         sidebar = page.get_by_test_id("stSidebar")
         for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
             sidebar.locator("summary").filter(has_text=re.compile(f"{label}$")).click()
-        _wait_idle(page)
+        wait_idle(page)
         sidebar.get_by_test_id("stVegaLiteChart").wait_for()
         chart = sidebar.get_by_test_id("stVegaLiteChart")
         chart.locator("canvas, svg").first.wait_for()
@@ -112,14 +71,14 @@ def test_chat_panels_and_chart_in_chromium(server):
         box.fill(too_long)
         box.press("Enter")
         page.get_by_text("Your message was not sent").wait_for()
-        _wait_idle(page)
+        wait_idle(page)
         assert box.input_value() == too_long
         assert messages.count() == 2 * len(MESSAGES)
         box.fill("")
 
         # Streamlit scrolls inside its own containers, so a tall viewport shows the whole page.
         page.set_viewport_size({"width": 1400, "height": 2800})
-        _wait_idle(page)
+        wait_idle(page)
         SCREENSHOT.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(SCREENSHOT))
 
@@ -137,7 +96,7 @@ def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
         sidebar = page.get_by_test_id("stSidebar")
         header = page.locator("summary").filter(has_text=re.compile("Conversation summary$"))
         sidebar.locator(header).click()
-        _wait_idle(page)
+        wait_idle(page)
         panel = sidebar.get_by_test_id("stExpander").filter(has=header)
         # Version 3 folded the correction: "B1 and" struck through, the corrected line in bold.
         panel.get_by_text("Version 3, turn 6: folded messages 5–6").wait_for()
@@ -155,13 +114,4 @@ def _chat(page, texts) -> None:
         box.press("Enter")
         page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
         page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-        _wait_idle(page)
-
-
-def _wait_idle(page) -> None:
-    """Waits until the script has stopped running, twice in a row: the page reruns itself after a reply
-    (to show the summary folded meanwhile), so one idle moment between two runs is not enough."""
-    idle = '() => document.querySelector(\'[data-testid="stApp"]\')?.dataset.testScriptState === "notRunning"'
-    for _ in range(2):
-        page.wait_for_timeout(300)
-        page.wait_for_function(idle, timeout=30_000)
+        wait_idle(page)

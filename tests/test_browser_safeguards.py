@@ -2,7 +2,7 @@
 
 Debian's Chromium through Playwright, against `streamlit run` talking to a
 local Responses server (tests/servers.py) through the real SDK. Skipped
-without Chromium, failed instead when CI is set (see tests/test_browser.py).
+without Chromium, failed instead when CI is set (see tests/helpers/browser.py).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
+from tests.helpers.browser import chromium, require_browser, wait_idle
 from tests.processes import ROOT, streamlit_run
 from tests.servers import ResponsesServer, drip
-from tests.test_browser import _require_browser, _wait_idle, chromium
 
 KEY = "sk-test-browser-4f1a9c22d7"
 
@@ -35,7 +36,7 @@ def page_env(model: ResponsesServer, **extra: str) -> dict[str, str]:
 
 
 def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(model: ResponsesServer) -> None:
-    _require_browser()
+    require_browser()
     model.queue_for("reply", drip(0.4))  # 60 events, 0.4 s apart: the reply is in flight for about 25 s
     with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-stop.log") as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -50,7 +51,7 @@ def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(
         assert stop.is_visible()
         stop.click()
         page.get_by_text("Stopped. The reply was not kept").wait_for()
-        _wait_idle(page)
+        wait_idle(page)
         assert box.input_value() == "Tell me a very long story."
         assert page.get_by_test_id("stChatMessage").count() == 0, "neither the stopped message nor a partial reply"
         assert page.get_by_role("button", name="Stop").count() == 0
@@ -59,21 +60,21 @@ def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         type(self).hits.append(self.path)
         self.send_response(200)
         self.send_header("Content-Type", "image/png")
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
+    def log_message(self, format: str, *args) -> None:
         pass
 
 
 def test_hostile_markdown_everywhere_fetches_nothing_in_chromium(tmp_path) -> None:
-    _require_browser()
+    require_browser()
     recorder = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=recorder.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{recorder.server_address[1]}"
@@ -93,13 +94,13 @@ def test_hostile_markdown_everywhere_fetches_nothing_in_chromium(tmp_path) -> No
                     box.fill(f"Message {n} {hostile}")
                     box.press("Enter")
                     page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * (n + 1))
-                    _wait_idle(page)
+                    wait_idle(page)
                 box.fill(f"/![x]({base}/command.png)")
                 box.press("Enter")
-                _wait_idle(page)
+                wait_idle(page)
                 sidebar = page.get_by_test_id("stSidebar")
                 sidebar.locator("summary").filter(has_text="Conversation summary").click()
-                _wait_idle(page)
+                wait_idle(page)
                 page.get_by_text("Summary").first.wait_for()
                 assert page.get_by_text(f"{base}/inline.png", exact=False).count() >= 1, "the hostile text is drawn, as text"
                 assert page.locator("img[src*='127.0.0.1']").count() == 0

@@ -8,7 +8,7 @@ neither sees the other's conversation, in the DOM or in the websocket frames
 the server sends it; the key is in no page, no frame and no server log, even
 after a 401 whose body quotes it; the locked settings are disabled.
 
-Skipped like tests/test_browser.py where Chromium or Playwright is missing, and
+Skipped like every browser test (tests/helpers/browser.py) where Chromium or Playwright is missing, and
 a failure instead when CI is set.
 """
 
@@ -21,8 +21,9 @@ from contextlib import contextmanager
 import pytest
 
 from tests import processes
+from tests.helpers.browser import chromium, require_browser, wait_idle
+from tests.processes import ROOT
 from tests.servers import ResponsesServer, drip, status
-from tests.test_browser import ROOT, _require_browser, _wait_idle, chromium
 
 KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
 LOG = ROOT / "test-output" / "streamlit-sharing.log"
@@ -37,7 +38,7 @@ def model_server() -> Iterator[ResponsesServer]:
 @contextmanager
 def streamlit_run(model_server: ResponsesServer, *extra: str) -> Iterator[str]:
     """`streamlit run` as a teacher starts it for a class, on a free local port."""
-    _require_browser()
+    require_browser()
     drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(
@@ -79,7 +80,7 @@ class Student:
         self.page.on("websocket", lambda ws: ws.on("framereceived", self._keep))
         self.page.goto(url)
         self.page.get_by_test_id("stChatInputTextArea").wait_for()
-        _wait_idle(self.page)
+        wait_idle(self.page)
 
     def _keep(self, payload) -> None:
         self.frames.append(payload.encode() if isinstance(payload, str) else bytes(payload))
@@ -91,7 +92,7 @@ class Student:
 
     def wait_for_messages(self, count: int) -> None:
         self.page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=count)
-        _wait_idle(self.page)
+        wait_idle(self.page)
 
     def seen(self) -> bytes:
         """The DOM as it is now, and everything the websocket brought."""
@@ -131,7 +132,7 @@ def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_
         model_server.queue_for("reply", status(401, f"Incorrect API key provided: {KEY}."))
         bob.type("Does an error show the key?")
         bob.page.get_by_text("rejected the API key (HTTP 401)").wait_for()
-        _wait_idle(bob.page)
+        wait_idle(bob.page)
         assert bob.page.get_by_test_id("stChatInputTextArea").input_value() == "Does an error show the key?"
 
         for student in (alice, bob):
@@ -157,6 +158,6 @@ def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str,
         page.get_by_text("Hello").first.wait_for()  # the first words are on the page
         page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
         page.get_by_text("回覆在完成前被中斷").wait_for()
-        _wait_idle(page)
+        wait_idle(page)
         assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
         assert page.get_by_test_id("stChatMessage").count() == 0

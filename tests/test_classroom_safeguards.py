@@ -17,9 +17,9 @@ from memora.memory import ShortTermMemory
 from memora.transcript import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
+from tests.helpers.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
+from tests.helpers.app import CLASSROOM_KEY as KEY
 from tests.servers import ResponsesServer
-from tests.test_app import ENV_NAMES, new_app, send
-from tests.test_reliability_page import CLASSROOM_ENV, KEY
 
 CLASSROOM_CAPS = {"MEMORA_MAX_TURNS": "5", "MEMORA_MAX_SESSION_TOKENS": "3000", "MEMORA_MAX_MESSAGE_CHARS": "200"}
 
@@ -183,7 +183,9 @@ def hostile_transcript() -> bytes:
     def edit(data):
         data["history"][0]["content"] = "Imported " + HOSTILE
         data["history"][1]["content"] = "Imported reply " + HOSTILE
-        data["summary_versions"] = [{"text": "Imported summary " + HOSTILE, "summarized_message_count": 2, "folded": [0, 2], "tokens": 10, "turn": 2}]
+        data["summary_versions"] = [
+            {"text": "Imported summary " + HOSTILE, "summarized_message_count": 2, "folded": [0, 2], "tokens": 10, "turn": 2}
+        ]
 
     return transcript(2, edit=edit)
 
@@ -258,8 +260,6 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
         at.session_state[keys.HISTORY_PANEL_OPEN] = at.session_state[keys.USAGE_PANEL_OPEN] = True
         at.run()
         assert len(memory.history) == 4 and memory.summary.startswith("Summary with")
-        from tests.test_reliability_page import tree_text
-
         seen = "\n".join([tree_text(at), *(m.content for m in memory.history), memory.summary, dumps_transcript(memory).decode()])
         assert "[redacted]" in memory.history[1].content and "[redacted]" in memory.summary
         lowered = seen.lower()

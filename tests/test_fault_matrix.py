@@ -29,98 +29,17 @@ from dataclasses import dataclass
 
 import openai
 import pytest
-from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
-from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
 from memora.backends.chat_completions import ChatCompletionsBackend
-from memora.backends.openai_errors import ModelServerError
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
 from memora.tokens import ApiTokenCounter
 from tests.fakes import ScriptedBackend
-from tests.servers import (
-    ChatServer,
-    ResponsesServer,
-    closed_port,
-    cut_after,
-    error_after,
-    stall,
-    stall_after,
-    status,
-)
-from tests.test_memory import assert_consistent
+from tests.helpers.faults import FAULTS, HTTP_KINDS, RAISED, SCRIPTED_KINDS, SCRIPTED_STEP, STEPS, arm_http, heal_http
+from tests.helpers.memory import assert_consistent
+from tests.servers import ChatServer, ResponsesServer
 
 KEY = "sk-test-matrix-5e1d0b"
-STEPS = ("count", "fold", "prefold", "reply", "midstream")
-SCRIPTED_KINDS = ("exception", "stop", "rerun")
-HTTP_KINDS = ("timeout", "http429", "http500", "refused")
-CLIENT_TIMEOUT_S = 0.3
-"""Only the faulted request gets it; every other request may take 10 s, so a loaded machine is no fault."""
-
-# Where each step's fault is injected: ScriptedBackend's step names, and the server's request kinds.
-SCRIPTED_STEP = {"count": "count", "fold": "summary", "prefold": "summary", "reply": "reply", "midstream": "reply_midstream"}
-REQUEST_KIND = {"count": "count", "fold": "summary", "prefold": "summary", "reply": "reply", "midstream": "reply"}
-FAULTS: dict[str, Callable[[], BaseException]] = {
-    "exception": lambda: RuntimeError("an unexpected bug"),
-    "stop": StopException,
-    "rerun": lambda: RerunException(RerunData()),
-}
-RAISED: dict[str, type[BaseException]] = {
-    "exception": RuntimeError,
-    "stop": StopException,
-    "rerun": RerunException,
-    **{kind: ModelServerError for kind in HTTP_KINDS},
-}
-
-
-def http_behaviour(kind: str, step: str):
-    """What the server does for ``kind`` at ``step``; None for a refused connection (no server answers)."""
-    if step == "midstream":
-        return {
-            "timeout": stall_after(1, 5.0),
-            "http429": error_after(1, "rate_limit_exceeded", "Rate limit reached for requests."),
-            "http500": error_after(1, "server_error", "The server had an error."),
-            "refused": cut_after(1),  # mid-stream, a refused connection can only be a dropped one
-        }[kind]
-    return {
-        "timeout": stall(5.0),
-        "http429": status(429, "Rate limit reached for requests."),
-        "http500": status(500, "The server had an error."),
-        "refused": None,
-    }[kind]
-
-
-def client_from_step(step: str, backend, faulty: openai.OpenAI) -> None:
-    """Gives the backend the ``faulty`` client from ``step``'s request on, and not before it."""
-    if step in ("fold", "prefold"):
-        backend.client = faulty  # the summary is the first request
-        return
-    # The turn's fold must complete as usual; the requests after it use the faulty client.
-    summarize = backend.summarize
-
-    def summarize_then_switch(request):
-        try:
-            return summarize(request)
-        finally:
-            backend.client = faulty
-
-    backend.summarize = summarize_then_switch
-
-
-def arm_http(step: str, kind: str, server, backend, client: openai.OpenAI) -> None:
-    """Arms an HTTP fault for ``step``: a refused address, or the server's misbehaviour,
-    with a short timeout on that request for the timeout kind (a stalled server waits 5 s)."""
-    if kind == "refused" and step != "midstream":
-        client_from_step(step, backend, client.with_options(base_url=f"http://127.0.0.1:{closed_port()}/v1"))
-        return
-    server.queue_for(REQUEST_KIND[step], http_behaviour(kind, step))
-    if kind == "timeout":
-        client_from_step(step, backend, client.with_options(timeout=CLIENT_TIMEOUT_S))
-
-
-def heal_http(backend, client: openai.OpenAI) -> None:
-    backend.client = client
-    backend.__dict__.pop("summarize", None)
 
 
 @dataclass
@@ -201,10 +120,9 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
             memory.prefold()
         user_text = None
     else:
-        with pytest.raises(RAISED[kind]):
-            with memory.turn("I live in Taipei.") as turn:
-                for _ in turn.stream():
-                    pass
+        with pytest.raises(RAISED[kind]), memory.turn("I live in Taipei.") as turn:
+            for _ in turn.stream():
+                pass
         assert turn.user_text == "I live in Taipei." and not turn.committed
         user_text = turn.user_text
 

@@ -4,14 +4,13 @@ import pytest
 
 from memora import ShortTermMemory
 from memora.limits import LimitReached, SessionLimits
-from tests.test_memory import assert_consistent, chat
+from tests.helpers.memory import assert_consistent, chat
 
 
 def test_a_huge_paste_is_refused_before_any_request(backend):
     memory = ShortTermMemory(backend)
-    with pytest.raises(LimitReached) as caught:
-        with memory.turn("x" * 200_000):
-            pass
+    with pytest.raises(LimitReached) as caught, memory.turn("x" * 200_000):
+        pass
     assert (caught.value.code, caught.value.value, caught.value.limit) == ("message_too_long", 200_000, 20_000)
     assert "200,000 characters" in str(caught.value)
     assert memory.history == [] and backend.replies == [] and backend.summaries == []

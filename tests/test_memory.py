@@ -10,25 +10,11 @@ from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import ApiTokenCounter, LocalTokenCounter, count_text
 from tests.fakes import ScriptedBackend
+from tests.helpers.memory import assert_consistent, chat
 
 
 class FakeStop(BaseException):
     """Stands in for Streamlit's StopException / RerunException (BaseException subclasses)."""
-
-
-def chat(memory: ShortTermMemory, *texts: str) -> None:
-    for text in texts:
-        with memory.turn(text) as turn:
-            turn.run()
-
-
-def assert_consistent(memory: ShortTermMemory) -> None:
-    roles = [m.role for m in memory.history]
-    assert roles == ["user", "assistant"] * (len(roles) // 2), "history must be alternating complete pairs"
-    assert memory.summarized_message_count % 2 == 0
-    assert memory.summarized_message_count <= len(memory.history)
-    assert bool(memory.summary) == (memory.summarized_message_count > 0)
-    assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
 
 
 def test_defaults_are_the_articles(backend):
@@ -137,9 +123,8 @@ def test_summary_is_bounded_by_max_summary_tokens():
 def test_message_alone_over_budget_fails_before_any_request(backend):
     memory = ShortTermMemory(backend)
     chat(memory, "hello")
-    with pytest.raises(ContextBudgetError) as caught:
-        with memory.turn("word " * 2000) as turn:
-            turn.run()
+    with pytest.raises(ContextBudgetError) as caught, memory.turn("word " * 2000) as turn:
+        turn.run()
     error = caught.value
     assert isinstance(error, ValueError)
     assert error.max_input_tokens == 1000
@@ -166,9 +151,8 @@ def test_failed_summary_keeps_the_old_summary_and_the_users_text(backend):
     chat(memory, "a", "b", "c")
     summary, pointer, ledger = memory.summary, memory.summarized_message_count, list(memory.ledger)
     backend.fail_next("summary")
-    with pytest.raises(BackendError):
-        with memory.turn("d") as turn:
-            turn.run()
+    with pytest.raises(BackendError), memory.turn("d") as turn:
+        turn.run()
     assert (memory.summary, memory.summarized_message_count, memory.ledger) == (summary, pointer, ledger)
     assert turn.user_text == "d"
     assert len(memory.history) == 6
@@ -193,10 +177,9 @@ def test_any_failure_at_any_step_leaves_the_memory_consistent(backend, step, fau
     before = [m.content for m in memory.history]
     backend.fail_next(step, fault)
     expected = type(fault())
-    with pytest.raises(expected):
-        with memory.turn("c") as turn:
-            for _ in turn.stream():
-                pass
+    with pytest.raises(expected), memory.turn("c") as turn:
+        for _ in turn.stream():
+            pass
     assert turn.user_text == "c"
     assert [m.content for m in memory.history] == before
     assert not turn.committed
@@ -218,9 +201,8 @@ def test_abandoned_stream_commits_nothing(backend):
 def test_empty_and_double_messages_are_refused(backend):
     memory = ShortTermMemory(backend)
     for text in ["", "   \n\t"]:
-        with pytest.raises(ValueError, match="empty"):
-            with memory.turn(text):
-                pass
+        with pytest.raises(ValueError, match="empty"), memory.turn(text):
+            pass
     memory.add_user_message("first")
     with pytest.raises(ValueError, match="already waiting"):
         memory.add_user_message("second")

@@ -45,7 +45,7 @@ def test_random_conversations_keep_every_invariant(messages, budget, recent, bat
         folded = [m for s in backend.summaries for m in s.new_messages]
         pointer = memory.summarized_message_count
         assert folded == memory.history[:pointer]
-        window = [m for m, source in zip(turn.prepared.context_messages, turn.prepared.sources) if source == "window"]
+        window = [m for m, source in zip(turn.prepared.context_messages, turn.prepared.sources, strict=True) if source == "window"]
         assert window == memory.history[pointer:-2]
         assert turn.prepared.context_messages[-1].content == text
     assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)

@@ -24,12 +24,11 @@ from memora.transcript import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.ui.frames import ledger_frame
 from tests.fakes import ScriptedBackend
+from tests.helpers.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, new_app, send, texts, tree_text
+from tests.helpers.app import CLASSROOM_KEY as KEY
+from tests.helpers.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
 from tests.servers import ResponsesServer, closed_port, status
-from tests.test_app import APP, ENV_NAMES, assert_alternating, new_app, send, texts
-from tests.test_fault_matrix import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
 
-KEY = "sk-test-classroom-9b7e2c41"
-CLASSROOM_ENV = ("MEMORA_LOCK_SETTINGS", "MEMORA_MAX_TURNS", "MEMORA_MAX_SESSION_TOKENS", "MEMORA_MAX_MESSAGE_CHARS", "MEMORA_TOKEN_COUNTING")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,21 +45,6 @@ def clean_env(tmp_path, monkeypatch):
 def server() -> Iterator[ResponsesServer]:
     with ResponsesServer() as running:
         yield running
-
-
-def tree_text(at: AppTest) -> str:
-    """Every element's protobuf on the page, as text: what the browser is sent, widgets' values included."""
-    parts: list[str] = []
-
-    def walk(node) -> None:
-        proto = getattr(node, "proto", None)
-        if proto is not None:
-            parts.append(str(proto))
-        for child in getattr(node, "children", {}).values():
-            walk(child)
-
-    walk(at._tree)
-    return "\n".join(parts)
 
 
 def online_memory(server: ResponsesServer, **options) -> tuple[ShortTermMemory, OpenAIResponsesBackend, openai.OpenAI]:
@@ -146,7 +130,9 @@ def test_page_fault_messages_name_the_cause(server: ResponsesServer) -> None:
 # -- bad input ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("blank", ["   ", "\n\t \n", "\u3000\u3000", " \r\n "], ids=["spaces", "newlines-tab", "ideographic-spaces", "crlf"])
+@pytest.mark.parametrize(
+    "blank", ["   ", "\n\t \n", "\u3000\u3000", " \r\n "], ids=["spaces", "newlines-tab", "ideographic-spaces", "crlf"]
+)
 def test_blank_messages_get_a_clear_message_and_the_page_stays_usable(blank: str, backend) -> None:
     memory = ShortTermMemory(backend)
     at = new_app(memory)
@@ -323,7 +309,7 @@ def test_sessions_never_see_each_others_history_summary_settings_or_key(monkeypa
 
     memories = [at.session_state[keys.MEMORY] for at in apps]
     assert len({id(m) for m in memories}) == sessions
-    for number, (at, memory) in enumerate(zip(apps, memories)):
+    for number, (at, memory) in enumerate(zip(apps, memories, strict=True)):
         own = f"Student{number:02d}"
         everyone_else = [f"Student{other:02d}" for other in range(sessions) if other != number]
         assert [m.content for m in memory.history[::2]] == [f"My name is {own}.", f"I am {number + 10} years old."]
@@ -346,8 +332,12 @@ def test_nothing_is_cached_across_sessions() -> None:
     """st.cache_resource and st.cache_data are shared by every session; the page must keep session data out of them."""
     allowed: set[str] = set()  # add a cached function here only if it reads no session data (a conversation, a key, a setting)
     sources = [ROOT / "streamlit_app.py", *sorted((ROOT / "memora").rglob("*.py"))]
-    cached = {f"{path.name}:{number}" for path in sources for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-              if "cache_resource" in line or "cache_data" in line or "st.cache" in line}
+    cached = {
+        f"{path.name}:{number}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "cache_resource" in line or "cache_data" in line or "st.cache" in line
+    }
     assert cached <= allowed, f"review these for session data: {sorted(cached - allowed)}"
 
 

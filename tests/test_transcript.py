@@ -1,5 +1,5 @@
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,7 +15,7 @@ from memora.transcript import (
 )
 from tests.fakes import ScriptedBackend
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 def chatted(backend, *texts, **options) -> ShortTermMemory:
@@ -112,13 +112,24 @@ def test_offline_flag_is_exported():
         (lambda d: d["history"].pop(), "unpaired_message", "history[6]"),
         (lambda d: d["history"][0].update(content=5), "wrong_type", "history[0].content"),
         (lambda d: d["history"][0].update(content="  "), "empty_string", "history[0].content"),
-        (lambda d: d["summary_versions"][0].update(summarized_message_count=3), "odd_summary_pointer", "summary_versions[0].summarized_message_count"),
-        (lambda d: d["summary_versions"][-1].update(summarized_message_count=40, folded=[d["summary_versions"][-1]["folded"][0], 40]),
-         "summary_beyond_history", "summary_versions[1].summarized_message_count"),
+        (
+            lambda d: d["summary_versions"][0].update(summarized_message_count=3),
+            "odd_summary_pointer",
+            "summary_versions[0].summarized_message_count",
+        ),
+        (
+            lambda d: d["summary_versions"][-1].update(summarized_message_count=40, folded=[d["summary_versions"][-1]["folded"][0], 40]),
+            "summary_beyond_history",
+            "summary_versions[1].summarized_message_count",
+        ),
         (lambda d: d["summary_versions"][1].update(folded=[0, 4]), "summary_chain_broken", "summary_versions[1].folded"),
         (lambda d: d["summary_versions"][0].update(folded=[0, 2, 4]), "too_many_items", "summary_versions[0].folded"),
         (lambda d: d["summary_versions"][0].update(turn=1, tokens=-1), "number_out_of_range", "summary_versions[0].tokens"),
-        (lambda d: d["summary_versions"][1].update(turn=1) or d["summary_versions"][0].update(turn=3), "summary_chain_broken", "summary_versions[1].turn"),
+        (
+            lambda d: d["summary_versions"][1].update(turn=1) or d["summary_versions"][0].update(turn=3),
+            "summary_chain_broken",
+            "summary_versions[1].turn",
+        ),
         (lambda d: d["ledger"][0].update(kind="bonus"), "bad_value", "ledger[0].kind"),
         (lambda d: d["ledger"][0].update(total_tokens=True), "wrong_type", "ledger[0].total_tokens"),
         (lambda d: d["ledger"][0].update(input_tokens=10**30), "number_out_of_range", "ledger[0].input_tokens"),

@@ -47,7 +47,9 @@ def test_commands_reject_arguments_and_unknown_names(backend):
 
 
 def record(turn: int, kind: str, input_tokens: int, output_tokens: int, full: int | None = None) -> UsageRecord:
-    return UsageRecord(turn, kind, "m", input_tokens, input_tokens, output_tokens, input_tokens + output_tokens, 0.1, full_history_tokens=full)
+    return UsageRecord(
+        turn, kind, "m", input_tokens, input_tokens, output_tokens, input_tokens + output_tokens, 0.1, full_history_tokens=full
+    )
 
 
 def test_usage_chart_frame_has_bars_and_the_two_lines_per_turn():

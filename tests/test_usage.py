@@ -1,8 +1,10 @@
 """The ledger's frames: one row per request, and tokens per turn for the chart."""
 
+import contextlib
+
 from memora import ShortTermMemory
 from memora.ui.frames import LEDGER_COLUMNS, ledger_frame, usage_per_turn
-from tests.test_memory import chat
+from tests.helpers.memory import chat
 
 
 def test_empty_ledger_gives_empty_frames_with_columns():
@@ -30,10 +32,8 @@ def test_turn_with_only_a_failed_reply_keeps_its_summary_spend(backend):
     memory = ShortTermMemory(backend, max_recent_turns=0)
     chat(memory, "a")
     backend.fail_next("reply")
-    try:
+    with contextlib.suppress(Exception):
         chat(memory, "b")
-    except Exception:
-        pass
     per_turn = usage_per_turn(memory.ledger)
     assert list(per_turn.index) == [1, 2]
     assert per_turn.loc[2, "reply_input"] == 0 and per_turn.loc[2, "summary"] > 0

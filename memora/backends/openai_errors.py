@@ -119,7 +119,9 @@ def explain_error(
             return ModelServerError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.", "server", error.status_code)
         case openai.APIStatusError():
             detail = redact(error.message, secrets)[:_MAX_SERVER_TEXT]
-            return ModelServerError(f"The model server refused the request (HTTP {error.status_code}): {detail}", "refused", error.status_code)
+            return ModelServerError(
+                f"The model server refused the request (HTTP {error.status_code}): {detail}", "refused", error.status_code
+            )
         case openai.APIError():
             detail = redact(error.message, secrets)[:_MAX_SERVER_TEXT]
             return ModelServerError(f"The model server reported an error: {detail}", "stream")

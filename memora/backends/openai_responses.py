@@ -21,8 +21,8 @@ from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
 
 __all__ = [
-    "OpenAIResponsesBackend",
     "REASONING_ALLOWANCE",
+    "OpenAIResponsesBackend",
     "explain_error",
     "is_reasoning_model",
     "redact",

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest, ServerProfile
+from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.extractive import merge_summary
 from memora.messages import Message
 from memora.prompts import SUMMARY_WORD_LIMIT

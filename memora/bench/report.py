@@ -18,13 +18,23 @@ def markdown(report: Report) -> str:
         "Model: a recording backend (script replies, extractive summaries capped at 200 tokens, real o200k_base counts). "
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
+    lines += _token_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
+    lines += ["", "## Goals (measured)", ""]
+    lines += [f"- [{'x' if ok else ' '}] {goal}: {why}" for goal, ok, why in report.goals]
+    lines += ["", f"Benchmark ran in {report.seconds:.1f} s."]
+    return "\n".join(lines)
+
+
+def _token_tables(report: Report) -> list[str]:
+    lines: list[str] = []
     for turns, rows in report.tokens.items():
         lines += [
             "",
             f"## {turns}-turn conversation",
             "",
             "| strategy | input tokens | output tokens | largest reply request | over budget | "
-            "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) | summaries after a reply |",
+            "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) "
+            "| summaries after a reply |",
             "|---|---:|---:|---:|---:|---|---:|---:|---:|",
         ]
         for r in rows:
@@ -35,11 +45,16 @@ def markdown(report: Report) -> str:
                 f"| {r.output_tokens:,} ({_x(ratio['output_tokens'])}) "
                 f"| {r.largest_reply_input:,} ({_x(ratio['largest_reply_input'])}) "
                 f"| {r.over_budget} | {per['reply']:.2f} / {per['summary']:.2f} / {per['count']:.2f} "
-                f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) | {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} |"
+                f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) "
+                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} |"
             )
+    return lines
+
+
+def _bookkeeping_table(report: Report) -> list[str]:
     sizes = list(next(iter(report.bookkeeping.values())))
     ref = report.bookkeeping[REFERENCE]
-    lines += [
+    lines = [
         "",
         "## Memory bookkeeping per turn, model time excluded (median, microseconds)",
         "",
@@ -49,9 +64,13 @@ def markdown(report: Report) -> str:
     for name, by_n in report.bookkeeping.items():
         cells = [f"{by_n[n]:,.0f} µs ({_x(by_n[n] / ref[n])})" for n in sizes]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_x(by_n[sizes[-1]] / by_n[sizes[0]])} |")
+    return lines
+
+
+def _ttft_table(report: Report) -> list[str]:
     first = report.ttft[0]
     ref_t = next(t for t in report.ttft if t.strategy == REFERENCE)
-    lines += [
+    lines = [
         "",
         f"## Time from send to first token, {first.delay_ms:.0f} ms per model request, {first.turns} turns",
         "",
@@ -63,17 +82,19 @@ def markdown(report: Report) -> str:
             f"| {t.strategy} | {t.mean_ms:.0f} ms ({_x(t.mean_ms / ref_t.mean_ms)}) | {t.median_ms:.0f} ms "
             f"| {t.max_ms:.0f} ms | {t.turns_waiting_on_summary_or_count} |"
         )
-    if report.batch_by_budget:
-        lines += [
-            "",
-            f"## Summary requests by budget, {max(report.tokens)} turns: default vs fold_batch_turns={report.batch}",
-            "",
-            "| max_input_tokens | memora | " + f"memora-batch{report.batch} | fewer by |",
-            "|---:|---:|---:|---:|",
-        ]
-        for budget, (plain, batched) in report.batch_by_budget.items():
-            lines.append(f"| {budget} | {plain} | {batched} | {_x(plain / batched if batched else None)} |")
-    lines += ["", "## Goals (measured)", ""]
-    lines += [f"- [{'x' if ok else ' '}] {goal}: {why}" for goal, ok, why in report.goals]
-    lines += ["", f"Benchmark ran in {report.seconds:.1f} s."]
-    return "\n".join(lines)
+    return lines
+
+
+def _batch_table(report: Report) -> list[str]:
+    if not report.batch_by_budget:
+        return []
+    lines = [
+        "",
+        f"## Summary requests by budget, {max(report.tokens)} turns: default vs fold_batch_turns={report.batch}",
+        "",
+        "| max_input_tokens | memora | " + f"memora-batch{report.batch} | fewer by |",
+        "|---:|---:|---:|---:|",
+    ]
+    for budget, (plain, batched) in report.batch_by_budget.items():
+        lines.append(f"| {budget} | {plain} | {batched} | {_x(plain / batched if batched else None)} |")
+    return lines

@@ -181,7 +181,7 @@ class TtftFigures:
 
 
 def ttft(factory: Factory, name: str, script: Script, limits: Limits, delay_s: float) -> TtftFigures:
-    strategy, firsts = replay(factory, script, limits, delay_s=delay_s)
+    _, firsts = replay(factory, script, limits, delay_s=delay_s)
     # A turn waited on something other than its reply when it took well over one delay.
     waited = sum(1 for f in firsts if f > 1.5 * delay_s)
     ms = [f * 1e3 for f in firsts]
@@ -267,11 +267,11 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
     rows = {r.strategy: r for r in report.tokens[longest]}
     memora_rows = [r for name, r in rows.items() if name.startswith("memora")]
     out = []
-    worst = max(memora_rows + [rows[REFERENCE]], key=lambda r: r.largest_reply_input)
+    worst = max([*memora_rows, rows[REFERENCE]], key=lambda r: r.largest_reply_input)
     out.append(
         (
             "No request over the budget (article and Memora strategies)",
-            all(r.over_budget == 0 for r in memora_rows + [rows[REFERENCE]]),
+            all(r.over_budget == 0 for r in [*memora_rows, rows[REFERENCE]]),
             f"largest reply request {worst.largest_reply_input} of {report.budget} tokens ({worst.strategy}); "
             f"full history: {rows['full-history'].over_budget} of {longest} requests over",
         )

@@ -19,8 +19,18 @@ from memora.memory.planner import Plan, fold_pieces, plan_context
 from memora.memory.summarizer import Summarizer, check_summary
 from memora.memory.turn import Turn
 from memora.memory.values import (
-    DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, MAX_SUMMARY_TOKENS, MIN_FOLD_ROOM,
-    MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion, TurnStats,
+    DEFAULT_MODEL,
+    MAX_INPUT_TOKENS,
+    MAX_RECENT_TURNS,
+    MAX_REPLY_TOKENS,
+    MAX_SUMMARY_TOKENS,
+    MIN_FOLD_ROOM,
+    MIN_MESSAGE_ROOM,
+    ContextBudgetError,
+    PreparedContext,
+    Source,
+    SummaryVersion,
+    TurnStats,
 )
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT

@@ -70,7 +70,7 @@ class Summarizer:
         bounded = truncate_text(text, self.max_summary_tokens)
         cut = completion.cut or bounded != text
         text = whole_sentences(bounded) if cut else text
-        clipped = sum(a is not b for a, b in zip(messages, sent))
+        clipped = sum(a is not b for a, b in zip(messages, sent, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
 
 

@@ -15,8 +15,8 @@ import streamlit as st
 
 from memora.i18n import t
 from memora.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
-from memora.usage import UsageRecord
 from memora.ui import render
+from memora.usage import UsageRecord
 
 OFFLINE_MODEL = "offline"
 """The ledger's model name for requests the offline engine served."""

@@ -34,7 +34,8 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         for position, figure in enumerate(figures):
             columns[position % 2].metric(t(lang, figure.key), figure.value)
         sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
-        render.caption(t(lang, "status.bounded", full=f"{memory.full_history_tokens():,}", sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        full = f"{memory.full_history_tokens():,}"
+        render.caption(t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
         render.caption(calibration_note(memory, lang))
         ledger = getattr(memory.backend, "server_ledger", None)
         if ledger is not None:
@@ -59,7 +60,8 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
             return
         st.dataframe(context_frame(memory, lang), hide_index=True)
         used = memory.last_prepared.input_tokens if memory.last_prepared else 0
-        st.progress(min(used / memory.max_input_tokens, 1.0), text=t(lang, "panel.budget", used=f"{used:,}", budget=f"{memory.max_input_tokens:,}"))
+        label = t(lang, "panel.budget", used=f"{used:,}", budget=f"{memory.max_input_tokens:,}")
+        st.progress(min(used / memory.max_input_tokens, 1.0), text=label)
 
 
 def render_history(memory: ShortTermMemory, lang: str) -> None:

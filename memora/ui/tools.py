@@ -76,7 +76,9 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
     if state[keys.PROBE_SCENARIO_INPUT] not in available:
         state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
     render.caption(t(lang, "probe.intro"))
-    st.selectbox(t(lang, "probe.scenario"), options=list(available), format_func=lambda i: available[i].title, key=keys.PROBE_SCENARIO_INPUT)
+    st.selectbox(
+        t(lang, "probe.scenario"), options=list(available), format_func=lambda i: available[i].title, key=keys.PROBE_SCENARIO_INPUT
+    )
     scenario = available[state[keys.PROBE_SCENARIO_INPUT]]
     total = probe_turns(scenario)
     render.caption(t(lang, "probe.requests", turns=total, backend=backend_label(lang, state[keys.BACKEND_NAME])))
@@ -160,7 +162,11 @@ def render_transcript(memory: ShortTermMemory, lang: str) -> None:
         on_click="ignore",
     )
     st.file_uploader(
-        t(lang, "transcript.import"), type=["json"], key=keys.IMPORT_INPUT, max_upload_size=UPLOAD_LIMIT_MB, help=t(lang, "transcript.import_help")
+        t(lang, "transcript.import"),
+        type=["json"],
+        key=keys.IMPORT_INPUT,
+        max_upload_size=UPLOAD_LIMIT_MB,
+        help=t(lang, "transcript.import_help"),
     )
     st.button(t(lang, "transcript.import_button"), on_click=import_uploaded, icon=":material/upload_file:")
     notice: Notice | None = st.session_state[keys.IMPORT_NOTICE]

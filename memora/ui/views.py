@@ -118,7 +118,8 @@ def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> Com
     empty = t(lang, "cmd.empty")
     if name == "history":
         marks = message_marks(memory)
-        lines = [f"{i + 1:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in enumerate(zip(memory.history, marks))]
+        numbered = enumerate(zip(memory.history, marks, strict=True), start=1)
+        lines = [f"{i:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in numbered]
         return CommandOutput(t(lang, "cmd.history_title"), "\n".join(lines) or empty)
     if name == "context":
         return CommandOutput(t(lang, "cmd.context_title"), "\n".join(f"{m.role}: {m.content}" for m in memory.last_context) or empty)
@@ -143,7 +144,7 @@ def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
         return []
     return [
         ContextRow(m.role, source, tokens, m.content)
-        for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens)
+        for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens, strict=True)
     ]
 
 

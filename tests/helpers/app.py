@@ -1,0 +1,72 @@
+"""Driving the page through Streamlit's AppTest: start it, send messages, read what it shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from memora.memory import ShortTermMemory
+from memora.ui import state as keys
+
+APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
+ENV_NAMES = (
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
+    "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS",
+)
+"""Environment variables that would change how the page starts; the page tests clear them."""
+CLASSROOM_ENV = (
+    "MEMORA_LOCK_SETTINGS", "MEMORA_MAX_TURNS", "MEMORA_MAX_SESSION_TOKENS", "MEMORA_MAX_MESSAGE_CHARS", "MEMORA_TOKEN_COUNTING",
+)
+"""The classroom settings a teacher sets in the environment."""
+CLASSROOM_KEY = "sk-test-classroom-9b7e2c41"
+"""The teacher's key in the classroom tests: it must never reach a page, a log or an export."""
+
+
+def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
+    """The page after its first run, with ``memory`` in session state and ``secrets`` as st.secrets."""
+    at = AppTest.from_file(APP, default_timeout=30)
+    for name, value in secrets.items():
+        at.secrets[name] = value
+    if memory is not None:
+        at.session_state[keys.MEMORY] = memory
+    return at.run()
+
+
+def send(at: AppTest, text: str) -> AppTest:
+    at.chat_input[0].set_value(text).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at: AppTest) -> str:
+    """Every markdown, caption, text, code and alert on the page, joined."""
+    parts = [e.value for kind in ("markdown", "caption", "text", "code", "info", "warning", "error", "success") for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def expander(at: AppTest, label: str):
+    matches = [e for e in at.expander if e.label == label]
+    assert matches, f"no expander {label!r} in {[e.label for e in at.expander]}"
+    return matches[0]
+
+
+def tree_text(at: AppTest) -> str:
+    """Every element's protobuf on the page, as text: what the browser is sent, widgets' values included."""
+    parts: list[str] = []
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            parts.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    # Every node's ``root`` is the whole element tree: main, sidebar, event and bottom containers.
+    walk(at.main.root)
+    return "\n".join(parts)
+
+
+def assert_alternating(memory: ShortTermMemory) -> None:
+    roles = [m.role for m in memory.history]
+    assert roles == ["user", "assistant"] * (len(roles) // 2)
