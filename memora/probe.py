@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from memora import untrusted
+from memora.untrusted import NotBlank
 from memora.backends.base import Backend, BackendError
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
 
@@ -162,15 +163,15 @@ def _share(flags: Any) -> float:
 # The file format. Each model checks its own values; parse_scenario adds the rules across facts.
 
 Id = Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$", description="Lowercase letters, digits and dashes.")]
-Keyword = untrusted.text(100, blank=False)
-TurnText = untrusted.text(MAX_TURN_CHARS, blank=False)
+Keyword = Annotated[str, Field(min_length=1, max_length=100), NotBlank]
+TurnText = Annotated[str, Field(min_length=1, max_length=MAX_TURN_CHARS), NotBlank]
 
 
 def _as_alternatives(item: Any) -> Any:
     return [item] if isinstance(item, str) else item
 
 
-KeywordList = Annotated[list[Keyword], Field(min_length=1, max_length=10)]  # type: ignore[valid-type]
+KeywordList = Annotated[list[Keyword], Field(min_length=1, max_length=10)]
 Alternatives = Annotated[KeywordList, BeforeValidator(_as_alternatives, json_schema_input_type=Union[Keyword, KeywordList])]
 """A keyword, or a list of alternative keywords; read as a list either way."""
 
@@ -183,11 +184,11 @@ class FactEntry(untrusted.StrictModel):
 
     id: Id
     kind: FactKind
-    description: untrusted.text(200, description="The fact in a few words, for the report's table.")  # type: ignore[valid-type]
+    description: Annotated[str, Field(max_length=200, description="The fact in a few words, for the report's table.")]
     expect: Annotated[list[Alternatives], Field(
         min_length=1, max_length=10,
         description="Keywords that must all be found; an item that is a list holds alternatives (any one will do).")]
-    stale: Annotated[list[Keyword], Field(  # type: ignore[valid-type]
+    stale: Annotated[list[Keyword], Field(
         max_length=10, description="Values a correction replaced, which must not be asserted any more. Required for a correction.")] = []
 
 
@@ -197,13 +198,13 @@ class ScenarioFile(untrusted.StrictModel):
     format: Literal["memora-probe-scenario"]
     version: Literal[1]
     id: Id
-    title: untrusted.text(200, blank=False)  # type: ignore[valid-type]
-    description: untrusted.text(1000) = ""  # type: ignore[valid-type]
-    language: untrusted.text(16, blank=False, description="The language of the turns, e.g. en or zh-TW.")  # type: ignore[valid-type]
-    plant: Annotated[list[TurnText], Field(min_length=1, max_length=20, description="The user turns that plant the facts.")]  # type: ignore[valid-type]
-    filler: Annotated[list[TurnText], Field(  # type: ignore[valid-type]
+    title: Annotated[str, Field(min_length=1, max_length=200), NotBlank]
+    description: Annotated[str, Field(max_length=1000)] = ""
+    language: Annotated[str, Field(min_length=1, max_length=16, description="The language of the turns, e.g. en or zh-TW."), NotBlank]
+    plant: Annotated[list[TurnText], Field(min_length=1, max_length=20, description="The user turns that plant the facts.")]
+    filler: Annotated[list[TurnText], Field(
         min_length=1, max_length=50, description="Turns sent, in a cycle, until the planted turns are folded into the summary.")]
-    final_question: TurnText  # type: ignore[valid-type]
+    final_question: TurnText
     facts: Annotated[list[FactEntry], Field(min_length=1, max_length=50)]
     max_recent_turns: Annotated[int, Field(ge=0, le=20)] = 2
     max_input_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = MAX_INPUT_TOKENS

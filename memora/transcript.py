@@ -44,7 +44,7 @@ from memora.limits import SessionLimits
 from memora.memory import ShortTermMemory, SummaryVersion, TurnStats
 from memora.messages import Message
 from memora.tokens import count_text
-from memora.untrusted import Count, StrictModel, text
+from memora.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.usage import UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"
@@ -67,9 +67,9 @@ class TranscriptError(untrusted.UntrustedJSONError):
 # ledger[i].cut/.implausible/.input_budget, turn_stats[i].cut/.over_budget/.implausible)
 # have defaults, so older version 1 files still read.
 
-Name = text(MAX_NAME_CHARS, blank=False)
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NotBlank]
 Index = Annotated[int, Field(ge=0, le=MAX_MESSAGES)]
-Turn = Annotated[int, Field(ge=1, le=untrusted.MAX_INT)]
+Turn = Annotated[int, Field(ge=1, le=MAX_INT)]
 """A 1-based user turn; whether the history has that many turns is checked after validation."""
 
 
@@ -98,12 +98,12 @@ class TranscriptSettings(StrictModel):
 
 class HistoryMessage(StrictModel):
     role: Literal["user", "assistant"]
-    content: text(MAX_MESSAGE_CHARS)  # type: ignore[valid-type]
+    content: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
 
     @field_validator("content")
     @classmethod
     def _user_text_is_not_blank(cls, content: str, info: ValidationInfo) -> str:
-        return untrusted._not_blank(content) if info.data.get("role") == "user" else content
+        return untrusted.not_blank(content) if info.data.get("role") == "user" else content
 
 
 class ContextMessage(HistoryMessage):
@@ -111,7 +111,7 @@ class ContextMessage(HistoryMessage):
 
 
 class SummaryVersionEntry(StrictModel):
-    text: text(MAX_SUMMARY_CHARS)  # type: ignore[valid-type]
+    text: Annotated[str, Field(max_length=MAX_SUMMARY_CHARS)]
     summarized_message_count: Index
     folded: Annotated[list[Index], Field(max_length=2)]
     tokens: Count
@@ -159,7 +159,7 @@ class TranscriptFile(StrictModel):
 
     format: Literal["memora-transcript"]
     version: Literal[1]
-    created_at: Annotated[text(40, blank=False), AfterValidator(_iso_datetime)]  # type: ignore[valid-type]
+    created_at: Annotated[str, Field(min_length=1, max_length=40), NotBlank, AfterValidator(_iso_datetime)]
     settings: TranscriptSettings
     history: Annotated[list[HistoryMessage], Field(max_length=MAX_MESSAGES)]
     summary_versions: Annotated[list[SummaryVersionEntry], Field(max_length=MAX_MESSAGES)]

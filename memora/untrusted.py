@@ -51,21 +51,18 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
-def _not_blank(value: str) -> str:
+def not_blank(value: str) -> str:
+    """``value`` unless it is only whitespace; then the error ``empty_string``."""
     if not value.strip():
         raise PydanticCustomError("empty_string", "must not be empty.")
     return value
 
 
+NotBlank = AfterValidator(not_blank)
+"""Marks a text that must not be empty or only whitespace: ``Annotated[str, Field(min_length=1), NotBlank]``."""
+
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 """A token count or a total: a whole number, never negative, never absurd."""
-
-
-def text(max_chars: int, *, blank: bool = True, **field: Any) -> Any:
-    """A string type of at most ``max_chars`` characters; with ``blank=False``, not only whitespace."""
-    if blank:
-        return Annotated[str, Field(max_length=max_chars, **field)]
-    return Annotated[str, Field(max_length=max_chars, min_length=1, **field), AfterValidator(_not_blank)]
 
 
 def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: int) -> Any:
@@ -190,9 +187,9 @@ def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJS
         code = "empty_list" if kind == "too_short" else "empty_string"
         return error(code, "must not be empty.", path)
     if kind in ("greater_than_equal", "less_than_equal"):
-        bound = {"minimum": ctx["ge"]} if "ge" in ctx else {"maximum": ctx["le"]}
-        return error("number_out_of_range", f"{_short(value)} is outside the allowed range ({e['msg'].lower()}).", path,
-                     value=_short(value), **bound)
+        name, bound = ("minimum", ctx["ge"]) if "ge" in ctx else ("maximum", ctx["le"])
+        side = "below" if name == "minimum" else "above"
+        return error("number_out_of_range", f"{_short(value)} is {side} the {name} {bound:,}.", path, value=_short(value), **{name: bound})
     if kind == "literal_error":
         return error("bad_role" if loc[-1] == "role" else "bad_value", f"{_short(value)} is not one of {ctx['expected']}.", path,
                      value=_short(value), options=ctx["expected"])
@@ -206,17 +203,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "text", list: "list", dict: "object"}
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    """What ``json.loads`` made ``value`` from, in the words of the error messages."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)
