@@ -33,21 +33,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from memora import strict
+from pydantic import BeforeValidator, ConfigDict, Field
+
+from memora import untrusted
 from memora.backends.base import Backend, BackendError
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
+from memora.untrusted import NotBlank
 
 SCENARIO_FORMAT = "memora-probe-scenario"
 SCENARIO_VERSION = 1
 MAX_SCENARIO_BYTES = 256 * 1024
 MAX_TURN_CHARS = 2000
+SCHEMA_FILE = "scenario.schema.json"
+"""The JSON Schema of ``ScenarioFile``, next to the bundled scenarios, for editors and authors."""
 FactKind = Literal["fact", "correction", "unresolved_question"]
 FACT_KINDS: tuple[FactKind, ...] = ("fact", "correction", "unresolved_question")
 Status = Literal["kept", "mixed", "stale", "missing"]
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _NEGATION_BEFORE = re.compile(
     r"(?:\b(?:not|no longer|instead of|rather than|from|previously|formerly)|不是|而不是|而非|不再是|從)\W{0,3}$",
@@ -55,7 +59,7 @@ _NEGATION_BEFORE = re.compile(
 )
 
 
-class ScenarioError(strict.StrictError):
+class ScenarioError(untrusted.UntrustedJSONError):
     """A scenario file is malformed. ``code`` and ``path`` say what and where."""
 
 
@@ -156,82 +160,88 @@ def _share(flags: Any) -> float:
 # -- scenarios ----------------------------------------------------------------
 
 
+# The file format. Each model checks its own values; parse_scenario adds the rules across facts.
+
+Id = Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$", description="Lowercase letters, digits and dashes.")]
+Keyword = Annotated[str, Field(min_length=1, max_length=100), NotBlank]
+TurnText = Annotated[str, Field(min_length=1, max_length=MAX_TURN_CHARS), NotBlank]
+
+
+def _as_alternatives(item: Any) -> Any:
+    return [item] if isinstance(item, str) else item
+
+
+KeywordList = Annotated[list[Keyword], Field(min_length=1, max_length=10)]
+Alternatives = Annotated[KeywordList, BeforeValidator(_as_alternatives, json_schema_input_type=Keyword | KeywordList)]
+"""A keyword, or a list of alternative keywords; read as a list either way."""
+
+
+class FactEntry(untrusted.StrictModel):
+    """One planted fact, as a scenario file writes it."""
+
+    model_config = ConfigDict(json_schema_extra={  # parse_scenario's rule, for editors
+        "if": {"properties": {"kind": {"const": "correction"}}}, "then": {"required": ["stale"], "properties": {"stale": {"minItems": 1}}}})
+
+    id: Id
+    kind: FactKind
+    description: Annotated[str, Field(max_length=200, description="The fact in a few words, for the report's table.")]
+    expect: Annotated[list[Alternatives], Field(
+        min_length=1, max_length=10,
+        description="Keywords that must all be found; an item that is a list holds alternatives (any one will do).")]
+    stale: Annotated[list[Keyword], Field(
+        max_length=10, description="Values a correction replaced, which must not be asserted any more. Required for a correction.", default=[])]
+
+
+class ScenarioFile(untrusted.StrictModel):
+    """A retention-probe scenario for Memora (python -m memora.probe); see docs/teaching-tools.md."""
+
+    format: Literal["memora-probe-scenario"]
+    version: Literal[1]
+    id: Id
+    title: Annotated[str, Field(min_length=1, max_length=200), NotBlank]
+    description: Annotated[str, Field(max_length=1000)] = ""
+    language: Annotated[str, Field(min_length=1, max_length=16, description="The language of the turns, e.g. en or zh-TW."), NotBlank]
+    plant: Annotated[list[TurnText], Field(min_length=1, max_length=20, description="The user turns that plant the facts.")]
+    filler: Annotated[list[TurnText], Field(
+        min_length=1, max_length=50, description="Turns sent, in a cycle, until the planted turns are folded into the summary.")]
+    final_question: TurnText
+    facts: Annotated[list[FactEntry], Field(min_length=1, max_length=50)]
+    max_recent_turns: Annotated[int, Field(ge=0, le=20)] = 2
+    max_input_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = MAX_INPUT_TOKENS
+    max_filler_turns: Annotated[int, Field(ge=1, le=100)] = 12
+
+
 def parse_scenario(raw: bytes | str) -> Scenario:
     """A scenario from JSON text, validated strictly; raises ScenarioError.
 
     Unknown keys, wrong types, empty texts, duplicate fact ids, a correction
     without stale values, and files over 256 KiB are all errors.
     """
-    data = strict.parse_json(raw, ScenarioError, max_bytes=MAX_SCENARIO_BYTES)
-    E = ScenarioError
-    root = strict.obj(
-        data, "", E,
-        ("format", "version", "id", "title", "language", "plant", "filler", "final_question", "facts"),
-        ("description", "max_recent_turns", "max_input_tokens", "max_filler_turns"),
-    )
-    if root["format"] != SCENARIO_FORMAT:
-        raise E("wrong_format", f"this is not a probe scenario (format {str(root['format'])[:40]!r}).", "format")
-    if strict.integer(root["version"], "version", E, 0, 10**6) != SCENARIO_VERSION:
-        raise E("unsupported_version", f"version {root['version']} is not supported; this Memora reads version {SCENARIO_VERSION}.",
-                "version", version=root["version"], supported=SCENARIO_VERSION)
-    scenario_id = strict.string(root["id"], "id", E, 64)
-    if not _ID.match(scenario_id):
-        raise E("bad_value", "an id is lowercase letters, digits and dashes.", "id")
+    data = untrusted.parse_json(raw, ScenarioError, max_bytes=MAX_SCENARIO_BYTES)
+    untrusted.check_header(data, ScenarioError, format=SCENARIO_FORMAT, version=SCENARIO_VERSION, what="a probe scenario")
+    file = untrusted.validate(ScenarioFile, data, ScenarioError)
+    seen: set[str] = set()
+    for i, fact in enumerate(file.facts):
+        if fact.kind == "correction" and not fact.stale:
+            raise ScenarioError("missing_key", "a correction needs the stale values it replaced.", f"facts[{i}].stale", key="stale")
+        if fact.id in seen:
+            raise ScenarioError("duplicate_id", f"the fact id {fact.id!r} is used twice.", f"facts[{i}].id", id=fact.id)
+        seen.add(fact.id)
+    facts = tuple(Fact(f.id, f.kind, f.description, tuple(tuple(k) for k in f.expect), tuple(f.stale)) for f in file.facts)
+    fields = file.model_dump(include={"id", "title", "description", "language", "final_question",
+                                      "max_recent_turns", "max_input_tokens", "max_filler_turns"})
+    return Scenario(**fields, plant=tuple(file.plant), filler=tuple(file.filler), facts=facts)
 
-    def texts(key: str, max_items: int) -> tuple[str, ...]:
-        items = strict.array(root[key], key, E, max_items)
-        if not items:
-            raise E("empty_list", "must have at least one item.", key)
-        return tuple(strict.string(t, f"{key}[{i}]", E, MAX_TURN_CHARS, allow_empty=False) for i, t in enumerate(items))
 
-    facts = []
-    for i, raw_fact in enumerate(strict.array(root["facts"], "facts", E, 50)):
-        path = f"facts[{i}]"
-        fact = strict.obj(raw_fact, path, E, ("id", "kind", "description", "expect"), ("stale",))
-        expect = []
-        for j, item in enumerate(strict.array(fact["expect"], f"{path}.expect", E, 10)):
-            options = item if isinstance(item, list) else [item]
-            strict.array(options, f"{path}.expect[{j}]", E, 10)
-            if not options:
-                raise E("empty_list", "must have at least one keyword.", f"{path}.expect[{j}]")
-            expect.append(tuple(strict.string(k, f"{path}.expect[{j}]", E, 100, allow_empty=False) for k in options))
-        if not expect:
-            raise E("empty_list", "a fact needs at least one expected keyword.", f"{path}.expect")
-        stale = tuple(
-            strict.string(k, f"{path}.stale[{j}]", E, 100, allow_empty=False)
-            for j, k in enumerate(strict.array(fact.get("stale", []), f"{path}.stale", E, 10))
-        )
-        kind = strict.choice(fact["kind"], f"{path}.kind", E, FACT_KINDS)
-        if kind == "correction" and not stale:
-            raise E("missing_key", "a correction needs the stale values it replaced.", f"{path}.stale", key="stale")
-        fact_id = strict.string(fact["id"], f"{path}.id", E, 64)
-        if not _ID.match(fact_id):
-            raise E("bad_value", "an id is lowercase letters, digits and dashes.", f"{path}.id")
-        if any(f.id == fact_id for f in facts):
-            raise E("duplicate_id", f"the fact id {fact_id!r} is used twice.", f"{path}.id", id=fact_id)
-        facts.append(Fact(fact_id, kind, strict.string(fact["description"], f"{path}.description", E, 200), tuple(expect), stale))
-    if not facts:
-        raise E("empty_list", "a scenario needs at least one fact.", "facts")
-
-    return Scenario(
-        id=scenario_id,
-        title=strict.string(root["title"], "title", E, 200, allow_empty=False),
-        description=strict.string(root.get("description", ""), "description", E, 1000),
-        language=strict.string(root["language"], "language", E, 16, allow_empty=False),
-        plant=texts("plant", 20),
-        filler=texts("filler", 50),
-        final_question=strict.string(root["final_question"], "final_question", E, MAX_TURN_CHARS, allow_empty=False),
-        facts=tuple(facts),
-        max_recent_turns=strict.integer(root.get("max_recent_turns", 2), "max_recent_turns", E, 0, 20),
-        max_input_tokens=strict.integer(root.get("max_input_tokens", MAX_INPUT_TOKENS), "max_input_tokens", E, 1, 1_000_000),
-        max_filler_turns=strict.integer(root.get("max_filler_turns", 12), "max_filler_turns", E, 1, 100),
-    )
+def scenario_schema() -> dict[str, Any]:
+    """The JSON Schema for scenario authors; ``memora/scenarios/scenario.schema.json`` holds it."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ScenarioFile.model_json_schema()}
 
 
 def bundled_scenarios() -> tuple[Scenario, ...]:
     """Every scenario shipped in ``memora/scenarios``, sorted by id."""
     folder = resources.files("memora") / "scenarios"
-    found = [parse_scenario(entry.read_bytes()) for entry in folder.iterdir() if entry.name.endswith(".json")]
+    found = [parse_scenario(entry.read_bytes()) for entry in folder.iterdir() if entry.name.endswith(".json") and entry.name != SCHEMA_FILE]
     return tuple(sorted(found, key=lambda s: s.id))
 
 
@@ -384,8 +394,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", help="override MEMORA_MODEL")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
+    parser.add_argument("--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/scenarios/{SCHEMA_FILE}) and exit")
     args = parser.parse_args(argv)
 
+    if args.schema:
+        print(json.dumps(scenario_schema(), ensure_ascii=False, indent=2))
+        return 0
     try:
         if args.list:
             for scenario in bundled_scenarios():

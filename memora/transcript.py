@@ -32,15 +32,19 @@ ledger_over_cap, summary_over_cap.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from memora import strict
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from memora import untrusted
 from memora.limits import SessionLimits
 from memora.memory import ShortTermMemory, SummaryVersion, TurnStats
 from memora.messages import Message
 from memora.tokens import count_text
+from memora.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.usage import UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"
@@ -53,34 +57,118 @@ MAX_SUMMARY_CHARS = 20_000
 MAX_LEDGER_ROWS = 20_000
 MAX_NAME_CHARS = 200
 
-HISTORY_ROLES = ("user", "assistant")
-CONTEXT_ROLES = ("developer", "system", "user", "assistant")
-# Flags added after version 1 was published: optional, so older version 1 files still read.
-_RECORD_FLAGS = ("cut", "implausible", "input_budget", "context_messages", "newly_summarized", "summary_tokens")
-_STATS_FLAGS = ("cut", "over_budget", "implausible")
-_VERSION_FLAGS = ("cut", "clipped")
-_RECORD_FIELDS = tuple(f.name for f in fields(UsageRecord) if f.name not in _RECORD_FLAGS)
-_STATS_FIELDS = tuple(f.name for f in fields(TurnStats) if f.name not in _STATS_FLAGS)
 
-
-class TranscriptError(strict.StrictError):
+class TranscriptError(untrusted.UntrustedJSONError):
     """An imported transcript is malformed or hostile; see the module docstring for codes."""
 
 
-@dataclass(frozen=True)
-class TranscriptSettings:
+# -- the file format ------------------------------------------------------------
+# Flags added after version 1 was published (summary_versions[i].cut/.clipped,
+# ledger[i].cut/.implausible/.input_budget, turn_stats[i].cut/.over_budget/.implausible)
+# have defaults, so older version 1 files still read.
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NotBlank]
+Index = Annotated[int, Field(ge=0, le=MAX_MESSAGES)]
+Turn = Annotated[int, Field(ge=1, le=MAX_INT)]
+"""A 1-based user turn; whether the history has that many turns is checked after validation."""
+
+
+def _iso_datetime(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError("bad_value", "created_at is not an ISO 8601 date and time.") from None
+    return value
+
+
+class TranscriptSettings(StrictModel):
     """The memory's own settings; nothing about the backend's credentials.
 
     ``offline`` records whether the offline engine served the conversation, so
     its ledger is never priced as if a model had billed it.
     """
 
-    model: str
-    max_input_tokens: int
-    max_recent_turns: int
-    max_summary_tokens: int
-    fold_batch_turns: int
+    model: Name
+    max_input_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
+    max_recent_turns: Annotated[int, Field(ge=0, le=1000)]
+    max_summary_tokens: Annotated[int, Field(ge=1, le=100_000)]
+    fold_batch_turns: Annotated[int, Field(ge=0, le=1000)]
     offline: bool
+
+
+class HistoryMessage(StrictModel):
+    role: Literal["user", "assistant"]
+    content: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+
+    @field_validator("content")
+    @classmethod
+    def _user_text_is_not_blank(cls, content: str, info: ValidationInfo) -> str:
+        return untrusted.not_blank(content) if info.data.get("role") == "user" else content
+
+
+class ContextMessage(HistoryMessage):
+    role: Literal["developer", "system", "user", "assistant"]  # type: ignore[assignment]
+
+
+class SummaryVersionEntry(StrictModel):
+    text: Annotated[str, Field(max_length=MAX_SUMMARY_CHARS)]
+    summarized_message_count: Index
+    folded: Annotated[list[Index], Field(max_length=2)]
+    tokens: Count
+    turn: Turn
+    cut: bool = False
+    clipped: Index = 0
+
+
+class LedgerEntry(StrictModel):
+    turn: Turn
+    kind: Literal["reply", "summary"]
+    model: Name
+    counted_input_tokens: Count
+    input_tokens: Count | None
+    output_tokens: Count | None
+    total_tokens: Count
+    latency_s: Annotated[float, Field(ge=0.0, le=1e6)]
+    reasoning_tokens: Count
+    cached_tokens: Count
+    estimated: bool
+    full_history_tokens: Count | None
+    cut: bool = False
+    implausible: bool = False
+    input_budget: Count | None = None
+    context_messages: Count | None = None
+    newly_summarized: Count | None = None
+    summary_tokens: Count | None = None
+
+
+class TurnStatsEntry(StrictModel):
+    assistant_index: Annotated[int, Field(ge=1, le=MAX_MESSAGES)]
+    turn: Turn
+    newly_summarized_count: Index
+    context_messages: Index
+    counted_input_tokens: Count
+    input_tokens: Count | None
+    output_tokens: Count | None
+    summary_token_usage: Count
+    session_total_tokens: Count
+    estimated: bool
+    cut: bool = False
+    over_budget: bool = False
+    implausible: bool = False
+
+
+class TranscriptFile(StrictModel):
+    """A transcript file as JSON holds it; ``parse_transcript`` adds the cross-field rules."""
+
+    format: Literal["memora-transcript"]
+    version: Literal[1]
+    created_at: Annotated[str, Field(min_length=1, max_length=40), NotBlank, AfterValidator(_iso_datetime)]
+    settings: TranscriptSettings
+    history: Annotated[list[HistoryMessage], Field(max_length=MAX_MESSAGES)]
+    summary_versions: Annotated[list[SummaryVersionEntry], Field(max_length=MAX_MESSAGES)]
+    ledger: Annotated[list[LedgerEntry], Field(max_length=MAX_LEDGER_ROWS)]
+    turn_stats: Annotated[list[TurnStatsEntry], Field(max_length=MAX_MESSAGES, default_factory=list)]
+    last_context: Annotated[list[ContextMessage], Field(max_length=MAX_MESSAGES)]
 
 
 @dataclass(frozen=True)
@@ -124,7 +212,6 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
             {**asdict(v), "folded": list(v.folded)} for v in memory.summary_versions
         ],
         "ledger": [asdict(record) for record in memory.ledger],
-        "turn_stats": [{"assistant_index": index, **asdict(stats)} for index, stats in sorted(memory.turn_stats.items())],
         "last_context": [_message(m) for m in memory.last_context],
     }
 
@@ -143,37 +230,23 @@ def _message(message: Message) -> dict[str, str]:
 
 def parse_transcript(raw: bytes | str, *, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> Transcript:
     """Validates an exported transcript; raises TranscriptError (see the module docstring)."""
-    data = strict.parse_json(raw, TranscriptError, max_bytes=max_bytes)
-    E = TranscriptError
-    if not isinstance(data, dict):
-        raise E("wrong_type", "a transcript is a JSON object.", "", expected="object")
-    if data.get("format") != TRANSCRIPT_FORMAT:
-        raise E("wrong_format", "this is not a Memora transcript.", "format")
-    version = strict.integer(data.get("version"), "version", E, 0, 10**6)
-    if version != TRANSCRIPT_VERSION:
-        raise E("unsupported_version", f"transcript version {version} is not supported; this Memora reads version {TRANSCRIPT_VERSION}.",
-                "version", version=version, supported=TRANSCRIPT_VERSION)
-    root = strict.obj(
-        data, "", E,
-        ("format", "version", "created_at", "settings", "history", "summary_versions", "ledger", "last_context"),
-        ("turn_stats",),
+    data = untrusted.parse_json(raw, TranscriptError, max_bytes=max_bytes)
+    untrusted.check_header(data, TranscriptError, format=TRANSCRIPT_FORMAT, version=TRANSCRIPT_VERSION, what="a Memora transcript")
+    file = untrusted.validate(TranscriptFile, data, TranscriptError)
+    history = tuple(Message(m.role, m.content) for m in file.history)
+    _check_pairs(history)
+    versions = _summary_chain(file.summary_versions, len(history))
+    for i, row in enumerate(file.ledger):
+        _check_turn(row.turn, len(history) // 2 + 1, f"ledger[{i}].turn")
+    return Transcript(
+        created_at=file.created_at,
+        settings=file.settings,
+        history=history,
+        summary_versions=versions,
+        ledger=tuple(UsageRecord(**row.model_dump()) for row in file.ledger),
+        turn_stats=_turn_stats(file.turn_stats, len(history)),
+        last_context=tuple(Message(m.role, m.content) for m in file.last_context),
     )
-    created_at = strict.string(root["created_at"], "created_at", E, 40, allow_empty=False)
-    try:
-        datetime.fromisoformat(created_at)
-    except ValueError:
-        raise E("bad_value", "created_at is not an ISO 8601 date and time.", "created_at") from None
-
-    settings = _settings(root["settings"])
-    history = _history(root["history"])
-    versions = _summary_versions(root["summary_versions"], len(history))
-    ledger = tuple(_record(row, f"ledger[{i}]", len(history)) for i, row in enumerate(strict.array(root["ledger"], "ledger", E, MAX_LEDGER_ROWS)))
-    stats = _turn_stats(root.get("turn_stats", []), history)
-    context = tuple(
-        _parse_message(m, f"last_context[{i}]", CONTEXT_ROLES)
-        for i, m in enumerate(strict.array(root["last_context"], "last_context", E, MAX_MESSAGES))
-    )
-    return Transcript(created_at, settings, history, versions, ledger, stats, context)
 
 
 def restore_memory(
@@ -194,16 +267,9 @@ def restore_memory(
     Raises TranscriptError ``bad_settings`` when the budget cannot hold
     this installation's instructions and summary.
     """
-    s = transcript.settings
+    s: TranscriptSettings | ShortTermMemory = transcript.settings
     if settings_from is not None:
-        s = TranscriptSettings(
-            model=settings_from.model,
-            max_input_tokens=settings_from.max_input_tokens,
-            max_recent_turns=settings_from.max_recent_turns,
-            max_summary_tokens=settings_from.max_summary_tokens,
-            fold_batch_turns=settings_from.fold_batch_turns,
-            offline=s.offline,
-        )
+        s = settings_from
         model = settings_from.model
     try:
         memory = ShortTermMemory(
@@ -237,19 +303,19 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
     if limits.max_message_chars is not None:
         for i, message in enumerate(transcript.history):
             if len(message.content) > limits.max_message_chars:
-                raise E("message_over_cap", f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
+                raise TranscriptError("message_over_cap", f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
                         f"history[{i}].content", chars=len(message.content), limit=limits.max_message_chars)
     turns = len(transcript.history) // 2
     if limits.max_turns is not None and turns > limits.max_turns:
-        raise E("over_turn_cap", f"the file has {turns} turns; this page allows {limits.max_turns}.", "history", turns=turns, limit=limits.max_turns)
+        raise TranscriptError("over_turn_cap", f"the file has {turns} turns; this page allows {limits.max_turns}.", "history", turns=turns, limit=limits.max_turns)
     spent = sum(record.total_tokens for record in transcript.ledger)
     if limits.max_session_tokens is not None and spent > limits.max_session_tokens:
-        raise E("ledger_over_cap", f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
+        raise TranscriptError("ledger_over_cap", f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
                 "ledger", tokens=spent, limit=limits.max_session_tokens)
     for i, version in enumerate(transcript.summary_versions):
         tokens = count_text(version.text)
         if tokens > max_summary_tokens:
-            raise E("summary_over_cap", f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
+            raise TranscriptError("summary_over_cap", f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
                     f"summary_versions[{i}].text", tokens=tokens, limit=max_summary_tokens)
 
 
@@ -278,127 +344,66 @@ def with_turn_stats(transcript: Transcript) -> tuple[UsageRecord, ...]:
     )
 
 
-# -- checks -------------------------------------------------------------------
-
+# -- cross-field rules ------------------------------------------------------------
 E = TranscriptError
 
 
-def _settings(value: Any) -> TranscriptSettings:
-    keys = ("model", "max_input_tokens", "max_recent_turns", "max_summary_tokens", "fold_batch_turns", "offline")
-    s = strict.obj(value, "settings", E, keys)
-    return TranscriptSettings(
-        model=strict.string(s["model"], "settings.model", E, MAX_NAME_CHARS, allow_empty=False),
-        max_input_tokens=strict.integer(s["max_input_tokens"], "settings.max_input_tokens", E, 1, 10_000_000),
-        max_recent_turns=strict.integer(s["max_recent_turns"], "settings.max_recent_turns", E, 0, 1000),
-        max_summary_tokens=strict.integer(s["max_summary_tokens"], "settings.max_summary_tokens", E, 1, 100_000),
-        fold_batch_turns=strict.integer(s["fold_batch_turns"], "settings.fold_batch_turns", E, 0, 1000),
-        offline=strict.boolean(s["offline"], "settings.offline", E),
-    )
+def _check_turn(turn: int, turns: int, path: str) -> None:
+    if turn > turns:
+        raise E("number_out_of_range", f"{turn} is outside 1..{turns}.", path, value=str(turn), minimum=1, maximum=turns)
 
 
-def _parse_message(value: Any, path: str, roles: tuple[str, ...]) -> Message:
-    m = strict.obj(value, path, E, ("role", "content"))
-    role = strict.choice(m["role"], f"{path}.role", E, roles, code="bad_role")
-    content = strict.string(m["content"], f"{path}.content", E, MAX_MESSAGE_CHARS, allow_empty=role != "user")
-    return Message(role, content)  # type: ignore[arg-type]
-
-
-def _history(value: Any) -> tuple[Message, ...]:
-    messages = []
-    for i, raw in enumerate(strict.array(value, "history", E, MAX_MESSAGES)):
-        message = _parse_message(raw, f"history[{i}]", HISTORY_ROLES)
-        expected = HISTORY_ROLES[i % 2]
+def _check_pairs(history: tuple[Message, ...]) -> None:
+    for i, message in enumerate(history):
+        expected = ("user", "assistant")[i % 2]
         if message.role != expected:
             raise E("pairs_out_of_order", f"message {i} should be a {expected} message; the history is user/assistant pairs in order.",
                     f"history[{i}].role", index=i, expected=expected)
-        messages.append(message)
-    if len(messages) % 2:
-        raise E("unpaired_message", "the last user message has no reply.", f"history[{len(messages) - 1}]", index=len(messages) - 1)
-    return tuple(messages)
+    if len(history) % 2:
+        raise E("unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1)
 
 
-def _summary_versions(value: Any, history_length: int) -> tuple[SummaryVersion, ...]:
-    versions: list[SummaryVersion] = []
+def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> tuple[SummaryVersion, ...]:
     pointer, last_turn = 0, 1
-    max_turn = history_length // 2 + 1
-    for i, raw in enumerate(strict.array(value, "summary_versions", E, MAX_MESSAGES)):
-        path = f"summary_versions[{i}]"
-        v = strict.obj(raw, path, E, ("text", "summarized_message_count", "folded", "tokens", "turn"), _VERSION_FLAGS)
-        count = strict.integer(v["summarized_message_count"], f"{path}.summarized_message_count", E, 0, MAX_MESSAGES)
+    for i, v in enumerate(entries):
+        path, count = f"summary_versions[{i}]", v.summarized_message_count
         if count % 2:
             raise E("odd_summary_pointer", f"summarized_message_count {count} is odd: a summary folds whole pairs.",
                     f"{path}.summarized_message_count", count=count)
         if count > history_length:
             raise E("summary_beyond_history", f"summarized_message_count {count} is beyond the {history_length} messages in history.",
                     f"{path}.summarized_message_count", count=count, history=history_length)
-        folded = strict.array(v["folded"], f"{path}.folded", E, 2)
-        if len(folded) != 2:
+        if len(v.folded) != 2:
             raise E("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
-        start, end = (strict.integer(x, f"{path}.folded[{j}]", E, 0, MAX_MESSAGES) for j, x in enumerate(folded))
+        start, end = v.folded
         # Each version folds from where the previous one stopped, up to its own pointer;
         # a rewrite (the article's update_summary) folds nothing and keeps the pointer.
         if start != pointer or end != count or count < pointer:
             raise E("summary_chain_broken", f"folded {start}..{end} does not continue from message {pointer} up to {count}.",
                     f"{path}.folded", start=start, end=end, expected_start=pointer, count=count)
-        turn = strict.integer(v["turn"], f"{path}.turn", E, 1, max_turn)
-        if turn < last_turn:
-            raise E("summary_chain_broken", f"turn {turn} comes before the previous version's turn {last_turn}.",
-                    f"{path}.turn", turn=turn, previous=last_turn)
-        text = strict.string(v["text"], f"{path}.text", E, MAX_SUMMARY_CHARS)
-        tokens = strict.integer(v["tokens"], f"{path}.tokens", E)
-        cut = strict.boolean(v.get("cut", False), f"{path}.cut", E)
-        clipped = strict.integer(v.get("clipped", 0), f"{path}.clipped", E, 0, end - start)
-        versions.append(SummaryVersion(text, count, (start, end), tokens, turn, cut, clipped))
-        pointer, last_turn = count, turn
-    return tuple(versions)
+        _check_turn(v.turn, history_length // 2 + 1, f"{path}.turn")
+        if v.turn < last_turn:
+            raise E("summary_chain_broken", f"turn {v.turn} comes before the previous version's turn {last_turn}.",
+                    f"{path}.turn", turn=v.turn, previous=last_turn)
+        if v.clipped > end - start:
+            raise E("number_out_of_range", f"{v.clipped} is outside 0..{end - start}.", f"{path}.clipped",
+                    value=str(v.clipped), minimum=0, maximum=end - start)
+        pointer, last_turn = count, v.turn
+    return tuple(SummaryVersion(v.text, v.summarized_message_count, (v.folded[0], v.folded[1]), v.tokens, v.turn, v.cut, v.clipped)
+                 for v in entries)
 
 
-def _record(value: Any, path: str, history_length: int) -> UsageRecord:
-    r = strict.obj(value, path, E, _RECORD_FIELDS, _RECORD_FLAGS)
-    return UsageRecord(
-        turn=strict.integer(r["turn"], f"{path}.turn", E, 1, history_length // 2 + 1),
-        kind=strict.choice(r["kind"], f"{path}.kind", E, ("reply", "summary")),  # type: ignore[arg-type]
-        model=strict.string(r["model"], f"{path}.model", E, MAX_NAME_CHARS, allow_empty=False),
-        counted_input_tokens=strict.integer(r["counted_input_tokens"], f"{path}.counted_input_tokens", E),
-        input_tokens=strict.optional_integer(r["input_tokens"], f"{path}.input_tokens", E),
-        output_tokens=strict.optional_integer(r["output_tokens"], f"{path}.output_tokens", E),
-        total_tokens=strict.integer(r["total_tokens"], f"{path}.total_tokens", E),
-        latency_s=strict.number(r["latency_s"], f"{path}.latency_s", E, 0.0, 1e6),
-        reasoning_tokens=strict.integer(r["reasoning_tokens"], f"{path}.reasoning_tokens", E),
-        cached_tokens=strict.integer(r["cached_tokens"], f"{path}.cached_tokens", E),
-        estimated=strict.boolean(r["estimated"], f"{path}.estimated", E),
-        full_history_tokens=strict.optional_integer(r["full_history_tokens"], f"{path}.full_history_tokens", E),
-        cut=strict.boolean(r.get("cut", False), f"{path}.cut", E),
-        implausible=strict.boolean(r.get("implausible", False), f"{path}.implausible", E),
-        input_budget=strict.optional_integer(r.get("input_budget"), f"{path}.input_budget", E),
-        **{
-            name: strict.optional_integer(r.get(name), f"{path}.{name}", E, 0, MAX_MESSAGES * 1000)
-            for name in ("context_messages", "newly_summarized", "summary_tokens")
-        },
-    )
-
-
-def _turn_stats(value: Any, history: tuple[Message, ...]) -> tuple[tuple[int, TurnStats], ...]:
-    result: list[tuple[int, TurnStats]] = []
-    for i, raw in enumerate(strict.array(value, "turn_stats", E, MAX_MESSAGES)):
-        path = f"turn_stats[{i}]"
-        s = strict.obj(raw, path, E, ("assistant_index", *_STATS_FIELDS), _STATS_FLAGS)
-        index = strict.integer(s["assistant_index"], f"{path}.assistant_index", E, 1, max(1, len(history) - 1))
-        if index % 2 == 0 or index >= len(history):
+def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tuple[int, TurnStats], ...]:
+    seen: set[int] = set()
+    for i, s in enumerate(entries):
+        path, index = f"turn_stats[{i}]", s.assistant_index
+        if index > max(1, history_length - 1):
+            raise E("number_out_of_range", f"{index} is outside 1..{max(1, history_length - 1)}.", f"{path}.assistant_index",
+                    value=str(index), minimum=1, maximum=max(1, history_length - 1))
+        if index % 2 == 0 or index >= history_length:
             raise E("bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index)
-        if any(index == seen for seen, _ in result):
+        if index in seen:
             raise E("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
-        stats = TurnStats(
-            turn=strict.integer(s["turn"], f"{path}.turn", E, 1, len(history) // 2 + 1),
-            newly_summarized_count=strict.integer(s["newly_summarized_count"], f"{path}.newly_summarized_count", E, 0, MAX_MESSAGES),
-            context_messages=strict.integer(s["context_messages"], f"{path}.context_messages", E, 0, MAX_MESSAGES),
-            counted_input_tokens=strict.integer(s["counted_input_tokens"], f"{path}.counted_input_tokens", E),
-            input_tokens=strict.optional_integer(s["input_tokens"], f"{path}.input_tokens", E),
-            output_tokens=strict.optional_integer(s["output_tokens"], f"{path}.output_tokens", E),
-            summary_token_usage=strict.integer(s["summary_token_usage"], f"{path}.summary_token_usage", E),
-            session_total_tokens=strict.integer(s["session_total_tokens"], f"{path}.session_total_tokens", E),
-            estimated=strict.boolean(s["estimated"], f"{path}.estimated", E),
-            **{flag: strict.boolean(s.get(flag, False), f"{path}.{flag}", E) for flag in _STATS_FLAGS},
-        )
-        result.append((index, stats))
-    return tuple(result)
+        seen.add(index)
+        _check_turn(s.turn, history_length // 2 + 1, f"{path}.turn")
+    return tuple((s.assistant_index, TurnStats(**s.model_dump(exclude={"assistant_index"}))) for s in entries)

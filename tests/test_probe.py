@@ -194,3 +194,23 @@ def test_cli_runs_against_a_chat_server_with_backend_chat(capsys, monkeypatch):
         paths = {request.path for request in server.requests}
     assert paths == {"/v1/chat/completions"}
     assert "OpenAI-compatible server" in capsys.readouterr().out
+
+
+def test_the_published_schema_is_the_models_and_accepts_every_bundled_scenario(capsys):
+    """Regenerate with ``python -m memora.probe --schema > memora/scenarios/scenario.schema.json``."""
+    from importlib import resources
+
+    from memora.probe import SCHEMA_FILE, scenario_schema
+
+    folder = resources.files("memora") / "scenarios"
+    published = json.loads((folder / SCHEMA_FILE).read_text(encoding="utf-8"))
+    assert published == scenario_schema(), "the committed schema drifted from ScenarioFile"
+    assert main(["--schema"]) == 0 and json.loads(capsys.readouterr().out) == published
+
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(published)
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json") and entry.name != SCHEMA_FILE:
+            assert not list(validator.iter_errors(json.loads(entry.read_bytes()))), entry.name
+    correction = json.loads(scenario_json(facts=[{"id": "x", "kind": "correction", "description": "", "expect": ["B2"]}]))
+    assert [e.validator for e in validator.iter_errors(correction)] == ["required"], "the schema knows a correction needs stale values"

@@ -18,6 +18,23 @@ from tests.fakes import ScriptedBackend
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
+# Per-turn stats are derived from the ledger now; files from before carry them in a list of their own.
+LEGACY_TURN_STATS = {
+    "assistant_index": 1, "turn": 1, "newly_summarized_count": 0, "context_messages": 1, "counted_input_tokens": 80,
+    "input_tokens": 80, "output_tokens": 40, "summary_token_usage": 0, "session_total_tokens": 120, "estimated": False,
+}
+
+
+def test_a_legacy_file_with_turn_stats_still_restores_them_from_the_list():
+    memory = chatted(OfflineBackend(), "hello")
+    data = export_transcript(memory)
+    data["ledger"] = [{k: v for k, v in r.items() if k not in ("context_messages", "newly_summarized", "summary_tokens")} for r in data["ledger"]]
+    data["turn_stats"] = [LEGACY_TURN_STATS | {"context_messages": 7, "newly_summarized_count": 2, "summary_token_usage": 33}]
+    restored = import_transcript(json.dumps(data), OfflineBackend())
+    stats = restored.turn_stats[1]
+    assert (stats.context_messages, stats.newly_summarized_count, stats.summary_token_usage) == (7, 2, 33)
+
+
 def chatted(backend, *texts, **options) -> ShortTermMemory:
     memory = ShortTermMemory(backend, max_recent_turns=1, **options)
     for text in texts:
@@ -134,7 +151,7 @@ def test_offline_flag_is_exported():
         (lambda d: d["ledger"][0].update(total_tokens=True), "wrong_type", "ledger[0].total_tokens"),
         (lambda d: d["ledger"][0].update(input_tokens=10**30), "number_out_of_range", "ledger[0].input_tokens"),
         (lambda d: d["ledger"][0].update(turn=99), "number_out_of_range", "ledger[0].turn"),
-        (lambda d: d["turn_stats"][0].update(assistant_index=2), "bad_value", "turn_stats[0].assistant_index"),
+        (lambda d: d.update(turn_stats=[LEGACY_TURN_STATS | {"assistant_index": 2}]), "bad_value", "turn_stats[0].assistant_index"),
         (lambda d: d["last_context"][0].update(role="tool"), "bad_role", "last_context[0].role"),
         (lambda d: d["settings"].update(max_recent_turns="3"), "wrong_type", "settings.max_recent_turns"),
         (lambda d: d.update(created_at="yesterday"), "bad_value", "created_at"),
