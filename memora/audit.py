@@ -100,9 +100,7 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
     ``same`` and ``removed`` segments gives back ``old`` up to whitespace.
     """
     old_tokens, new_tokens = tokenize(old), tokenize(new)
-    matcher = difflib.SequenceMatcher(
-        a=[t.strip() for t in old_tokens], b=[t.strip() for t in new_tokens], autojunk=False
-    )
+    matcher = difflib.SequenceMatcher(a=[t.strip() for t in old_tokens], b=[t.strip() for t in new_tokens], autojunk=False)
     segments: list[DiffSegment] = []
 
     def add(kind: DiffKind, tokens: Sequence[str]) -> None:

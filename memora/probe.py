@@ -179,17 +179,32 @@ Alternatives = Annotated[KeywordList, BeforeValidator(_as_alternatives, json_sch
 class FactEntry(untrusted.StrictModel):
     """One planted fact, as a scenario file writes it."""
 
-    model_config = ConfigDict(json_schema_extra={  # parse_scenario's rule, for editors
-        "if": {"properties": {"kind": {"const": "correction"}}}, "then": {"required": ["stale"], "properties": {"stale": {"minItems": 1}}}})
+    model_config = ConfigDict(
+        json_schema_extra={  # parse_scenario's rule, for editors
+            "if": {"properties": {"kind": {"const": "correction"}}},
+            "then": {"required": ["stale"], "properties": {"stale": {"minItems": 1}}},
+        }
+    )
 
     id: Id
     kind: FactKind
     description: Annotated[str, Field(max_length=200, description="The fact in a few words, for the report's table.")]
-    expect: Annotated[list[Alternatives], Field(
-        min_length=1, max_length=10,
-        description="Keywords that must all be found; an item that is a list holds alternatives (any one will do).")]
-    stale: Annotated[list[Keyword], Field(
-        max_length=10, description="Values a correction replaced, which must not be asserted any more. Required for a correction.", default=[])]
+    expect: Annotated[
+        list[Alternatives],
+        Field(
+            min_length=1,
+            max_length=10,
+            description="Keywords that must all be found; an item that is a list holds alternatives (any one will do).",
+        ),
+    ]
+    stale: Annotated[
+        list[Keyword],
+        Field(
+            max_length=10,
+            description="Values a correction replaced, which must not be asserted any more. Required for a correction.",
+            default=[],
+        ),
+    ]
 
 
 class ScenarioFile(untrusted.StrictModel):
@@ -202,8 +217,10 @@ class ScenarioFile(untrusted.StrictModel):
     description: Annotated[str, Field(max_length=1000)] = ""
     language: Annotated[str, Field(min_length=1, max_length=16, description="The language of the turns, e.g. en or zh-TW."), NotBlank]
     plant: Annotated[list[TurnText], Field(min_length=1, max_length=20, description="The user turns that plant the facts.")]
-    filler: Annotated[list[TurnText], Field(
-        min_length=1, max_length=50, description="Turns sent, in a cycle, until the planted turns are folded into the summary.")]
+    filler: Annotated[
+        list[TurnText],
+        Field(min_length=1, max_length=50, description="Turns sent, in a cycle, until the planted turns are folded into the summary."),
+    ]
     final_question: TurnText
     facts: Annotated[list[FactEntry], Field(min_length=1, max_length=50)]
     max_recent_turns: Annotated[int, Field(ge=0, le=20)] = 2
@@ -228,8 +245,9 @@ def parse_scenario(raw: bytes | str) -> Scenario:
             raise ScenarioError("duplicate_id", f"the fact id {fact.id!r} is used twice.", f"facts[{i}].id", id=fact.id)
         seen.add(fact.id)
     facts = tuple(Fact(f.id, f.kind, f.description, tuple(tuple(k) for k in f.expect), tuple(f.stale)) for f in file.facts)
-    fields = file.model_dump(include={"id", "title", "description", "language", "final_question",
-                                      "max_recent_turns", "max_input_tokens", "max_filler_turns"})
+    fields = file.model_dump(
+        include={"id", "title", "description", "language", "final_question", "max_recent_turns", "max_input_tokens", "max_filler_turns"}
+    )
     return Scenario(**fields, plant=tuple(file.plant), filler=tuple(file.filler), facts=facts)
 
 
@@ -311,9 +329,7 @@ def run_probe(
     could not finish has no result. The fresh memory uses the scenario's window
     and budget, so the caller's own conversation is never touched.
     """
-    memory = ShortTermMemory(
-        backend, model=model, max_input_tokens=scenario.max_input_tokens, max_recent_turns=scenario.max_recent_turns
-    )
+    memory = ShortTermMemory(backend, model=model, max_input_tokens=scenario.max_input_tokens, max_recent_turns=scenario.max_recent_turns)
     number = 0
 
     def say(text: str) -> str:
@@ -359,16 +375,18 @@ def format_report(report: ProbeReport) -> str:
         (r.fact.description, r.fact.kind, r.summary.status, r.answer.status) for r in report.facts
     ]
     widths = [max(_width(row[i]) for row in rows) for i in range(4)]
-    lines = [f"Scenario: {report.scenario_id} - {report.scenario_title}",
-             f"Backend: {report.backend_label} · model {report.model} · {report.filler_turns} filler turns · "
-             f"{report.summary_versions} summary versions · {report.session_total_tokens} tokens"]
+    lines = [
+        f"Scenario: {report.scenario_id} - {report.scenario_title}",
+        f"Backend: {report.backend_label} · model {report.model} · {report.filler_turns} filler turns · "
+        f"{report.summary_versions} summary versions · {report.session_total_tokens} tokens",
+    ]
     if report.offline:
         lines.append("Offline: the answer column checks the context the offline engine describes, not a model's reply.")
     if not report.folded:
         lines.append("INCONCLUSIVE: the planted turns were never folded into the summary; raise max_filler_turns.")
     lines.append("")
     for k, row in enumerate(rows):
-        lines.append("  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths, strict=True)).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
@@ -394,7 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model", help="override MEMORA_MODEL")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
-    parser.add_argument("--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/scenarios/{SCHEMA_FILE}) and exit")
+    parser.add_argument(
+        "--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/scenarios/{SCHEMA_FILE}) and exit"
+    )
     args = parser.parse_args(argv)
 
     if args.schema:

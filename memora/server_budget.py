@@ -59,7 +59,9 @@ class ServerLedger:
         spent = self.spent()
         if spent >= self.max_tokens:
             raise ServerBudgetReached(
-                "server_tokens", spent, self.max_tokens,
+                "server_tokens",
+                spent,
+                self.max_tokens,
                 f"The classroom's shared budget is spent: {spent:,} of {self.max_tokens:,} tokens, "
                 "across every conversation on this server.",
             )

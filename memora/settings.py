@@ -204,8 +204,7 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
     if backend == "chat":
         if not base_url:
             raise SettingsError(
-                "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 "
-                "(Ollama: http://localhost:11434/v1)."
+                "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 (Ollama: http://localhost:11434/v1)."
             )
         if not model:
             raise SettingsError("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")

@@ -106,6 +106,7 @@ def clip_middle(text: str, max_tokens: int) -> str:
     tokens = o200k_base().encode_ordinary(text)
     if len(tokens) <= max_tokens:
         return text
+
     def marker(cut: int) -> str:
         return f"\n[… {cut:,} tokens cut before summarizing …]\n"
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
@@ -194,7 +194,7 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
     always complete pairs; its stats and context stay as of the last finished turn.
     """
     completed = len(memory.history) - (1 if memory.has_pending_turn else 0)
-    created = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).isoformat(timespec="seconds")
+    created = (now or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="seconds")
     return {
         "format": TRANSCRIPT_FORMAT,
         "version": TRANSCRIPT_VERSION,
@@ -208,9 +208,7 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
             "offline": bool(getattr(memory.backend, "offline", False)),
         },
         "history": [_message(m) for m in memory.history[:completed]],
-        "summary_versions": [
-            {**asdict(v), "folded": list(v.folded)} for v in memory.summary_versions
-        ],
+        "summary_versions": [{**asdict(v), "folded": list(v.folded)} for v in memory.summary_versions],
         "ledger": [asdict(record) for record in memory.ledger],
         "last_context": [_message(m) for m in memory.last_context],
     }
@@ -303,20 +301,41 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
     if limits.max_message_chars is not None:
         for i, message in enumerate(transcript.history):
             if len(message.content) > limits.max_message_chars:
-                raise TranscriptError("message_over_cap", f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
-                        f"history[{i}].content", chars=len(message.content), limit=limits.max_message_chars)
+                raise TranscriptError(
+                    "message_over_cap",
+                    f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
+                    f"history[{i}].content",
+                    chars=len(message.content),
+                    limit=limits.max_message_chars,
+                )
     turns = len(transcript.history) // 2
     if limits.max_turns is not None and turns > limits.max_turns:
-        raise TranscriptError("over_turn_cap", f"the file has {turns} turns; this page allows {limits.max_turns}.", "history", turns=turns, limit=limits.max_turns)
+        raise TranscriptError(
+            "over_turn_cap",
+            f"the file has {turns} turns; this page allows {limits.max_turns}.",
+            "history",
+            turns=turns,
+            limit=limits.max_turns,
+        )
     spent = sum(record.total_tokens for record in transcript.ledger)
     if limits.max_session_tokens is not None and spent > limits.max_session_tokens:
-        raise TranscriptError("ledger_over_cap", f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
-                "ledger", tokens=spent, limit=limits.max_session_tokens)
+        raise TranscriptError(
+            "ledger_over_cap",
+            f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
+            "ledger",
+            tokens=spent,
+            limit=limits.max_session_tokens,
+        )
     for i, version in enumerate(transcript.summary_versions):
         tokens = count_text(version.text)
         if tokens > max_summary_tokens:
-            raise TranscriptError("summary_over_cap", f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
-                    f"summary_versions[{i}].text", tokens=tokens, limit=max_summary_tokens)
+            raise TranscriptError(
+                "summary_over_cap",
+                f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
+                f"summary_versions[{i}].text",
+                tokens=tokens,
+                limit=max_summary_tokens,
+            )
 
 
 def import_transcript(raw: bytes | str, client: Any, *, max_bytes: int = MAX_TRANSCRIPT_BYTES, **options: Any) -> ShortTermMemory:
@@ -357,8 +376,13 @@ def _check_pairs(history: tuple[Message, ...]) -> None:
     for i, message in enumerate(history):
         expected = ("user", "assistant")[i % 2]
         if message.role != expected:
-            raise E("pairs_out_of_order", f"message {i} should be a {expected} message; the history is user/assistant pairs in order.",
-                    f"history[{i}].role", index=i, expected=expected)
+            raise E(
+                "pairs_out_of_order",
+                f"message {i} should be a {expected} message; the history is user/assistant pairs in order.",
+                f"history[{i}].role",
+                index=i,
+                expected=expected,
+            )
     if len(history) % 2:
         raise E("unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1)
 
@@ -368,29 +392,57 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
     for i, v in enumerate(entries):
         path, count = f"summary_versions[{i}]", v.summarized_message_count
         if count % 2:
-            raise E("odd_summary_pointer", f"summarized_message_count {count} is odd: a summary folds whole pairs.",
-                    f"{path}.summarized_message_count", count=count)
+            raise E(
+                "odd_summary_pointer",
+                f"summarized_message_count {count} is odd: a summary folds whole pairs.",
+                f"{path}.summarized_message_count",
+                count=count,
+            )
         if count > history_length:
-            raise E("summary_beyond_history", f"summarized_message_count {count} is beyond the {history_length} messages in history.",
-                    f"{path}.summarized_message_count", count=count, history=history_length)
+            raise E(
+                "summary_beyond_history",
+                f"summarized_message_count {count} is beyond the {history_length} messages in history.",
+                f"{path}.summarized_message_count",
+                count=count,
+                history=history_length,
+            )
         if len(v.folded) != 2:
             raise E("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
         start, end = v.folded
         # Each version folds from where the previous one stopped, up to its own pointer;
         # a rewrite (the article's update_summary) folds nothing and keeps the pointer.
         if start != pointer or end != count or count < pointer:
-            raise E("summary_chain_broken", f"folded {start}..{end} does not continue from message {pointer} up to {count}.",
-                    f"{path}.folded", start=start, end=end, expected_start=pointer, count=count)
+            raise E(
+                "summary_chain_broken",
+                f"folded {start}..{end} does not continue from message {pointer} up to {count}.",
+                f"{path}.folded",
+                start=start,
+                end=end,
+                expected_start=pointer,
+                count=count,
+            )
         _check_turn(v.turn, history_length // 2 + 1, f"{path}.turn")
         if v.turn < last_turn:
-            raise E("summary_chain_broken", f"turn {v.turn} comes before the previous version's turn {last_turn}.",
-                    f"{path}.turn", turn=v.turn, previous=last_turn)
+            raise E(
+                "summary_chain_broken",
+                f"turn {v.turn} comes before the previous version's turn {last_turn}.",
+                f"{path}.turn",
+                turn=v.turn,
+                previous=last_turn,
+            )
         if v.clipped > end - start:
-            raise E("number_out_of_range", f"{v.clipped} is outside 0..{end - start}.", f"{path}.clipped",
-                    value=str(v.clipped), minimum=0, maximum=end - start)
+            raise E(
+                "number_out_of_range",
+                f"{v.clipped} is outside 0..{end - start}.",
+                f"{path}.clipped",
+                value=str(v.clipped),
+                minimum=0,
+                maximum=end - start,
+            )
         pointer, last_turn = count, v.turn
-    return tuple(SummaryVersion(v.text, v.summarized_message_count, (v.folded[0], v.folded[1]), v.tokens, v.turn, v.cut, v.clipped)
-                 for v in entries)
+    return tuple(
+        SummaryVersion(v.text, v.summarized_message_count, (v.folded[0], v.folded[1]), v.tokens, v.turn, v.cut, v.clipped) for v in entries
+    )
 
 
 def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tuple[int, TurnStats], ...]:
@@ -398,10 +450,18 @@ def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tup
     for i, s in enumerate(entries):
         path, index = f"turn_stats[{i}]", s.assistant_index
         if index > max(1, history_length - 1):
-            raise E("number_out_of_range", f"{index} is outside 1..{max(1, history_length - 1)}.", f"{path}.assistant_index",
-                    value=str(index), minimum=1, maximum=max(1, history_length - 1))
+            raise E(
+                "number_out_of_range",
+                f"{index} is outside 1..{max(1, history_length - 1)}.",
+                f"{path}.assistant_index",
+                value=str(index),
+                minimum=1,
+                maximum=max(1, history_length - 1),
+            )
         if index % 2 == 0 or index >= history_length:
-            raise E("bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index)
+            raise E(
+                "bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index
+            )
         if index in seen:
             raise E("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
         seen.add(index)

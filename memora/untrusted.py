@@ -109,8 +109,12 @@ def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: 
     except RecursionError:
         raise error("too_deep", "The file is nested too deeply.") from None
     except json.JSONDecodeError as problem:
-        raise error("not_json", f"The file is not valid JSON: {problem.msg} (line {problem.lineno}, column {problem.colno}).",
-                    line=problem.lineno, column=problem.colno) from None
+        raise error(
+            "not_json",
+            f"The file is not valid JSON: {problem.msg} (line {problem.lineno}, column {problem.colno}).",
+            line=problem.lineno,
+            column=problem.colno,
+        ) from None
     except ValueError as problem:  # int() beyond Python's digit limit
         raise error("bad_number", f"A number in the file cannot be read: {str(problem)[:80]}") from None
 
@@ -123,12 +127,21 @@ def check_header(data: Any, error: type[UntrustedJSONError], *, format: str, ver
         raise error("wrong_format", f"this is not {what} (format {str(data.get('format'))[:40]!r}).", "format")
     found = data.get("version")
     if isinstance(found, bool) or not isinstance(found, int):
-        raise error("wrong_type", f"expected a whole number, found {_json_type(found)}.", "version", expected="integer", found=_json_type(found))
+        raise error(
+            "wrong_type", f"expected a whole number, found {_json_type(found)}.", "version", expected="integer", found=_json_type(found)
+        )
     if not 0 <= found <= 10**6:
-        raise error("number_out_of_range", f"{_short(found)} is outside 0..{10**6}.", "version", value=_short(found), minimum=0, maximum=10**6)
+        raise error(
+            "number_out_of_range", f"{_short(found)} is outside 0..{10**6}.", "version", value=_short(found), minimum=0, maximum=10**6
+        )
     if found != version:
-        raise error("unsupported_version", f"version {found} is not supported; this Memora reads version {version}.",
-                    "version", version=found, supported=version)
+        raise error(
+            "unsupported_version",
+            f"version {found} is not supported; this Memora reads version {version}.",
+            "version",
+            version=found,
+            supported=version,
+        )
     return data
 
 
@@ -159,8 +172,16 @@ def json_path(loc: Sequence[int | str]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).removeprefix(".")
 
 
-_EXPECTED = {"int_type": "integer", "float_type": "number", "bool_type": "boolean", "string_type": "text",
-             "list_type": "list", "model_type": "object", "model_attributes_type": "object", "dict_type": "object"}
+_EXPECTED = {
+    "int_type": "integer",
+    "float_type": "number",
+    "bool_type": "boolean",
+    "string_type": "text",
+    "list_type": "list",
+    "model_type": "object",
+    "model_attributes_type": "object",
+    "dict_type": "object",
+}
 
 
 def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJSONError:
@@ -191,8 +212,13 @@ def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJS
         side = "below" if name == "minimum" else "above"
         return error("number_out_of_range", f"{_short(value)} is {side} the {name} {bound:,}.", path, value=_short(value), **{name: bound})
     if kind == "literal_error":
-        return error("bad_role" if loc[-1] == "role" else "bad_value", f"{_short(value)} is not one of {ctx['expected']}.", path,
-                     value=_short(value), options=ctx["expected"])
+        return error(
+            "bad_role" if loc[-1] == "role" else "bad_value",
+            f"{_short(value)} is not one of {ctx['expected']}.",
+            path,
+            value=_short(value),
+            options=ctx["expected"],
+        )
     if kind == "empty_string":  # raised by this module's own validators
         return error(kind, e["msg"], path)
     return error("bad_value", e["msg"], path)

@@ -52,10 +52,7 @@ def print_messages(title, messages):
         print("(empty)")
     else:
         for message in messages:
-            print(
-                f"{message['role']}: "
-                f"{message['content']}"
-            )
+            print(f"{message['role']}: {message['content']}")
 
     print("----------------------------")
 
@@ -66,7 +63,7 @@ memory = ShortTermMemory(
     system_prompt=SYSTEM_PROMPT,
     summary_instructions=SUMMARY_INSTRUCTIONS,
     max_input_tokens=MAX_INPUT_TOKENS,
-    max_recent_turns=MAX_RECENT_TURNS
+    max_recent_turns=MAX_RECENT_TURNS,
 )
 
 print("Memora v0.7")
@@ -81,17 +78,11 @@ while True:
         break
 
     if command == "history":
-        print_messages(
-            "Full Conversation History",
-            memory.history
-        )
+        print_messages("Full Conversation History", memory.history)
         continue
 
     if command == "context":
-        print_messages(
-            "Last Request Context",
-            memory.last_context
-        )
+        print_messages("Last Request Context", memory.last_context)
         continue
 
     if command == "summary":
@@ -114,11 +105,7 @@ while True:
     try:
         memory_stats = memory.prepare_context()
 
-        response = client.responses.create(
-            model=MODEL,
-            instructions=SYSTEM_PROMPT,
-            input=memory_stats["context_messages"]
-        )
+        response = client.responses.create(model=MODEL, instructions=SYSTEM_PROMPT, input=memory_stats["context_messages"])
 
     except Exception as error:
         memory.rollback_last_user_message()
@@ -128,40 +115,17 @@ while True:
     assistant_reply = response.output_text
 
     memory.finish_turn(
-        assistant_reply=assistant_reply,
-        context_messages=memory_stats["context_messages"],
-        response_tokens=response.usage.total_tokens
+        assistant_reply=assistant_reply, context_messages=memory_stats["context_messages"], response_tokens=response.usage.total_tokens
     )
 
     print("Memora:", assistant_reply)
 
     print("\n--- Memory Status ---")
-    print(
-        "Newly summarized messages:",
-        memory_stats["newly_summarized_count"]
-    )
-    print(
-        "Context messages sent:",
-        len(memory_stats["context_messages"])
-    )
-    print(
-        "Counted input tokens:",
-        memory_stats["input_tokens"]
-    )
-    print(
-        "Actual input tokens:",
-        response.usage.input_tokens
-    )
-    print(
-        "Output tokens:",
-        response.usage.output_tokens
-    )
-    print(
-        "Summary update tokens:",
-        memory_stats["summary_token_usage"]
-    )
-    print(
-        "Session total tokens:",
-        memory.session_total_tokens
-    )
+    print("Newly summarized messages:", memory_stats["newly_summarized_count"])
+    print("Context messages sent:", len(memory_stats["context_messages"]))
+    print("Counted input tokens:", memory_stats["input_tokens"])
+    print("Actual input tokens:", response.usage.input_tokens)
+    print("Output tokens:", response.usage.output_tokens)
+    print("Summary update tokens:", memory_stats["summary_token_usage"])
+    print("Session total tokens:", memory.session_total_tokens)
     print("---------------------")

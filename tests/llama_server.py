@@ -80,8 +80,21 @@ def llama_server(chat_format: str | None, log: Path) -> Iterator[LlamaServer]:
     """
     require_llama()
     port = free_port()
-    command = [str(llama_python()), "-m", "llama_cpp.server", "--model", str(llama_model()), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", str(N_CTX), "--seed", "7"]
+    command = [
+        str(llama_python()),
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(llama_model()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(N_CTX),
+        "--seed",
+        "7",
+    ]
     if chat_format:
         command += ["--chat_format", chat_format]
     log.parent.mkdir(exist_ok=True)

@@ -44,9 +44,26 @@ def streamlit_run(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[st
     log.parent.mkdir(exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-             "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1", *extra],
-            cwd=ROOT, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "streamlit_app.py",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                *extra,
+            ],
+            cwd=ROOT,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
         try:

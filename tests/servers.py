@@ -320,8 +320,15 @@ class ResponsesServer(ModelServer):
         else:
             handler.send_json(404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}})
 
-    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False,
-               stall_s: float | None = None, error: tuple[str, str] | None = None) -> None:
+    def stream(
+        self,
+        handler: Handler,
+        request: Recorded,
+        cut_after: int | None = None,
+        cleanly: bool = False,
+        stall_s: float | None = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
         handler.start_stream()
         sequence = iter(range(10_000))
         created = self._response(request, "in_progress", "", None)
@@ -330,8 +337,13 @@ class ResponsesServer(ModelServer):
             if cut_after is not None and i == cut_after:
                 failed = None
                 if error is not None:
-                    body = {"id": "resp_1", "object": "response", "status": "failed", "output": [],
-                            "error": {"code": error[0], "message": error[1]}}
+                    body = {
+                        "id": "resp_1",
+                        "object": "response",
+                        "status": "failed",
+                        "output": [],
+                        "error": {"code": error[0], "message": error[1]},
+                    }
                     failed = ({"type": "response.failed", "sequence_number": next(sequence), "response": body}, "response.failed")
                 self._break_stream(handler, cleanly, stall_s, failed)
                 return
@@ -417,8 +429,15 @@ class ChatServer(ModelServer):
                 },
             )
 
-    def stream(self, handler: Handler, request: Recorded, cut_after: int | None = None, cleanly: bool = False,
-               stall_s: float | None = None, error: tuple[str, str] | None = None) -> None:
+    def stream(
+        self,
+        handler: Handler,
+        request: Recorded,
+        cut_after: int | None = None,
+        cleanly: bool = False,
+        stall_s: float | None = None,
+        error: tuple[str, str] | None = None,
+    ) -> None:
         handler.start_stream()
 
         def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from tests.servers import ResponsesServer
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
 B1 = "My English level is B1 and I want to practise travel English."
+
+
 @pytest.fixture
 def downloads(monkeypatch) -> dict:
     """The data callables of the page's download buttons, by file name, as Streamlit registers them."""
@@ -185,7 +187,8 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert list(table["Fact"]) == [f.description for f in scenario.facts]
     assert list(table["Summary"]) == [r.summary.status for r in report.facts]
     assert {m.label: m.value for m in tools.metric} == {
-        "Recall in the summary": f"{report.summary_recall:.0%}", "Recall in the answer": f"{report.answer_recall:.0%}",
+        "Recall in the summary": f"{report.summary_recall:.0%}",
+        "Recall in the answer": f"{report.answer_recall:.0%}",
     }
     assert tools.get("progress")[0].proto.text == "Probe finished."
     assert not [i for i in tools.info if "offline engine's description" in i.value], "a model backend gets no offline note"

@@ -18,8 +18,14 @@ SCREENSHOT = ROOT / "test-output" / "browser.png"
 AUDIT_SCREENSHOT = ROOT / "test-output" / "summary-audit.png"
 B1 = "My English level is B1 and I want to practise travel English."
 MESSAGES = [B1, "How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "Can you make me a practice plan?"]
-CORRECTION = [B1, "My name is Mina.", "Actually my level is B2, not B1.", "How do I ask for directions?",
-              "What should I say at a hotel?", "How do I order food?"]
+CORRECTION = [
+    B1,
+    "My name is Mina.",
+    "Actually my level is B2, not B1.",
+    "How do I ask for directions?",
+    "What should I say at a hotel?",
+    "How do I order food?",
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +49,7 @@ def test_chat_panels_and_chart_in_chromium(server):
             box.fill(text)
             box.press("Enter")
             # Each turn adds a user message and a reply; the reply starts with the offline engine's label.
-            page.wait_for_function(
-                "n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number
-            )
+            page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
             page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
             wait_idle(page)
 

@@ -78,10 +78,7 @@ def test_hostile_markdown_everywhere_fetches_nothing_in_chromium(tmp_path) -> No
     recorder = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=recorder.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{recorder.server_address[1]}"
-    hostile = (
-        f"![a]({base}/inline.png?data=secret) ![b][r] <img src=\"{base}/html.png\"> <{base}/autolink>"
-        f"\n\n[r]: {base}/reference.png"
-    )
+    hostile = f'![a]({base}/inline.png?data=secret) ![b][r] <img src="{base}/html.png"> <{base}/autolink>\n\n[r]: {base}/reference.png'
     try:
         with ResponsesServer(deltas=("Reply ", "!", f"[c]({base}/split.png) ", hostile), summary_text="Summary " + hostile) as model:
             env = page_env(model, MEMORA_MAX_RECENT_TURNS="0")

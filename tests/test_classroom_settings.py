@@ -15,8 +15,21 @@ def test_defaults_leave_the_page_unlocked_with_only_the_character_cap() -> None:
     assert settings.limits == SessionLimits(DEFAULT_MAX_MESSAGE_CHARS, None, None)
 
 
-@pytest.mark.parametrize(("raw", "locked"), [("true", True), ("TRUE", True), ("1", True), ("yes", True), ("on", True),
-                                             ("false", False), ("0", False), ("no", False), ("off", False), ("", False)])
+@pytest.mark.parametrize(
+    ("raw", "locked"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("1", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+    ],
+)
 def test_lock_values_from_the_environment(raw: str, locked: bool) -> None:
     assert load_settings({}, {"MEMORA_LOCK_SETTINGS": raw}).locked is locked
 

@@ -19,8 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _stats(**changes) -> TurnStats:
     values = dict(
-        turn=1, newly_summarized_count=0, context_messages=1, counted_input_tokens=95, input_tokens=100,
-        output_tokens=10, summary_token_usage=0, session_total_tokens=110,
+        turn=1,
+        newly_summarized_count=0,
+        context_messages=1,
+        counted_input_tokens=95,
+        input_tokens=100,
+        output_tokens=10,
+        summary_token_usage=0,
+        session_total_tokens=110,
     )
     return TurnStats(**{**values, **changes})
 
@@ -111,8 +117,13 @@ def test_repl_reports_a_failed_turn_without_the_key() -> None:
 def test_repl_rejects_a_chat_backend_without_a_url() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMORA_"))}
     result = subprocess.run(
-        [sys.executable, "-m", "memora"], input="exit\n", capture_output=True, text=True,
-        env={**env, "MEMORA_BACKEND": "chat", "MEMORA_MODEL": "llama3.2"}, cwd=ROOT, timeout=60,
+        [sys.executable, "-m", "memora"],
+        input="exit\n",
+        capture_output=True,
+        text=True,
+        env={**env, "MEMORA_BACKEND": "chat", "MEMORA_MODEL": "llama3.2"},
+        cwd=ROOT,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "MEMORA_BASE_URL" in result.stderr

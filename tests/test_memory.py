@@ -90,9 +90,7 @@ def test_pairs_leaving_together_fold_in_one_request(backend):
     with memory.turn("f") as turn:
         turn.run()
     assert len(backend.summaries) == 2, "four pairs leave at once: one summary request"
-    assert [m.content for m in backend.summaries[1].new_messages] == [
-        *("b", "reply 2", "c", "reply 3", "d", "reply 4", "e", "reply 5")
-    ]
+    assert [m.content for m in backend.summaries[1].new_messages] == [*("b", "reply 2", "c", "reply 3", "d", "reply 4", "e", "reply 5")]
     assert turn.prepared.newly_summarized_count == 8
     assert [m.role for m in backend.replies[-1].messages] == ["developer", "user"]
 

@@ -189,9 +189,7 @@ def test_a_message_that_fits_only_by_the_local_count_is_refused_before_the_serve
 def test_every_reply_request_fits_the_budget_by_the_servers_own_count(server):
     budget = 700
     recorder = backend_for(server)
-    memory = ShortTermMemory(
-        recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX
-    )
+    memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
     for turn in range(6):
         chat(memory, message(turn, 4))
 
@@ -240,8 +238,13 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
     }
     lines = [message(turn, 1) for turn in range(4)] + ["status", "exit"]
     done = subprocess.run(
-        [sys.executable, "-m", "memora"], input="\n".join(lines) + "\n", capture_output=True, text=True,
-        cwd=ROOT, env=environ, timeout=600,
+        [sys.executable, "-m", "memora"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environ,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     assert "Request failed" not in done.stdout

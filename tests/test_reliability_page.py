@@ -55,11 +55,7 @@ def online_memory(server: ResponsesServer, **options) -> tuple[ShortTermMemory, 
 
 # -- the fault matrix, page half ------------------------------------------------------------
 
-PAGE_CELLS = [
-    (step, kind)
-    for kind in ("exception", "stop", "rerun", *HTTP_KINDS)
-    for step in ("count", "fold", "reply", "midstream")
-]
+PAGE_CELLS = [(step, kind) for kind in ("exception", "stop", "rerun", *HTTP_KINDS) for step in ("count", "fold", "reply", "midstream")]
 
 
 @pytest.mark.parametrize(("step", "kind"), PAGE_CELLS, ids=[f"{s}-{k}" for s, k in PAGE_CELLS])

@@ -32,6 +32,8 @@ def test_instructions_count_as_one_leading_system_message() -> None:
     messages = [Message("user", "Say hello world")]
     as_instructions = counter.count("gpt-5-mini", "Finish the given task", messages)
     as_message = counter.count("gpt-5-mini", "", [Message("system", "Finish the given task"), *messages])
-    assert as_instructions == as_message == (
-        2 * TOKENS_PER_MESSAGE + 2 + count_text("Finish the given task") + count_text("Say hello world") + REPLY_PRIMING_TOKENS
+    assert (
+        as_instructions
+        == as_message
+        == (2 * TOKENS_PER_MESSAGE + 2 + count_text("Finish the given task") + count_text("Say hello world") + REPLY_PRIMING_TOKENS)
     )

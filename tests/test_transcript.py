@@ -20,15 +20,25 @@ NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 # Per-turn stats are derived from the ledger now; files from before carry them in a list of their own.
 LEGACY_TURN_STATS = {
-    "assistant_index": 1, "turn": 1, "newly_summarized_count": 0, "context_messages": 1, "counted_input_tokens": 80,
-    "input_tokens": 80, "output_tokens": 40, "summary_token_usage": 0, "session_total_tokens": 120, "estimated": False,
+    "assistant_index": 1,
+    "turn": 1,
+    "newly_summarized_count": 0,
+    "context_messages": 1,
+    "counted_input_tokens": 80,
+    "input_tokens": 80,
+    "output_tokens": 40,
+    "summary_token_usage": 0,
+    "session_total_tokens": 120,
+    "estimated": False,
 }
 
 
 def test_a_legacy_file_with_turn_stats_still_restores_them_from_the_list():
     memory = chatted(OfflineBackend(), "hello")
     data = export_transcript(memory)
-    data["ledger"] = [{k: v for k, v in r.items() if k not in ("context_messages", "newly_summarized", "summary_tokens")} for r in data["ledger"]]
+    data["ledger"] = [
+        {k: v for k, v in r.items() if k not in ("context_messages", "newly_summarized", "summary_tokens")} for r in data["ledger"]
+    ]
     data["turn_stats"] = [LEGACY_TURN_STATS | {"context_messages": 7, "newly_summarized_count": 2, "summary_token_usage": 33}]
     restored = import_transcript(json.dumps(data), OfflineBackend())
     stats = restored.turn_stats[1]
@@ -100,7 +110,12 @@ def test_export_never_contains_the_key_or_base_url():
     text = dumps_transcript(memory).decode()
     assert secret not in text and "pa55" not in text and "proxy.example" not in text
     assert set(json.loads(text)["settings"]) == {
-        "model", "max_input_tokens", "max_recent_turns", "max_summary_tokens", "fold_batch_turns", "offline"
+        "model",
+        "max_input_tokens",
+        "max_recent_turns",
+        "max_summary_tokens",
+        "fold_batch_turns",
+        "offline",
     }
 
 

@@ -17,9 +17,27 @@ _WORD = re.compile(r"[\w']+", re.UNICODE)
 _LEADING_FILLER = {"actually", "well", "oh", "no", "so", "now", "also", "and", "but", "sorry", "ok", "okay", "hi", "hello"}
 _VERBS = {"is", "am", "are", "was", "were", "'m", "want", "wants", "like", "likes", "need", "needs", "prefer", "live", "work", "study"}
 _FIRST_PERSON = {"i", "'m", "my", "mine", "we", "our"}
-_GENERIC_KEY_WORDS = _FIRST_PERSON | _VERBS | {
-    "i", "'m", "i'm", "me", "it", "this", "that", "there", "you", "he", "she", "they", "really", "just", "still",
-}
+_GENERIC_KEY_WORDS = (
+    _FIRST_PERSON
+    | _VERBS
+    | {
+        "i",
+        "'m",
+        "i'm",
+        "me",
+        "it",
+        "this",
+        "that",
+        "there",
+        "you",
+        "he",
+        "she",
+        "they",
+        "really",
+        "just",
+        "still",
+    }
+)
 # "Actually I'm B2, not B1": a cue that the sentence corrects something, then the retracted value.
 _CORRECTION_CUE = re.compile(r"\b(?:actually|correction|sorry|i mean|i meant|wait|oops)\b|其實|更正|不對|抱歉", re.IGNORECASE)
 _RETRACTED = re.compile(r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)([A-Za-z0-9][\w'-]*)", re.IGNORECASE)

@@ -131,6 +131,4 @@ def explain_error(
 
 def stream_ended_early() -> ModelServerError:
     """The stream closed cleanly but before the model's final event."""
-    return ModelServerError(
-        "The model's stream ended before the reply was complete. Nothing was saved; resend.", "interrupted"
-    )
+    return ModelServerError("The model's stream ended before the reply was complete. Nothing was saved; resend.", "interrupted")

@@ -196,9 +196,7 @@ class OpenAIResponsesBackend:
 
     def _failed(self, error: Any) -> ModelServerError:
         detail = getattr(error, "message", None) or "no details"
-        return ModelServerError(
-            f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}", "stream"
-        )
+        return ModelServerError(f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}", "stream")
 
     def _key(self) -> str | None:
         key = getattr(self.client, "api_key", None)

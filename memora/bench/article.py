@@ -55,7 +55,9 @@ class ArticleMemory:
 
     def count_input_tokens(self, messages: list[dict[str, str]]) -> int:
         return self.backend.count_input_tokens(  # type: ignore[attr-defined]
-            self.model, self.system_prompt, [Message(m["role"], m["content"]) for m in messages]  # type: ignore[arg-type]
+            self.model,
+            self.system_prompt,
+            [Message(m["role"], m["content"]) for m in messages],  # type: ignore[arg-type]
         )
 
     def update_summary(self, new_messages: list[dict[str, str]]) -> int:
@@ -73,9 +75,7 @@ class ArticleMemory:
         self.session_total_tokens += summary_tokens
         return summary_tokens
 
-    def create_context_messages(
-        self, recent_messages: list[dict[str, str]], current_user_message: dict[str, str]
-    ) -> list[dict[str, str]]:
+    def create_context_messages(self, recent_messages: list[dict[str, str]], current_user_message: dict[str, str]) -> list[dict[str, str]]:
         context_messages = []
         if self.summary:
             context_messages.append(

@@ -142,9 +142,7 @@ def bookkeeping_us(
         fresh = make_script(block, seed=10_000 + repeat)
         for key, strategy in states.items():
             samples[key].append(_block_mean(strategy, fresh))
-    return {
-        name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories
-    }
+    return {name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories}
 
 
 def _block_mean(strategy: Strategy, fresh: Script) -> float:
@@ -208,9 +206,7 @@ class Report:
             "fold_batch_turns": self.batch,
             "seed": self.seed,
             "tokens": {str(turns): [asdict(r) for r in rows] for turns, rows in self.tokens.items()},
-            "bookkeeping_us_per_turn": {
-                name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()
-            },
+            "bookkeeping_us_per_turn": {name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()},
             "ttft": [asdict(t) for t in self.ttft],
             "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
             "summary_requests_by_budget": {

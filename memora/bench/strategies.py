@@ -89,9 +89,7 @@ class Article:
         try:
             stats = memory.prepare_context()
             messages = tuple(Message(m["role"], m["content"]) for m in stats["context_messages"])  # type: ignore[arg-type]
-            text, completion, first = _stream_until_done(
-                self.backend, ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, messages), began
-            )
+            text, completion, first = _stream_until_done(self.backend, ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, messages), began)
         except Exception:
             memory.rollback_last_user_message()
             raise
@@ -104,9 +102,9 @@ class Memora:
 
     def __init__(self, backend: RecordingBackend, limits: Limits, *, fold_batch_turns: int = 0, prefold: bool = False) -> None:
         self.name = "memora" + (f"-batch{fold_batch_turns}" if fold_batch_turns else "") + ("+prefold" if prefold else "")
-        self.description = (
-            "Memora default" if not fold_batch_turns else f"Memora, fold_batch_turns={fold_batch_turns}"
-        ) + (", prefold after each reply" if prefold else "")
+        self.description = ("Memora default" if not fold_batch_turns else f"Memora, fold_batch_turns={fold_batch_turns}") + (
+            ", prefold after each reply" if prefold else ""
+        )
         self.backend = backend
         self.prefold = prefold
         self.memory = ShortTermMemory(

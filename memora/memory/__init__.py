@@ -27,7 +27,23 @@ from memora.memory.values import (
 )
 
 __all__ = [
-    "DEFAULT_MODEL", "MAX_INPUT_TOKENS", "MAX_RECENT_TURNS", "MAX_REPLY_TOKENS", "MAX_SUMMARY_TOKENS", "MIN_FOLD_ROOM",
-    "MIN_MESSAGE_ROOM", "ContextBudgetError", "Plan", "PreparedContext", "ShortTermMemory", "Source", "SummaryError",
-    "SummaryVersion", "Turn", "TurnStats", "fold_pieces", "plan_context", "whole_sentences",
+    "DEFAULT_MODEL",
+    "MAX_INPUT_TOKENS",
+    "MAX_RECENT_TURNS",
+    "MAX_REPLY_TOKENS",
+    "MAX_SUMMARY_TOKENS",
+    "MIN_FOLD_ROOM",
+    "MIN_MESSAGE_ROOM",
+    "ContextBudgetError",
+    "Plan",
+    "PreparedContext",
+    "ShortTermMemory",
+    "Source",
+    "SummaryError",
+    "SummaryVersion",
+    "Turn",
+    "TurnStats",
+    "fold_pieces",
+    "plan_context",
+    "whole_sentences",
 ]

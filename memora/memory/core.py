@@ -54,11 +54,20 @@ class ShortTermMemory:
     """
 
     def __init__(
-        self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
-        summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
-        max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
-        max_summary_tokens: int = MAX_SUMMARY_TOKENS, fold_batch_turns: int = 0, limits: SessionLimits | None = None,
-        max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        system_prompt: str = SYSTEM_PROMPT,
+        summary_instructions: str = SUMMARY_INSTRUCTIONS,
+        max_input_tokens: int = MAX_INPUT_TOKENS,
+        max_recent_turns: int = MAX_RECENT_TURNS,
+        *,
+        token_counter: TokenCounter | None = None,
+        max_summary_tokens: int = MAX_SUMMARY_TOKENS,
+        fold_batch_turns: int = 0,
+        limits: SessionLimits | None = None,
+        max_reply_tokens: int | None = MAX_REPLY_TOKENS,
+        context_window: int | None = None,
     ) -> None:
         if fold_batch_turns < 0:
             raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
@@ -79,8 +88,11 @@ class ShortTermMemory:
         vars(self).update(state, lock=threading.RLock())
 
     def restore(
-        self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (),
-        ledger: Sequence[UsageRecord] = (), last_context: Sequence[Message] = (),
+        self,
+        history: Sequence[Message] = (),
+        summary_versions: Sequence[SummaryVersion] = (),
+        ledger: Sequence[UsageRecord] = (),
+        last_context: Sequence[Message] = (),
     ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
@@ -101,12 +113,16 @@ class ShortTermMemory:
         if recent < 0:
             raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
         if budget < (floor := self.minimum_budget()):
-            raise ValueError(f"max_input_tokens must be at least {floor}: the instructions and a full summary "
-                             f"({self.max_summary_tokens} tokens) already need that much, before any message.")
+            raise ValueError(
+                f"max_input_tokens must be at least {floor}: the instructions and a full summary "
+                f"({self.max_summary_tokens} tokens) already need that much, before any message."
+            )
         output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
         if self.context_window is not None and budget + output > self.context_window:
-            raise ValueError(f"max_input_tokens ({budget}) plus the largest output ({output}) must fit the server's "
-                             f"context window of {self.context_window} tokens.")
+            raise ValueError(
+                f"max_input_tokens ({budget}) plus the largest output ({output}) must fit the server's "
+                f"context window of {self.context_window} tokens."
+            )
         self.max_input_tokens, self.max_recent_turns = budget, recent
 
     def minimum_budget(self) -> int:
@@ -181,8 +197,16 @@ class ShortTermMemory:
     def prepare_context(self) -> dict[str, Any]:
         return self.prepare().as_dict()
 
-    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *,
-                    usage: Usage | None = None, latency_s: float = 0.0, cut: bool = False) -> TurnStats:
+    def finish_turn(
+        self,
+        assistant_reply: str,
+        context_messages: Sequence[Message],
+        response_tokens: int,
+        *,
+        usage: Usage | None = None,
+        latency_s: float = 0.0,
+        cut: bool = False,
+    ) -> TurnStats:
         """Completes the pending turn with ``assistant_reply``; records the request; returns its stats.
 
         Without ``usage`` the ledger has only ``response_tokens`` as the total. ``cut``: the reply
@@ -191,11 +215,19 @@ class ShortTermMemory:
         if not self.has_pending_turn:
             raise ValueError("There is no pending user message to reply to.")
         prepared = self.last_prepared
-        fields = {"turn": self.turn_number, "kind": "reply", "model": self.served_by, "latency_s": latency_s, "cut": cut,
-                  "counted_input_tokens": prepared.input_tokens if prepared else self.count_input_tokens(context_messages),
-                  "full_history_tokens": self.full_history_tokens(), "input_budget": self.max_input_tokens,
-                  "context_messages": len(context_messages), "newly_summarized": prepared.newly_summarized_count if prepared else 0,
-                  "summary_tokens": prepared.summary_token_usage if prepared else 0}
+        fields = {
+            "turn": self.turn_number,
+            "kind": "reply",
+            "model": self.served_by,
+            "latency_s": latency_s,
+            "cut": cut,
+            "counted_input_tokens": prepared.input_tokens if prepared else self.count_input_tokens(context_messages),
+            "full_history_tokens": self.full_history_tokens(),
+            "input_budget": self.max_input_tokens,
+            "context_messages": len(context_messages),
+            "newly_summarized": prepared.newly_summarized_count if prepared else 0,
+            "summary_tokens": prepared.summary_token_usage if prepared else 0,
+        }
         if usage is None:
             record = UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
         else:
@@ -206,9 +238,13 @@ class ShortTermMemory:
         return TurnStats.of(record, self.session_total_tokens)
 
     def get_status(self) -> dict[str, int | bool]:
-        return {"History messages": len(self.history), "Summarized messages": self.summarized_message_count,
-                "Last context messages": len(self.last_context), "Summary available": bool(self.summary),
-                "Session total tokens": self.session_total_tokens}
+        return {
+            "History messages": len(self.history),
+            "Summarized messages": self.summarized_message_count,
+            "Last context messages": len(self.last_context),
+            "Summary available": bool(self.summary),
+            "Session total tokens": self.session_total_tokens,
+        }
 
     # -- turns ----------------------------------------------------------------
 
@@ -275,9 +311,14 @@ class ShortTermMemory:
         pointer = self.summarized_message_count
         unfolded = [count_message(m.role, m.content) for m in self.history[pointer:current]]
         self.last_plan = plan_context(
-            unfolded, message=message_tokens, fixed=self._fixed_tokens(), summary=self._summary_tokens(),
-            full_summary=self._full_summary_tokens(), budget=self.local_budget(),
-            max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
+            unfolded,
+            message=message_tokens,
+            fixed=self._fixed_tokens(),
+            summary=self._summary_tokens(),
+            full_summary=self._full_summary_tokens(),
+            budget=self.local_budget(),
+            max_recent_turns=self.max_recent_turns,
+            fold_batch_turns=self.fold_batch_turns,
         )
         return self.last_plan
 
@@ -353,8 +394,14 @@ class ShortTermMemory:
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         version, record = self._summarizer().fold(
-            self.backend, self.summary, messages, span, self._fold_room(),
-            turn=self.turn_number, served_by=self.served_by, input_budget=self.max_input_tokens,
+            self.backend,
+            self.summary,
+            messages,
+            span,
+            self._fold_room(),
+            turn=self.turn_number,
+            served_by=self.served_by,
+            input_budget=self.max_input_tokens,
         )
         self._record(record)
         check_summary(version, messages)
@@ -368,9 +415,15 @@ class ShortTermMemory:
         if self.backend.profile.single_system_message:
             lead = "instructions_summary" if self.summary else "instructions"
         sources = (lead,) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
-        return PreparedContext(self.request_instructions(), messages, sources,  # type: ignore[arg-type]
-                               tuple(count_message(m.role, m.content) for m in messages),
-                               self.count_input_tokens(messages), spent, folded)
+        return PreparedContext(
+            self.request_instructions(),
+            messages,
+            sources,  # type: ignore[arg-type]
+            tuple(count_message(m.role, m.content) for m in messages),
+            self.count_input_tokens(messages),
+            spent,
+            folded,
+        )
 
     def _record(self, record: UsageRecord) -> None:
         if record.billed and record.input_tokens is not None:

@@ -63,8 +63,14 @@ class Summarizer:
         began = time.perf_counter()
         completion = backend.summarize(request)
         record = UsageRecord.of(
-            turn=turn, kind="summary", model=served_by, counted_input_tokens=counted, usage=completion.usage,
-            latency_s=time.perf_counter() - began, cut=completion.cut, input_budget=input_budget,
+            turn=turn,
+            kind="summary",
+            model=served_by,
+            counted_input_tokens=counted,
+            usage=completion.usage,
+            latency_s=time.perf_counter() - began,
+            cut=completion.cut,
+            input_budget=input_budget,
         )
         text = completion.text.strip()
         bounded = truncate_text(text, self.max_summary_tokens)
@@ -93,8 +99,7 @@ def clip_for_summary(messages: tuple[Message, ...], room: int) -> tuple[Message,
     large = {i for i, cost in enumerate(costs) if cost > share}
     left = (room - sum(cost for i, cost in enumerate(costs) if i not in large)) // len(large)
     return tuple(
-        Message(m.role, clip_middle(m.content, left - count_message(m.role, ""))) if i in large else m
-        for i, m in enumerate(messages)
+        Message(m.role, clip_middle(m.content, left - count_message(m.role, ""))) if i in large else m for i, m in enumerate(messages)
     )
 
 

@@ -64,12 +64,20 @@ def render_settings(lang: str) -> None:
                 render.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
         # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
         st.number_input(
-            t(lang, "settings.max_input_tokens"), key=keys.BUDGET_INPUT, step=100, help=t(lang, "settings.limits_help"),
-            on_change=_apply_limits, disabled=locked,
+            t(lang, "settings.max_input_tokens"),
+            key=keys.BUDGET_INPUT,
+            step=100,
+            help=t(lang, "settings.limits_help"),
+            on_change=_apply_limits,
+            disabled=locked,
         )
         st.number_input(
-            t(lang, "settings.max_recent_turns"), key=keys.WINDOW_INPUT, step=1, help=t(lang, "settings.limits_help"),
-            on_change=_apply_limits, disabled=locked,
+            t(lang, "settings.max_recent_turns"),
+            key=keys.WINDOW_INPUT,
+            step=1,
+            help=t(lang, "settings.limits_help"),
+            on_change=_apply_limits,
+            disabled=locked,
         )
         notice: Notice | None = state[keys.SETTINGS_NOTICE]
         if notice is not None:

@@ -59,8 +59,14 @@ def version_label(audit: SummaryAudit, lang: str) -> str:
     if last <= first:
         return t(lang, "panel.summary_version_rewrite", number=audit.version, turn=audit.turn, tokens=audit.tokens)
     return t(
-        lang, "panel.summary_version",
-        number=audit.version, turn=audit.turn, first=first + 1, last=last, count=last - first, tokens=audit.tokens,
+        lang,
+        "panel.summary_version",
+        number=audit.version,
+        turn=audit.turn,
+        first=first + 1,
+        last=last,
+        count=last - first,
+        tokens=audit.tokens,
     )
 
 

@@ -127,11 +127,14 @@ def probe_frame(report: ProbeReport, lang: str) -> pd.DataFrame:
 def render_report(report: ProbeReport, lang: str) -> None:
     render.markdown(
         t(
-            lang, "probe.header",
+            lang,
+            "probe.header",
             title=escape_markdown(report.scenario_title),
             backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
             model=report.model,
-            filler=report.filler_turns, versions=report.summary_versions, tokens=f"{report.session_total_tokens:,}",
+            filler=report.filler_turns,
+            versions=report.summary_versions,
+            tokens=f"{report.session_total_tokens:,}",
         )
     )
     if report.offline:

@@ -11,12 +11,22 @@ from memora.ui import state as keys
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
 ENV_NAMES = (
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_TOKEN_COUNTING",
-    "MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "MEMORA_BASE_URL",
+    "MEMORA_BACKEND",
+    "MEMORA_MODEL",
+    "MEMORA_TOKEN_COUNTING",
+    "MEMORA_MAX_INPUT_TOKENS",
+    "MEMORA_MAX_RECENT_TURNS",
 )
 """Environment variables that would change how the page starts; the page tests clear them."""
 CLASSROOM_ENV = (
-    "MEMORA_LOCK_SETTINGS", "MEMORA_MAX_TURNS", "MEMORA_MAX_SESSION_TOKENS", "MEMORA_MAX_MESSAGE_CHARS", "MEMORA_TOKEN_COUNTING",
+    "MEMORA_LOCK_SETTINGS",
+    "MEMORA_MAX_TURNS",
+    "MEMORA_MAX_SESSION_TOKENS",
+    "MEMORA_MAX_MESSAGE_CHARS",
+    "MEMORA_TOKEN_COUNTING",
 )
 """The classroom settings a teacher sets in the environment."""
 CLASSROOM_KEY = "sk-test-classroom-9b7e2c41"
