@@ -15,8 +15,10 @@ from typing import Any
 from memora.backends import Backend, as_backend
 from memora.calibration import Calibration
 from memora.limits import SessionLimits
+from memora.memory.context import lead_messages, request_instructions, sources
 from memora.memory.planner import Plan, fold_pieces, plan_context
-from memora.memory.summarizer import Summarizer, check_summary
+from memora.memory.sizes import Sizes, check_limits
+from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn
 from memora.memory.values import (
     DEFAULT_MODEL,
@@ -24,17 +26,14 @@ from memora.memory.values import (
     MAX_RECENT_TURNS,
     MAX_REPLY_TOKENS,
     MAX_SUMMARY_TOKENS,
-    MIN_FOLD_ROOM,
-    MIN_MESSAGE_ROOM,
     ContextBudgetError,
     PreparedContext,
-    Source,
     SummaryVersion,
     TurnStats,
 )
 from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TokenCounter, count_message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.tokens import LocalTokenCounter, TokenCounter, count_message
 from memora.usage import Ledger, Usage, UsageRecord
 
 
@@ -103,32 +102,17 @@ class ShortTermMemory:
         self.last_plan: Plan | None = None
 
     def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None) -> None:
-        """Changes the budget or the window, from the next request.
-
-        Raises ValueError, changing nothing, for a window below 0, a budget below
-        ``minimum_budget()``, or a budget that with the largest output overflows ``context_window``.
-        """
+        """Changes the budget or the window, from the next request; raises ValueError, changing nothing,
+        for a window below 0, a budget below ``minimum_budget()``, or one that overflows ``context_window``."""
         budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
-        if recent < 0:
-            raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
-        if budget < (floor := self.minimum_budget()):
-            raise ValueError(
-                f"max_input_tokens must be at least {floor}: the instructions and a full summary "
-                f"({self.max_summary_tokens} tokens) already need that much, before any message."
-            )
         output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
-        if self.context_window is not None and budget + output > self.context_window:
-            raise ValueError(
-                f"max_input_tokens ({budget}) plus the largest output ({output}) must fit the server's "
-                f"context window of {self.context_window} tokens."
-            )
+        check_limits(budget, recent, self.minimum_budget(), output, self.context_window)
         self.max_input_tokens, self.max_recent_turns = budget, recent
 
     def minimum_budget(self) -> int:
-        """The smallest budget (server tokens) for a reply (instructions, a full summary, a short message) and a summary request."""
-        reply = self._fixed_tokens() + self._full_summary_tokens() + MIN_MESSAGE_ROOM
-        return self.calibration.server_estimate(max(reply, self._summarizer().overhead() + MIN_FOLD_ROOM))
+        """The smallest budget, in the server's tokens, for a reply and for a summary request."""
+        return self.calibration.server_estimate(self._sizes().minimum_budget())
 
     def local_budget(self) -> int:
         """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
@@ -180,19 +164,11 @@ class ShortTermMemory:
         return self._fold(tuple(new_messages), (pointer, pointer)).tokens
 
     def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
-        """Summary, window and message in the wire's roles: on servers that keep one system message
-        (``ServerProfile``), instructions and summary lead as that message; elsewhere the summary is
-        the article's ``developer`` message and the instructions go apart."""
-        if not self.backend.profile.single_system_message:
-            lead = [Message("developer", SUMMARY_PREAMBLE + self.summary)] if self.summary else []
-        else:
-            parts = [self.system_prompt.rstrip(), SUMMARY_PREAMBLE + self.summary] if self.summary else [self.system_prompt]
-            lead = [Message("system", system)] if (system := "\n\n".join(p for p in parts if p)) else []
-        return [*lead, *recent_messages, current_user_message]
+        """Summary, window and message, in the wire's roles (see ``memora.memory.context``)."""
+        return [*lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
 
     def request_instructions(self) -> str:
-        """A reply request's instructions: empty when they lead the context as its system message."""
-        return "" if self.backend.profile.single_system_message else self.system_prompt
+        return request_instructions(self.backend.profile, self.system_prompt)
 
     def prepare_context(self) -> dict[str, Any]:
         return self.prepare().as_dict()
@@ -282,12 +258,7 @@ class ShortTermMemory:
     @property
     def turn_stats(self) -> dict[int, TurnStats]:
         """Each finished turn's stats, derived from the ledger, by the history index of its reply."""
-        stats, total = {}, 0
-        for record in self.ledger:
-            total += record.total_tokens
-            if record.kind == "reply":
-                stats[2 * record.turn - 1] = TurnStats.of(record, total)
-        return stats
+        return TurnStats.by_reply_index(self.ledger)
 
     @property
     def served_by(self) -> str:
@@ -308,18 +279,12 @@ class ShortTermMemory:
     def plan(self, current: int, message_tokens: int) -> Plan:
         """``planner.plan_context`` for a message of ``message_tokens`` at history index ``current``."""
         self._check_message_alone(message_tokens)
-        pointer = self.summarized_message_count
-        unfolded = [count_message(m.role, m.content) for m in self.history[pointer:current]]
+        sizes, unfolded = self._sizes(), [count_message(m.role, m.content) for m in self.history[self.summarized_message_count : current]]
         self.last_plan = plan_context(
-            unfolded,
-            message=message_tokens,
-            fixed=self._fixed_tokens(),
-            summary=self._summary_tokens(),
-            full_summary=self._full_summary_tokens(),
-            budget=self.local_budget(),
-            max_recent_turns=self.max_recent_turns,
-            fold_batch_turns=self.fold_batch_turns,
-        )
+            unfolded, message=message_tokens, fixed=sizes.fixed(), summary=sizes.summary(self.summary),
+            full_summary=sizes.full_summary(), budget=self.local_budget(),
+            max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
+        )  # fmt: skip
         return self.last_plan
 
     def prepare(self) -> PreparedContext:
@@ -386,14 +351,14 @@ class ShortTermMemory:
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
-        return self._fixed_tokens() + self._history_tokens
+        return self._sizes().fixed() + self._history_tokens
 
     def _append(self, message: Message) -> None:
         self.history.append(message)
         self._history_tokens += count_message(message.role, message.content)
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
-        version, record = self._summarizer().fold(
+        version, record = self._sizes().summarizer.fold(
             self.backend,
             self.summary,
             messages,
@@ -411,19 +376,9 @@ class ShortTermMemory:
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
-        lead: Source = "summary"
-        if self.backend.profile.single_system_message:
-            lead = "instructions_summary" if self.summary else "instructions"
-        sources = (lead,) * (len(messages) - len(recent) - 1) + ("window",) * len(recent) + ("current",)
-        return PreparedContext(
-            self.request_instructions(),
-            messages,
-            sources,  # type: ignore[arg-type]
-            tuple(count_message(m.role, m.content) for m in messages),
-            self.count_input_tokens(messages),
-            spent,
-            folded,
-        )
+        origins = sources(self.backend.profile, self.summary, len(messages) - len(recent) - 1, len(recent))
+        tokens = tuple(count_message(m.role, m.content) for m in messages)
+        return PreparedContext(self.request_instructions(), messages, origins, tokens, self.count_input_tokens(messages), spent, folded)
 
     def _record(self, record: UsageRecord) -> None:
         if record.billed and record.input_tokens is not None:
@@ -436,25 +391,14 @@ class ShortTermMemory:
         self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
 
     def _check_message_alone(self, message_tokens: int) -> None:
-        if (alone := self._fixed_tokens() + message_tokens) > self.local_budget():
-            raise self._budget_error(alone + self._summary_tokens())
+        if (alone := self._sizes().fixed() + message_tokens) > self.local_budget():
+            raise self._budget_error(alone + self._sizes().summary(self.summary))
 
     def _budget_error(self, local_tokens: int) -> ContextBudgetError:
         return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
 
-    def _summarizer(self) -> Summarizer:
-        return Summarizer(self.model, self.summary_instructions, self.max_summary_tokens)
+    def _sizes(self) -> Sizes:
+        return Sizes(self.model, self.system_prompt, self.summary_instructions, self.max_summary_tokens)
 
     def _fold_room(self) -> int:
-        """Local tokens one summary request has for the messages it folds, within the budget."""
-        return max(MIN_FOLD_ROOM, self.local_budget() - self._summarizer().overhead())
-
-    def _fixed_tokens(self) -> int:
-        return (count_message("system", self.system_prompt) if self.system_prompt else 0) + REPLY_PRIMING_TOKENS
-
-    def _full_summary_tokens(self) -> int:
-        # +1: the preamble and the summary may not split at a token boundary.
-        return count_message("developer", SUMMARY_PREAMBLE) + self.max_summary_tokens + 1
-
-    def _summary_tokens(self) -> int:
-        return count_message("developer", SUMMARY_PREAMBLE + self.summary) if self.summary else 0
+        return self._sizes().fold_room(self.local_budget())

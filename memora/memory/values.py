@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,6 +125,16 @@ class TurnStats:
     cut: bool = False
     over_budget: bool = False
     implausible: bool = False
+
+    @classmethod
+    def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
+        """Each finished turn's stats in ``ledger``, keyed by the history index of its reply."""
+        stats, total = {}, 0
+        for record in ledger:
+            total += record.total_tokens
+            if record.kind == "reply":
+                stats[2 * record.turn - 1] = cls.of(record, total)
+        return stats
 
     @classmethod
     def of(cls, record: UsageRecord, session_total_tokens: int) -> TurnStats:
