@@ -7,8 +7,6 @@ turn can put the user's text back into it in the same run.
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from memora.i18n import error_message, t
@@ -141,9 +139,9 @@ def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED
     it neither draws the half-finished turn nor starts a second one on top of it.
     The page calls it first, before anything reads the memory.
     """
-    deadline = time.monotonic() + wait_s
-    while memory.has_pending_turn and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # The old run holds the memory's lock for its whole turn: taking it waits for the rollback, without polling.
+    if memory.lock.acquire(timeout=wait_s):
+        memory.lock.release()
     state = st.session_state
     outcome: TurnOutcome = state[keys.TURN_OUTCOME]
     if outcome.restore_text is not None:
