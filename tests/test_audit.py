@@ -1,9 +1,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memora.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
+from memora.teaching.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
 from tests.fakes import ScriptedBackend
 
 
@@ -112,9 +112,9 @@ def test_any_diff_rebuilds_new_exactly_and_old_up_to_whitespace(old_words, new_w
 
 
 def test_last_audits_only_the_newest_versions_numbered_and_diffed_as_in_the_full_list():
-    from memora.audit import audit_summaries
     from memora.memory import SummaryVersion
     from memora.messages import Message
+    from memora.teaching.audit import audit_summaries
 
     history = [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(8)]
     versions = [SummaryVersion(f"level B{n}", 2 * n, (2 * n - 2, 2 * n), 10 * n, n + 1) for n in range(1, 5)]

@@ -14,7 +14,7 @@ import pytest
 
 from memora.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
-from memora.transcript import dumps_transcript
+from memora.teaching.transcript import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
 from tests.helpers.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text

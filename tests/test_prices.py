@@ -4,7 +4,7 @@ import pytest
 
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.prices import (
+from memora.teaching.prices import (
     DEFAULT_PRICES,
     PRICES_CHECKED,
     ModelPrice,

@@ -5,7 +5,7 @@ import pytest
 from memora.backends import OfflineBackend
 from memora.backends.extractive import merge_summary, retracted_values, topic_key
 from memora.messages import user
-from memora.probe import (
+from memora.teaching.probe import (
     Fact,
     ScenarioError,
     bundled_scenarios,
@@ -197,12 +197,12 @@ def test_cli_runs_against_a_chat_server_with_backend_chat(capsys, monkeypatch):
 
 
 def test_the_published_schema_is_the_models_and_accepts_every_bundled_scenario(capsys):
-    """Regenerate with ``python -m memora.probe --schema > memora/scenarios/scenario.schema.json``."""
+    """Regenerate with ``python -m memora.teaching.probe --schema > memora/teaching/scenarios/scenario.schema.json``."""
     from importlib import resources
 
-    from memora.probe import SCHEMA_FILE, scenario_schema
+    from memora.teaching.probe import SCHEMA_FILE, scenario_schema
 
-    folder = resources.files("memora") / "scenarios"
+    folder = resources.files("memora.teaching") / "scenarios"
     published = json.loads((folder / SCHEMA_FILE).read_text(encoding="utf-8"))
     assert published == scenario_schema(), "the committed schema drifted from ScenarioFile"
     assert main(["--schema"]) == 0 and json.loads(capsys.readouterr().out) == published

@@ -5,7 +5,7 @@ import pytest
 
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.transcript import (
+from memora.teaching.transcript import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
     dumps_transcript,

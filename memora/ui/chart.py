@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from memora.i18n import t
 from memora.ui.frames import usage_per_turn
+from memora.ui.i18n import t
 from memora.usage import UsageRecord
 
 BAR_SERIES = ("reply_input", "reply_output", "summary")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory, TurnStats
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.i18n import error_message, t
 from memora.ui.state import Notice, TurnOutcome
 from memora.ui.views import message_marks, parse_command, run_command
 

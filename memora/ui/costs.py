@@ -1,6 +1,6 @@
 """Money in the token-usage panel: cost columns, what was spent and saved, the price table's date.
 
-Money is shown only where ``memora.prices`` has a price for the model that
+Money is shown only where ``memora.teaching.prices`` has a price for the model that
 served a request. The ledger names the offline engine ``"offline"`` (see
 ``ShortTermMemory.served_by``), which has no price, and a model missing from
 the table has none either: those rows show tokens only, never a guessed cost.
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from memora.i18n import t
-from memora.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
+from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
 from memora.ui import render
+from memora.ui.i18n import t
 from memora.usage import UsageRecord
 
 OFFLINE_MODEL = "offline"

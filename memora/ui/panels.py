@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.i18n import t
 from memora.memory import ShortTermMemory
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
+from memora.ui.i18n import t
 from memora.ui.summary_audit import render_summary_audit
 from memora.ui.views import calibration_note, context_frame, history_frame, last_context_rows, status_figures
 

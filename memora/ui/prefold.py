@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.i18n import error_message, t
 from memora.memory import ShortTermMemory
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.i18n import error_message, t
 
 
 def status_slot():

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.i18n import LANGUAGES, backend_label, t
 from memora.memory import ShortTermMemory
 from memora.settings import BACKENDS, SettingsError, build_backend
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.i18n import LANGUAGES, backend_label, t
 from memora.ui.state import Notice, guarded, new_memory, token_counter_for
 
 

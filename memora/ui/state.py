@@ -14,10 +14,10 @@ from typing import Any, Literal
 import streamlit as st
 
 from memora.guard import GuardedBackend
-from memora.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from memora.memory import ShortTermMemory
 from memora.settings import Settings, SettingsError, build_backend, build_memory, build_token_counter, load_settings
 from memora.tokens import LocalTokenCounter, TokenCounter
+from memora.ui.i18n import DEFAULT_LANGUAGE, LANGUAGES
 
 # Session keys. The *_INPUT keys belong to widgets; their values are seeded here.
 MEMORY = "memory"
@@ -57,7 +57,7 @@ class Notice:
     """A message for the user, translated when shown so that a language switch applies to it.
 
     ``key`` and ``params`` name an i18n message; ``error``, when set, is
-    rendered through ``memora.i18n.error_message`` into the ``reason`` placeholder.
+    rendered through ``memora.ui.i18n.error_message`` into the ``reason`` placeholder.
     """
 
     level: Literal["info", "success", "warning", "error"]

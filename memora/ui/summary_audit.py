@@ -1,6 +1,6 @@
 """The summary panel's audit: for each summary version, what it folded, cost and changed.
 
-Only the newest versions are audited and drawn (``memora.audit.audit_summaries``
+Only the newest versions are audited and drawn (``memora.teaching.audit.audit_summaries``
 with ``last``), so a long conversation with hundreds of folds reruns as fast as
 a short one. Every text that came from the user or a model goes through
 ``escape_markdown`` or ``diff_markdown``, so no message can inject links,
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
-from memora.i18n import t
 from memora.memory import ShortTermMemory
+from memora.teaching.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
 from memora.ui import render
+from memora.ui.i18n import t
 
 VERSIONS_AUDITED = 5
 """Versions drawn with their audit, newest first; a long conversation has hundreds."""

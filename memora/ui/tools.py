@@ -1,8 +1,8 @@
 """The sidebar's "Teaching tools": the retention probe, and export/import of the conversation.
 
 The probe plays a scripted conversation against the session's backend in a
-fresh memory (``memora.probe.run_probe``), so the user's own conversation is
-never touched. Export reads only the memory (``memora.transcript``), never the
+fresh memory (``memora.teaching.probe.run_probe``), so the user's own conversation is
+never touched. Export reads only the memory (``memora.teaching.transcript``), never the
 settings, so no key or server URL can leave in the file. Import builds a new
 memory and swaps it in only once the file passed every check; an invalid file
 leaves the current conversation exactly as it was.
@@ -17,11 +17,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from memora.audit import escape_markdown
-from memora.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.memory import ShortTermMemory
-from memora.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
-from memora.transcript import (
+from memora.teaching.audit import escape_markdown
+from memora.teaching.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
+from memora.teaching.transcript import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
     check_caps,
@@ -31,6 +30,7 @@ from memora.transcript import (
 )
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.ui.state import Notice, token_counter_for
 
 DEFAULT_SCENARIO = "article-b1-travel"

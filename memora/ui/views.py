@@ -11,9 +11,9 @@ from typing import Literal
 
 import pandas as pd
 
-from memora.i18n import t
 from memora.memory import ShortTermMemory
 from memora.tokens import count_message
+from memora.ui.i18n import t
 
 Mark = Literal["summarized", "window", "current"]
 COMMANDS = ("history", "context", "summary", "status")

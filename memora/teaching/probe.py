@@ -1,6 +1,6 @@
 """The retention probe: do planted facts survive folding into the summary?
 
-A scenario (a JSON file in ``memora/scenarios/``) plants facts in the first
+A scenario (a JSON file in ``memora/teaching/scenarios/``) plants facts in the first
 user turns: a level, a goal, a name, a correction, an open question. The probe
 then sends filler turns until every planted turn has left the recent window
 and been folded into the summary, asks a final question, and checks each fact
@@ -19,7 +19,7 @@ Offline, the final answer is the offline engine's description of the context,
 so the answer column shows what reached the request; the probe then tests the
 plumbing and the extractive summarizer, not a model.
 
-Run ``python -m memora.probe`` (``--help`` for options), or call ``run_probe``.
+Run ``python -m memora.teaching.probe`` (``--help`` for options), or call ``run_probe``.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ class FactEntry(untrusted.StrictModel):
 
 
 class ScenarioFile(untrusted.StrictModel):
-    """A retention-probe scenario for Memora (python -m memora.probe); see docs/teaching-tools.md."""
+    """A retention-probe scenario for Memora (python -m memora.teaching.probe); see docs/teaching-tools.md."""
 
     format: Literal["memora-probe-scenario"]
     version: Literal[1]
@@ -252,13 +252,13 @@ def parse_scenario(raw: bytes | str) -> Scenario:
 
 
 def scenario_schema() -> dict[str, Any]:
-    """The JSON Schema for scenario authors; ``memora/scenarios/scenario.schema.json`` holds it."""
+    """The JSON Schema for scenario authors; ``memora/teaching/scenarios/scenario.schema.json`` holds it."""
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ScenarioFile.model_json_schema()}
 
 
 def bundled_scenarios() -> tuple[Scenario, ...]:
-    """Every scenario shipped in ``memora/scenarios``, sorted by id."""
-    folder = resources.files("memora") / "scenarios"
+    """Every scenario shipped in ``memora/teaching/scenarios``, sorted by id."""
+    folder = resources.files("memora.teaching") / "scenarios"
     found = [parse_scenario(entry.read_bytes()) for entry in folder.iterdir() if entry.name.endswith(".json") and entry.name != SCHEMA_FILE]
     return tuple(sorted(found, key=lambda s: s.id))
 
@@ -404,7 +404,7 @@ def _width(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from memora.settings import BACKENDS, SettingsError, build_backend, load_settings
 
-    parser = argparse.ArgumentParser(prog="python -m memora.probe", description="Checks which planted facts survive the summary.")
+    parser = argparse.ArgumentParser(prog="python -m memora.teaching.probe", description="Checks which planted facts survive the summary.")
     parser.add_argument("scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)")
     parser.add_argument(
         "--backend", choices=BACKENDS, help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)"
@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument(
-        "--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/scenarios/{SCHEMA_FILE}) and exit"
+        "--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and exit"
     )
     args = parser.parse_args(argv)
 
