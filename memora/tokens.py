@@ -18,7 +18,6 @@ from typing import Protocol
 
 import tiktoken
 
-from memora.backends.base import CountsTokensRemotely
 from memora.messages import Message
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -141,6 +140,12 @@ class LocalTokenCounter:
         if instructions:
             total += count_message("system", instructions)
         return total
+
+
+class CountsTokensRemotely(Protocol):
+    """A backend whose server can count a request's input tokens."""
+
+    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
 
 
 class ApiTokenCounter:

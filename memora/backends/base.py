@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -117,12 +117,6 @@ class Backend(Protocol):
     def summarize(self, request: SummaryRequest) -> Completion:
         """Returns the merged summary. Raises ``BackendError`` on failure."""
         ...
-
-
-class CountsTokensRemotely(Protocol):
-    """A backend whose server can count a request's input tokens."""
-
-    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
 
 
 def drain(stream: Iterator[str | Completion]) -> Completion:
