@@ -10,6 +10,7 @@ memory folds in the background what the next turn is certain to fold
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -114,6 +115,40 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     return None
 
 
+class PlainText:
+    """Turns a streamed Markdown reply into plain text for a terminal, piece by piece.
+
+    Drops bold markers (``**``, ``__``), and heading and quote markers at the start
+    of a line; lists and everything else pass as they are. A piece ending in ``*``
+    or ``_`` is held back until the next one, since a marker may be split in two.
+    """
+
+    _LINE_MARKS = re.compile(r"^(?:#{1,6} |> ?)", re.MULTILINE)
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._line_start = True
+
+    def feed(self, piece: str) -> str:
+        text, self._held = self._held + piece, ""
+        if text.endswith(("*", "_")):
+            keep = len(text) - len(text.rstrip("*_"))
+            text, self._held = text[:-keep], text[-keep:]
+        return self._clean(text)
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return self._clean(text)
+
+    def _clean(self, text: str) -> str:
+        if not text:
+            return ""
+        prefix = "" if self._line_start else "\0"
+        cleaned = self._LINE_MARKS.sub("", prefix + text).removeprefix("\0")
+        self._line_start = text.endswith("\n")
+        return cleaned.replace("**", "").replace("__", "")
+
+
 class BackgroundFold:
     """Runs ``memory.prefold()`` in a thread while the REPL waits for input.
 
@@ -178,15 +213,16 @@ def repl(
         streaming = False
         try:
             with memory.turn(user_input) as turn:
+                plain = PlainText()
                 if write_part is None:
-                    write(f"Memora: {turn.run()}")
+                    write(f"Memora: {plain.feed(turn.run())}{plain.flush()}")
                 else:
                     for piece in turn.stream():
                         if not streaming:
                             write_part("Memora: ")
                             streaming = True
-                        write_part(piece)
-                    write_part("\n")
+                        write_part(plain.feed(piece))
+                    write_part(plain.flush() + "\n")
         except (BackendError, ValueError) as error:
             if streaming:
                 write_part("\n")  # type: ignore[misc]  # streaming implies write_part

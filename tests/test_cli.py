@@ -122,3 +122,11 @@ def test_python_m_memora_applies_the_session_caps():
     assert result.returncode == 0, result.stderr
     assert "Request failed: This session has reached its limit of 1 turns." in result.stdout
     assert result.stdout.count("--- Memory Status ---") == 1
+
+
+def test_replies_are_printed_as_plain_text_even_when_markers_arrive_split():
+    from memora.cli import PlainText
+
+    plain = PlainText()
+    pieces = ["**Offline", " mode.*", "* Summary:\n", "> - B1", " level\n", "# Title\n", "a__b__c"]
+    assert "".join(plain.feed(p) for p in pieces) + plain.flush() == "Offline mode. Summary:\n- B1 level\nTitle\nabc"

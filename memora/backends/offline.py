@@ -43,6 +43,10 @@ class OfflineBackend:
         return Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
 
+def _messages(count: int, kind: str) -> str:
+    return f"{count} {kind} message" + ("" if count == 1 else "s")
+
+
 def describe_request(request: ReplyRequest) -> str:
     """The offline reply: the shape of the context a model would have been sent."""
     messages = request.messages
@@ -60,7 +64,7 @@ def describe_request(request: ReplyRequest) -> str:
     summary_block = "\n".join("> " + line for line in summary_text.splitlines()) if summary_text else "(no summary yet)"
     return (
         "**Offline mode, no language model.** This is what a model would have received for this turn:\n\n"
-        f"- {1 if summary else 0} summary message, {len(recent)} recent messages, 1 current message\n"
+        f"- {'1 summary message' if summary else 'no summary yet'}, {_messages(len(recent), 'recent')}, 1 current message\n"
         f"{usage_line}"
         f"\n**Summary sent:**\n\n{summary_block}\n"
     )

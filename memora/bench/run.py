@@ -300,8 +300,8 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
             f"Batched folding (k={report.batch}) cuts summary requests about {report.batch}x at equal budget",
             max(sweep.values(), default=cut) >= report.batch,
             f"{default.calls['summary']} -> {batched.calls['summary']} summary requests at {report.budget} tokens "
-            f"({cut:.2f}x fewer, {batched.over_budget} over budget); "
-            + ", ".join(f"{ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
+            f"({cut:.2f}x fewer, {batched.over_budget} over budget)"
+            + "".join(f"; {ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
             + ". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
         )
     )

@@ -377,7 +377,7 @@ def format_report(report: ProbeReport) -> str:
     widths = [max(_width(row[i]) for row in rows) for i in range(4)]
     lines = [
         f"Scenario: {report.scenario_id} - {report.scenario_title}",
-        f"Backend: {report.backend_label} · model {report.model} · {report.filler_turns} filler turns · "
+        f"Backend: {report.backend_label}{'' if report.offline else f' · model {report.model}'} · {report.filler_turns} filler turns · "
         f"{report.summary_versions} summary versions · {report.session_total_tokens} tokens",
     ]
     if report.offline:
