@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ROOT, free_port, stop
+from tests.processes import ROOT, free_port, stop, wait_until_answering
 
 N_CTX = 2048
 """The server's context window in tokens: small, so a runaway reply reaches it in seconds."""
@@ -102,16 +101,7 @@ def llama_server(chat_format: str | None, log: Path) -> Iterator[LlamaServer]:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         server = LlamaServer(f"http://127.0.0.1:{port}/v1", chat_format)
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(server.url + "/models", timeout=2):
-                        break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"the llama.cpp server did not start; see {log}")
-                time.sleep(0.3)
+            wait_until_answering(server.url + "/models", process, 120, f"the llama.cpp server did not start; see {log}")
             yield server
         finally:
             stop(process)

@@ -33,6 +33,21 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def wait_until_answering(url: str, process: subprocess.Popen, limit_s: float, failure: str) -> None:
+    """Returns once ``url`` answers 200; fails the test with ``failure`` if ``process`` exits or ``limit_s`` passes."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(failure)
+        time.sleep(0.3)
+
+
 @contextmanager
 def streamlit_run(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[str]:
     """`streamlit run streamlit_app.py` on a free 127.0.0.1 port, with ``env`` as its whole environment.
@@ -67,17 +82,7 @@ def streamlit_run(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[st
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start; see {log}")
-                time.sleep(0.3)
+            wait_until_answering(url + "/_stcore/health", process, 60, f"streamlit did not start; see {log}")
             yield url
         finally:
             stop(process)

@@ -225,10 +225,9 @@ def test_a_summary_cut_at_its_cap_is_trimmed_to_whole_sentences_and_marked(serve
     assert sum(record.cut for record in memory.ledger if record.kind == "summary") == len(cut)
 
 
-def test_the_repl_streams_and_folds_through_the_real_server(server):
-    environ = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(ROOT / "test-output"),
+def settings_for(server: LlamaServer) -> dict[str, str]:
+    """The variables that point Memora at ``server``, with a one-pair window and short replies."""
+    return {
         "MEMORA_BACKEND": "chat",
         "MEMORA_BASE_URL": server.url,
         "MEMORA_MODEL": "smollm2",
@@ -236,6 +235,10 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
         "MEMORA_MAX_REPLY_TOKENS": "32",
         "MEMORA_CONTEXT_WINDOW": str(N_CTX),
     }
+
+
+def test_the_repl_streams_and_folds_through_the_real_server(server):
+    environ = {"PATH": os.environ.get("PATH", ""), "HOME": str(ROOT / "test-output"), **settings_for(server)}
     lines = [message(turn, 1) for turn in range(4)] + ["status", "exit"]
     done = subprocess.run(
         [sys.executable, "-m", "memora"],
@@ -257,14 +260,7 @@ def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    for name, value in {
-        "MEMORA_BACKEND": "chat",
-        "MEMORA_BASE_URL": server.url,
-        "MEMORA_MODEL": "smollm2",
-        "MEMORA_MAX_RECENT_TURNS": "1",
-        "MEMORA_MAX_REPLY_TOKENS": "32",
-        "MEMORA_CONTEXT_WINDOW": str(N_CTX),
-    }.items():
+    for name, value in settings_for(server).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=300).run()
