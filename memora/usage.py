@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,9 +120,21 @@ class UsageRecord:
 
 
 class Ledger(list[UsageRecord]):
-    """Every model request of one conversation, in order. Its ``total`` is a plain sum."""
+    """Every model request of one conversation, in order; append-only.
 
-    @property
-    def total(self) -> int:
-        """Every token of every request: input plus output, as billed or counted."""
-        return sum(record.total_tokens for record in self)
+    ``total`` is the sum of every record's ``total_tokens``, added up as records
+    are appended, since it is read on every turn of a conversation that grows
+    without bound.
+    """
+
+    def __init__(self, records: Iterable[UsageRecord] = ()) -> None:
+        super().__init__(records)
+        self.total = sum(record.total_tokens for record in self)
+
+    def append(self, record: UsageRecord) -> None:
+        super().append(record)
+        self.total += record.total_tokens
+
+    def __reduce__(self) -> tuple[type[Ledger], tuple[list[UsageRecord]]]:
+        # Copies and pickles rebuild from the records, so the total is summed once, not appended onto.
+        return type(self), (list(self),)

@@ -37,3 +37,16 @@ def test_turn_with_only_a_failed_reply_keeps_its_summary_spend(backend):
     per_turn = usage_per_turn(memory.ledger)
     assert list(per_turn.index) == [1, 2]
     assert per_turn.loc[2, "reply_input"] == 0 and per_turn.loc[2, "summary"] > 0
+
+
+def test_the_ledger_total_is_the_sum_of_its_records_also_in_copies():
+    import copy
+    import pickle
+
+    from memora.usage import Ledger, UsageRecord
+
+    record = UsageRecord(1, "reply", "m", 10, 10, 5, 15, 0.0)
+    ledger = Ledger([record, record])
+    ledger.append(record)
+    assert ledger.total == 45 == sum(r.total_tokens for r in ledger)
+    assert copy.deepcopy(ledger).total == copy.copy(ledger).total == pickle.loads(pickle.dumps(ledger)).total == 45

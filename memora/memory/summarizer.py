@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from functools import cache
 
 from memora.backends.base import Backend, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
@@ -29,14 +30,7 @@ class Summarizer:
 
     def overhead(self) -> int:
         """Local tokens of a request without its messages: instructions, layout and a full-length summary."""
-        empty = SummaryRequest(self.model, self.instructions, "", (), self.max_summary_tokens)
-        return (
-            count_message("system", self.instructions)
-            + count_message("user", empty.input_text)
-            + REPLY_PRIMING_TOKENS
-            + self.max_summary_tokens
-            + 1
-        )
+        return summary_overhead(self.instructions, self.max_summary_tokens)
 
     def fold(
         self,
@@ -78,6 +72,14 @@ class Summarizer:
         text = whole_sentences(bounded) if cut else text
         clipped = sum(a is not b for a, b in zip(messages, sent, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
+
+
+@cache
+def summary_overhead(instructions: str, max_summary_tokens: int) -> int:
+    """``Summarizer.overhead``, computed once per instructions and cap: every turn plans with it."""
+    empty = SummaryRequest("", instructions, "", (), max_summary_tokens)
+    layout = count_message("user", empty.input_text)
+    return count_message("system", instructions) + layout + REPLY_PRIMING_TOKENS + max_summary_tokens + 1
 
 
 def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> None:
