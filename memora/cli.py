@@ -210,27 +210,37 @@ def repl(
         if output is not None:
             write(output)
             continue
-        streaming = False
-        try:
-            with memory.turn(user_input) as turn:
-                plain = PlainText()
-                if write_part is None:
-                    write(f"Memora: {plain.feed(turn.run())}{plain.flush()}")
-                else:
-                    for piece in turn.stream():
-                        if not streaming:
-                            write_part("Memora: ")
-                            streaming = True
-                        write_part(plain.feed(piece))
-                    write_part(plain.flush() + "\n")
-        except (BackendError, ValueError) as error:
-            if streaming:
-                write_part("\n")  # type: ignore[misc]  # streaming implies write_part
-            write(f"Request failed: {error}")
-            continue
-        assert turn.stats is not None
-        write(format_stats(turn.stats, offline=memory.backend.offline))
-        folding = BackgroundFold(memory)
+        stats = run_turn(memory, user_input, write, write_part)
+        if stats is not None:
+            write(format_stats(stats, offline=memory.backend.offline))
+            folding = BackgroundFold(memory)
+
+
+def run_turn(
+    memory: ShortTermMemory, text: str, write: Callable[[str], None], write_part: Callable[[str], None] | None
+) -> TurnStats | None:
+    """One turn, its reply written as plain text (streamed when ``write_part`` is given); None when it failed.
+
+    A failure is reported with ``write`` after ending a half-written line; the turn is rolled back.
+    """
+    streaming, plain = False, PlainText()
+    try:
+        with memory.turn(text) as turn:
+            if write_part is None:
+                write(f"Memora: {plain.feed(turn.run())}{plain.flush()}")
+            else:
+                for piece in turn.stream():
+                    if not streaming:
+                        write_part("Memora: ")
+                        streaming = True
+                    write_part(plain.feed(piece))
+                write_part(plain.flush() + "\n")
+    except (BackendError, ValueError) as error:
+        if streaming and write_part is not None:
+            write_part("\n")
+        write(f"Request failed: {error}")
+        return None
+    return turn.stats
 
 
 def _print_part(text: str) -> None:
