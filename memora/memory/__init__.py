@@ -1,9 +1,11 @@
 """The short-term memory: the article's ``ShortTermMemory`` and the pieces it is made of.
 
 Read in this order: ``planner`` (the budget rule, pure functions of token
-counts), ``core`` (``ShortTermMemory``: history, summary, ledger, the article's
-API), ``summarizer`` (one bounded summary request), ``turn`` (a transactional
-turn), ``values`` (limits, errors and frozen values).
+counts), ``core`` (``ShortTermMemory``: history, summary, ledger, folding),
+``article_api`` (the article's own method names), ``summarizer`` (one bounded
+summary request), ``context`` and ``sizes`` (what a request sends, and the size
+of its fixed parts), ``turn`` (a transactional turn), ``values`` (limits, errors
+and frozen values).
 """
 
 from memora.memory.core import ShortTermMemory

@@ -2,24 +2,26 @@
 
 The article's Memora v0.7 API is kept name for name, so its main loop runs
 against this class unchanged. The budget rule itself is ``planner.plan_context``;
-summary requests are ``summarizer.Summarizer``; a transactional turn is ``turn.Turn``.
+summary requests are ``summarizer.Summarizer``; a transactional turn is ``turn.Turn``;
+the article's own method names are ``article_api.ArticleAPI``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from memora.backends import Backend, as_backend
 from memora.calibration import Calibration
 from memora.limits import SessionLimits
-from memora.memory.context import lead_messages, request_instructions, sources
+from memora.memory.article_api import ArticleAPI
+from memora.memory.context import sources
 from memora.memory.planner import Plan, fold_pieces, plan_context
 from memora.memory.sizes import Sizes, check_limits
 from memora.memory.summarizer import check_summary
-from memora.memory.turn import Turn
+from memora.memory.turn import Turn, transaction
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -34,10 +36,10 @@ from memora.memory.values import (
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, TokenCounter, count_message
-from memora.usage import Ledger, Usage, UsageRecord
+from memora.usage import Ledger, UsageRecord
 
 
-class ShortTermMemory:
+class ShortTermMemory(ArticleAPI):
     """The short-term memory of one conversation.
 
     ``history`` holds every message in full, as user/assistant pairs, possibly
@@ -68,8 +70,6 @@ class ShortTermMemory:
         max_reply_tokens: int | None = MAX_REPLY_TOKENS,
         context_window: int | None = None,
     ) -> None:
-        if fold_batch_turns < 0:
-            raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
         self.switch_backend(as_backend(client), model, token_counter)
         self.client = client
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
@@ -77,6 +77,8 @@ class ShortTermMemory:
         self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
         self.limits = limits or SessionLimits()
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
+        if fold_batch_turns < 0:
+            raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
         self.lock = threading.RLock()
         self.restore()
 
@@ -124,135 +126,17 @@ class ShortTermMemory:
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
 
-    # -- the article's API ----------------------------------------------------
-
-    @property
-    def summary(self) -> str:
-        return self.summary_versions[-1].text if self.summary_versions else ""
-
-    @property
-    def summarized_message_count(self) -> int:
-        return self.summary_versions[-1].summarized_message_count if self.summary_versions else 0
-
-    @property
-    def session_total_tokens(self) -> int:
-        return self.ledger.total
-
-    def add_user_message(self, content: str) -> None:
-        """Appends a user message. Raises ValueError if a user message is already pending."""
-        if self.has_pending_turn:
-            raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
-        self._append(Message("user", content))
-        self.last_prepared = None  # belongs to the previous turn
-
-    def rollback_last_user_message(self) -> None:
-        """Removes the pending user message, if there is one."""
-        if self.has_pending_turn:
-            message = self.history.pop()
-            self._history_tokens -= count_message(message.role, message.content)
-
-    def format_messages(self, messages: Sequence[Message]) -> str:
-        return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
-
-    def count_input_tokens(self, messages: Sequence[Message]) -> int:
-        """The request's instructions plus ``messages``, by this memory's token counter."""
-        return self.token_counter.count(self.model, self.request_instructions(), messages)
-
-    def update_summary(self, new_messages: Sequence[Message]) -> int:
-        """Merges ``new_messages`` into the summary without moving the pointer; returns the request's tokens."""
-        pointer = self.summarized_message_count
-        return self._fold(tuple(new_messages), (pointer, pointer)).tokens
-
-    def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
-        """Summary, window and message, in the wire's roles (see ``memora.memory.context``)."""
-        return [*lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
-
-    def request_instructions(self) -> str:
-        return request_instructions(self.backend.profile, self.system_prompt)
-
-    def prepare_context(self) -> dict[str, Any]:
-        return self.prepare().as_dict()
-
-    def finish_turn(
-        self,
-        assistant_reply: str,
-        context_messages: Sequence[Message],
-        response_tokens: int,
-        *,
-        usage: Usage | None = None,
-        latency_s: float = 0.0,
-        cut: bool = False,
-    ) -> TurnStats:
-        """Completes the pending turn with ``assistant_reply``; records the request; returns its stats.
-
-        Without ``usage`` the ledger has only ``response_tokens`` as the total. ``cut``: the reply
-        stopped at its cap (it is kept, and marked). Raises ValueError when no user message is pending.
-        """
-        if not self.has_pending_turn:
-            raise ValueError("There is no pending user message to reply to.")
-        prepared = self.last_prepared
-        fields = {
-            "turn": self.turn_number,
-            "kind": "reply",
-            "model": self.served_by,
-            "latency_s": latency_s,
-            "cut": cut,
-            "counted_input_tokens": prepared.input_tokens if prepared else self.count_input_tokens(context_messages),
-            "full_history_tokens": self.full_history_tokens(),
-            "input_budget": self.max_input_tokens,
-            "context_messages": len(context_messages),
-            "newly_summarized": prepared.newly_summarized_count if prepared else 0,
-            "summary_tokens": prepared.summary_token_usage if prepared else 0,
-        }
-        if usage is None:
-            record = UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
-        else:
-            record = UsageRecord.of(**fields, usage=usage)
-        self._record(record)
-        self._append(Message("assistant", assistant_reply))
-        self.last_context = list(context_messages)
-        return TurnStats.of(record, self.session_total_tokens)
-
-    def get_status(self) -> dict[str, int | bool]:
-        return {
-            "History messages": len(self.history),
-            "Summarized messages": self.summarized_message_count,
-            "Last context messages": len(self.last_context),
-            "Summary available": bool(self.summary),
-            "Session total tokens": self.session_total_tokens,
-        }
-
     # -- turns ----------------------------------------------------------------
 
-    @contextmanager
-    def turn(self, user_text: str) -> Iterator[Turn]:
-        """One user turn that completes or leaves no trace in the history.
-
-        Appends the message and yields a ``Turn``; unless its reply was committed,
-        removes the message on leaving, after any exception (BaseException too:
-        Streamlit's stop and rerun) or an abandoned stream. ``turn.user_text`` keeps
-        the text; summaries folded before a failure stay folded. Raises ValueError
-        (LimitReached for a session cap) before appending anything.
-        """
-        self._check_limits(user_text)
-        with self.lock:
-            self.add_user_message(user_text)
-            active = Turn(self, user_text)
-            try:
-                yield active
-            finally:
-                if not active.committed:
-                    self.rollback_last_user_message()
+    def turn(self, user_text: str) -> AbstractContextManager[Turn]:
+        """One user turn that completes or leaves no trace in the history (see ``turn.transaction``)."""
+        return transaction(self, user_text)
 
     def check_new_message(self, user_text: str) -> None:
-        """Refuses, before anything is stored, sent or drawn, a message no turn could take.
-
-        ValueError for a blank message, LimitReached for a session cap (the character cap
-        first, so a pasted book is never tokenized), ContextBudgetError when the message with
-        the instructions and the summary is over the budget. ``turn`` leaves that last check
-        to ``prepare``, so that ``turn.user_text`` holds the text then.
-        """
-        self._check_limits(user_text)
+        """Refuses, before anything is stored, sent or drawn, a message no turn could take: ``check_limits``
+        (the character cap first, so a pasted book is never tokenized), then ContextBudgetError when the
+        message with instructions and summary is over the budget (``turn`` leaves that check to ``prepare``)."""
+        self.check_limits(user_text)
         self._check_message_alone(count_message("user", user_text))
 
     @property
@@ -385,7 +269,8 @@ class ShortTermMemory:
             self.calibration = self.calibration.learn(record.counted_input_tokens, record.input_tokens)
         self.ledger.append(record)
 
-    def _check_limits(self, user_text: str) -> None:
+    def check_limits(self, user_text: str) -> None:
+        """Raises ValueError for a blank message, LimitReached when a session cap refuses it."""
         if not user_text.strip():
             raise ValueError("The message is empty.")
         self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memora.backends.base import BackendError, Completion, ReplyRequest
@@ -11,6 +12,28 @@ from memora.memory.values import PreparedContext, TurnStats
 
 if TYPE_CHECKING:
     from memora.memory.core import ShortTermMemory
+
+
+@contextmanager
+def transaction(memory: ShortTermMemory, user_text: str) -> Iterator[Turn]:
+    """``memory.turn(user_text)``: one user turn that completes or leaves no trace in the history.
+
+    Appends the message and yields a ``Turn``; unless its reply was committed,
+    removes the message on leaving, after any exception (BaseException too:
+    Streamlit's stop and rerun) or an abandoned stream. ``turn.user_text`` keeps
+    the text; summaries folded before a failure stay folded. Raises ValueError
+    (LimitReached for a session cap) before appending anything. The memory's lock
+    is held throughout, so another thread of the same session waits for the rollback.
+    """
+    memory.check_limits(user_text)
+    with memory.lock:
+        memory.add_user_message(user_text)
+        active = Turn(memory, user_text)
+        try:
+            yield active
+        finally:
+            if not active.committed:
+                memory.rollback_last_user_message()
 
 
 class Turn:
