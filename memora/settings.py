@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -172,6 +172,19 @@ def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def _backend_and_counting(get: Callable[[str], Any], api_key: str | None) -> tuple[str, str]:
+    """``MEMORA_BACKEND`` (``openai`` with a key, else ``offline``) and ``MEMORA_TOKEN_COUNTING``, checked together."""
+    backend = str(get("MEMORA_BACKEND") or ("openai" if api_key else "offline")).lower()
+    if backend not in BACKENDS:
+        raise SettingsError(f"MEMORA_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    counting = str(get("MEMORA_TOKEN_COUNTING") or "local").lower()
+    if counting not in TOKEN_COUNTING:
+        raise SettingsError(f"MEMORA_TOKEN_COUNTING must be one of {', '.join(TOKEN_COUNTING)}, not {counting!r}")
+    if counting == "api" and backend != "openai":
+        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
+    return backend, counting
+
+
 def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Reads the variables listed in this module's docstring, secrets first.
 
@@ -190,14 +203,7 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         return (environ.get(name) or "").strip() or None
 
     api_key = get("OPENAI_API_KEY")
-    backend = str(get("MEMORA_BACKEND") or ("openai" if api_key else "offline")).lower()
-    if backend not in BACKENDS:
-        raise SettingsError(f"MEMORA_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    counting = str(get("MEMORA_TOKEN_COUNTING") or "local").lower()
-    if counting not in TOKEN_COUNTING:
-        raise SettingsError(f"MEMORA_TOKEN_COUNTING must be one of {', '.join(TOKEN_COUNTING)}, not {counting!r}")
-    if counting == "api" and backend != "openai":
-        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
+    backend, counting = _backend_and_counting(get, api_key)
 
     base_url = get("MEMORA_BASE_URL") or get("OPENAI_BASE_URL")
     model = get("MEMORA_MODEL")

@@ -65,6 +65,19 @@ Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 """A token count or a total: a whole number, never negative, never absurd."""
 
 
+def _decoded(raw: bytes | str, error: type[UntrustedJSONError], max_bytes: int) -> str:
+    """``raw`` as text, once its size is known to be within ``max_bytes``; a UTF-8 BOM is dropped."""
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise error("too_large", f"The file is {size:,} bytes; the limit is {max_bytes:,} bytes.", size=size, limit=max_bytes)
+    if not isinstance(raw, bytes):
+        return raw.removeprefix("\ufeff")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as problem:
+        raise error("bad_encoding", f"The file is not UTF-8 text (byte {problem.start}).", position=problem.start) from None
+
+
 def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: int) -> Any:
     """Parses untrusted JSON text after checking its size and encoding.
 
@@ -74,16 +87,7 @@ def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: 
     the dict keeps the last one) and nesting deep enough to exhaust the parser
     are all rejected with ``error``. Lone surrogates parse; the model rejects them.
     """
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise error("too_large", f"The file is {size:,} bytes; the limit is {max_bytes:,} bytes.", size=size, limit=max_bytes)
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as problem:
-            raise error("bad_encoding", f"The file is not UTF-8 text (byte {problem.start}).", position=problem.start) from None
-    else:
-        text = raw.removeprefix("\ufeff")
+    text = _decoded(raw, error, max_bytes)
 
     def no_constant(name: str) -> Any:
         raise error("bad_number", f"{name} is not allowed in this file.", value=name)

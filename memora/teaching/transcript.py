@@ -294,8 +294,7 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
     exactly at the cap is accepted, and its next message is refused as any
     would be); a ledger total within ``max_session_tokens``; and every summary
     version within ``max_summary_tokens`` (local o200k_base count), since the
-    summary goes verbatim into the developer message of every request.
-    A cap of None is not checked. Raises TranscriptError with codes
+    summary goes verbatim into every request. A cap of None is not checked. Raises TranscriptError:
     ``message_over_cap``, ``over_turn_cap``, ``ledger_over_cap``, ``summary_over_cap``.
     """
     if limits.max_message_chars is not None:
@@ -387,25 +386,30 @@ def _check_pairs(history: tuple[Message, ...]) -> None:
         raise E("unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1)
 
 
+def _check_pointer(count: int, history_length: int, path: str) -> None:
+    """A version's pointer folds whole pairs and stays within the history."""
+    if count % 2:
+        raise E(
+            "odd_summary_pointer",
+            f"summarized_message_count {count} is odd: a summary folds whole pairs.",
+            f"{path}.summarized_message_count",
+            count=count,
+        )
+    if count > history_length:
+        raise E(
+            "summary_beyond_history",
+            f"summarized_message_count {count} is beyond the {history_length} messages in history.",
+            f"{path}.summarized_message_count",
+            count=count,
+            history=history_length,
+        )
+
+
 def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> tuple[SummaryVersion, ...]:
     pointer, last_turn = 0, 1
     for i, v in enumerate(entries):
         path, count = f"summary_versions[{i}]", v.summarized_message_count
-        if count % 2:
-            raise E(
-                "odd_summary_pointer",
-                f"summarized_message_count {count} is odd: a summary folds whole pairs.",
-                f"{path}.summarized_message_count",
-                count=count,
-            )
-        if count > history_length:
-            raise E(
-                "summary_beyond_history",
-                f"summarized_message_count {count} is beyond the {history_length} messages in history.",
-                f"{path}.summarized_message_count",
-                count=count,
-                history=history_length,
-            )
+        _check_pointer(count, history_length, path)
         if len(v.folded) != 2:
             raise E("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
         start, end = v.folded

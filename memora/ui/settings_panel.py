@@ -48,20 +48,7 @@ def render_settings(lang: str) -> None:
             disabled=locked,
         )
         st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend, disabled=locked)
-        source = state[keys.KEY_SOURCE]
-        if source in ("secrets", "env"):
-            render.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
-        elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
-            st.text_input(
-                t(lang, "settings.api_key"),
-                key=keys.API_KEY_INPUT,
-                type="password",
-                help=t(lang, "settings.api_key_help"),
-                on_change=_apply_typed_key,
-                autocomplete="off",
-            )
-            if source == "field":
-                render.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
+        _render_key_field(lang, locked)
         # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
         st.number_input(
             t(lang, "settings.max_input_tokens"),
@@ -83,6 +70,24 @@ def render_settings(lang: str) -> None:
         if notice is not None:
             _show(notice, lang)
         st.button(t(lang, "settings.reset"), help=t(lang, "settings.reset_help"), on_click=_reset, icon=":material/restart_alt:")
+
+
+def _render_key_field(lang: str, locked: bool) -> None:
+    """Where the key comes from, or a password field for one; a locked page has no field."""
+    source = st.session_state[keys.KEY_SOURCE]
+    if source in ("secrets", "env"):
+        render.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
+    elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
+        st.text_input(
+            t(lang, "settings.api_key"),
+            key=keys.API_KEY_INPUT,
+            type="password",
+            help=t(lang, "settings.api_key_help"),
+            on_change=_apply_typed_key,
+            autocomplete="off",
+        )
+        if source == "field":
+            render.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
 
 
 def _show(notice: Notice, lang: str) -> None:
