@@ -27,6 +27,9 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
 - ``MEMORA_MAX_REPLY_TOKENS``: the output cap of one reply; default 1,000. A reply
   stopped there is kept and marked as cut.
+- ``MEMORA_FOLD_POLICY``: ``watermark`` (fold when a request would pass the budget,
+  down to 60% of it: fewer, larger summaries; the default) or ``window`` (the
+  article's fixed recent window, folding as pairs leave it).
 - ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
   ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 
@@ -56,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, ShortTermMemory
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
 from memora.server_budget import DEFAULT_DATA_DIR, ServerLedger
 
 if TYPE_CHECKING:
@@ -70,6 +73,7 @@ BACKEND_LABELS: dict[BackendName, str] = {
     "openai": "OpenAI (Responses API)",
     "chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
 }
+FOLD_POLICIES: tuple[FoldPolicy, ...] = ("watermark", "window")
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
 DEFAULT_TIMEOUT_S = 120.0
@@ -94,6 +98,7 @@ class Settings:
     max_recent_turns: int = MAX_RECENT_TURNS
     max_reply_tokens: int = MAX_REPLY_TOKENS
     context_window: int | None = None
+    fold_policy: FoldPolicy = "watermark"
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)
@@ -163,6 +168,13 @@ def _flag(name: str, raw: Any) -> bool:
     raise SettingsError(f"{name} must be true or false, not {raw!r}")
 
 
+def _choice(name: str, raw: Any, choices: tuple[str, ...]) -> str:
+    value = str(raw).strip().lower()
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
+    return value
+
+
 def _cap(name: str, raw: Any) -> int | None:
     return None if raw is None else _int(name, raw, 1)
 
@@ -222,6 +234,7 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         max_recent_turns=_int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
         max_reply_tokens=_int("MEMORA_MAX_REPLY_TOKENS", get("MEMORA_MAX_REPLY_TOKENS") or defaults.max_reply_tokens, 1),
         context_window=_cap("MEMORA_CONTEXT_WINDOW", get("MEMORA_CONTEXT_WINDOW")),
+        fold_policy=_choice("MEMORA_FOLD_POLICY", get("MEMORA_FOLD_POLICY") or defaults.fold_policy, FOLD_POLICIES),  # type: ignore[arg-type]
         api_key=api_key,
         base_url=base_url,
         chat_api_key=get("MEMORA_API_KEY"),
@@ -322,4 +335,5 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
         limits=settings.limits,
         max_reply_tokens=settings.max_reply_tokens,
         context_window=settings.context_window,
+        fold_policy=settings.fold_policy,
     )

@@ -17,6 +17,8 @@ def no_secrets(tmp_path, monkeypatch):
     """
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
+    # The page tests fold by the article's window; the watermark default is tested in test_fold_policy.py.
+    monkeypatch.setenv("MEMORA_FOLD_POLICY", "window")
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
     assert not (tmp_path / ".streamlit" / "secrets.toml").exists()

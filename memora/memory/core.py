@@ -18,7 +18,7 @@ from memora.calibration import Calibration
 from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
-from memora.memory.planner import Plan, fold_pieces, plan_context
+from memora.memory.planner import Plan, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import Sizes, check_limits
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
@@ -29,6 +29,7 @@ from memora.memory.values import (
     MAX_REPLY_TOKENS,
     MAX_SUMMARY_TOKENS,
     ContextBudgetError,
+    FoldPolicy,
     PreparedContext,
     SummaryVersion,
     TurnStats,
@@ -42,16 +43,15 @@ from memora.usage import Ledger, UsageRecord
 class ShortTermMemory(ArticleAPI):
     """The short-term memory of one conversation.
 
-    ``history`` holds every message in full, as user/assistant pairs, possibly
-    followed by one pending user message. ``history[:summarized_message_count]``
-    is folded into ``summary``; the other completed pairs form the recent window.
-    ``client`` is a memora backend or an ``openai.OpenAI`` client. Budgets are
-    the server's tokens; plans use local o200k_base counts against
-    ``local_budget()``, which ``calibration`` learns from what the server reports.
-    ``fold_batch_turns`` lets the window grow that many pairs before folding;
-    ``max_reply_tokens`` caps each reply (None: no cap); ``context_window`` is the
-    server's context size, when known; ``limits`` are the session's caps.
-    ``lock`` guards the memory against two script threads of one session.
+    ``history`` holds every message in full, as user/assistant pairs, possibly followed by one pending
+    user message; ``history[:summarized_message_count]`` is folded into ``summary``, the other completed
+    pairs form the recent window. ``client`` is a memora backend or an ``openai.OpenAI`` client. Budgets
+    are the server's tokens; plans use local o200k_base counts against ``local_budget()``, which
+    ``calibration`` learns from what the server reports. ``fold_policy`` is the article's ``window``
+    (the default) or ``watermark``; ``fold_batch_turns`` lets the window grow that many pairs before
+    folding; ``max_reply_tokens`` caps each reply (None: no cap); ``context_window`` is the server's
+    context size, when known; ``limits`` are the session's caps. ``lock`` guards against two script
+    threads of one session.
     """
 
     def __init__(
@@ -69,13 +69,14 @@ class ShortTermMemory(ArticleAPI):
         limits: SessionLimits | None = None,
         max_reply_tokens: int | None = MAX_REPLY_TOKENS,
         context_window: int | None = None,
+        fold_policy: FoldPolicy = "window",
     ) -> None:
         self.switch_backend(as_backend(client), model, token_counter)
         self.client = client
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
         self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
-        self.limits = limits or SessionLimits()
+        self.limits, self.fold_policy = limits or SessionLimits(), fold_policy  # the planner's rule: see planner.plan_folds
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
         if fold_batch_turns < 0:
             raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
@@ -102,15 +103,19 @@ class ShortTermMemory(ArticleAPI):
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
         self.last_plan: Plan | None = None
+        self.last_fold_plan: Plan | None = None  # the plan of the last fold, for "why did it fold?"
 
-    def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None) -> None:
-        """Changes the budget or the window, from the next request; raises ValueError, changing nothing,
-        for a window below 0, a budget below ``minimum_budget()``, or one that overflows ``context_window``."""
+    def update_limits(
+        self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None, fold_policy: FoldPolicy | None = None
+    ) -> None:
+        """Changes the budget, the window or the fold policy, from the next request; raises ValueError, changing
+        nothing, for a window below 0, a budget below ``minimum_budget()``, or one that overflows ``context_window``."""
         budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
         output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
         check_limits(budget, recent, self.minimum_budget(), output, self.context_window)
         self.max_input_tokens, self.max_recent_turns = budget, recent
+        self.fold_policy = fold_policy or self.fold_policy
 
     def minimum_budget(self) -> int:
         """The smallest budget, in the server's tokens, for a reply and for a summary request."""
@@ -161,14 +166,16 @@ class ShortTermMemory(ArticleAPI):
     # -- planning and folding --------------------------------------------------
 
     def plan(self, current: int, message_tokens: int) -> Plan:
-        """``planner.plan_context`` for a message of ``message_tokens`` at history index ``current``."""
+        """The fold policy's plan (``planner``) for a message of ``message_tokens`` at history index ``current``."""
         self._check_message_alone(message_tokens)
-        sizes, unfolded = self._sizes(), [count_message(m.role, m.content) for m in self.history[self.summarized_message_count : current]]
-        self.last_plan = plan_context(
-            unfolded, message=message_tokens, fixed=sizes.fixed(), summary=sizes.summary(self.summary),
-            full_summary=sizes.full_summary(), budget=self.local_budget(),
-            max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
+        sizes, pointer = self._sizes(), self.summarized_message_count
+        self.last_plan = plan_folds(
+            self.fold_policy, [count_message(m.role, m.content) for m in self.history[pointer:current]], message=message_tokens,
+            fixed=sizes.fixed(), summary=sizes.summary(self.summary), full_summary=sizes.full_summary(),
+            budget=self.local_budget(), max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
         )  # fmt: skip
+        if self.last_plan.fold:
+            self.last_fold_plan = self.last_plan
         return self.last_plan
 
     def prepare(self) -> PreparedContext:
@@ -210,14 +217,13 @@ class ShortTermMemory(ArticleAPI):
         return self.summary_versions[-1]
 
     def fold_due(self) -> int:
-        """The history index the next turn's ``prepare()`` will certainly fold through, whatever the message.
-
-        Planned for the shortest possible message; ``summarized_message_count`` when nothing
-        is due. Makes no request. Raises ValueError while a user message is pending.
-        """
+        """The history index the next turn's ``prepare()`` is due to fold through (``planner.expected_message``
+        says for which message); ``summarized_message_count`` when nothing is. Makes no request.
+        Raises ValueError while a user message is pending."""
         if self.has_pending_turn:
             raise ValueError("A user message is pending; its prepare() does the folding.")
-        return self.summarized_message_count + self.plan(len(self.history), count_message("user", "")).fold
+        users = [count_message("user", m.content) for m in self.history[self.summarized_message_count :: 2]]
+        return self.summarized_message_count + self.plan(len(self.history), expected_message(self.fold_policy, users)).fold
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so its reply waits for no summary.

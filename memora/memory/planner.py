@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-FoldReason = Literal["none", "window", "budget", "batch"]
+from memora.memory.values import FoldPolicy
+from memora.tokens import count_message
+
+FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
+
+LOW_WATER_SHARE = 0.6
+"""The watermark policy folds down to this share of the budget, so that the next folds are turns away."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +30,8 @@ class Plan:
     must be folded into the summary before sending; the rest are sent verbatim.
     ``reason`` says why the last of them had to go: ``window`` (they left the
     recent window), ``budget`` (the window alone did not fit), ``batch`` (a
-    batched fold took the whole batch), or ``none``. ``input_tokens`` is the
+    batched fold took the whole batch), ``high_water`` (the watermark policy's
+    request would have passed the budget), or ``none``. ``input_tokens`` is the
     planned size of the request, with a full-length summary reserved when
     anything is folded; ``fits`` is False when it exceeds ``budget`` even with
     everything folded.
@@ -83,6 +90,59 @@ def plan_context(
     if fold_batch_turns and 0 < fold < len(unfolded) - window:
         sent, fold, reason = sum(unfolded[len(unfolded) - window :]), len(unfolded) - window, "batch"
     return Plan(fold, reason, size(), budget)
+
+
+def plan_watermark(
+    unfolded: Sequence[int],
+    *,
+    message: int,
+    fixed: int,
+    summary: int,
+    full_summary: int,
+    budget: int,
+    max_recent_turns: int,
+    low_water: int,
+) -> Plan:
+    """The watermark policy: fewer, larger folds, under the same budget inequality as ``plan_context``.
+
+    Nothing is folded while the request fits the budget (the high-water mark),
+    however many turns the window holds. When it would not, the oldest pairs
+    are folded until the request is down to ``low_water``, keeping at least
+    ``max_recent_turns`` pairs verbatim, unless the budget itself needs them to
+    go. Each fold then buys several turns before the next, so a conversation
+    pays for far fewer summaries, whose output tokens are the dearest.
+    """
+    window, fold, sent = 2 * max_recent_turns, 0, sum(unfolded)
+
+    def size() -> int:
+        return fixed + (full_summary if fold else summary) + sent + message
+
+    if size() <= budget:
+        return Plan(0, "none", size(), budget)
+    while fold < len(unfolded) and (size() > budget or (size() > low_water and len(unfolded) - fold > window)):
+        sent -= unfolded[fold] + unfolded[fold + 1]
+        fold += 2
+    return Plan(fold, "high_water", size(), budget)
+
+
+def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns: int = 0, **sizes: int) -> Plan:
+    """``plan_watermark`` (low water at ``LOW_WATER_SHARE`` of the budget) or ``plan_context``, by ``policy``."""
+    if policy == "watermark":
+        return plan_watermark(unfolded, **sizes, low_water=int(sizes["budget"] * LOW_WATER_SHARE))
+    return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
+
+
+def expected_message(policy: FoldPolicy, user_messages: Sequence[int]) -> int:
+    """The tokens of the next message to plan a fold for before it arrives (a prefold).
+
+    The window policy plans for the shortest possible message, so what it folds is
+    certain to be folded. The watermark policy plans for a message as long as the
+    longest of ``user_messages`` (those in the window): it folds down to its
+    low-water mark anyway, so folding a turn early costs nothing and keeps the
+    fold off the reply's path.
+    """
+    shortest = count_message("user", "")
+    return max(user_messages, default=shortest) if policy == "watermark" else shortest
 
 
 def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:

@@ -25,6 +25,9 @@ MIN_MESSAGE_ROOM = 32
 MIN_FOLD_ROOM = 64
 """Tokens a summary request must leave for the messages it folds (a pair, cut if need be)."""
 
+FoldPolicy = Literal["window", "watermark"]
+"""``window``: the article's rule, a fixed recent window. ``watermark``: fold when the budget is reached, down to a low-water mark."""
+
 Source = Literal["instructions", "instructions_summary", "summary", "window", "current"]
 """Where a context message came from. ``instructions_summary`` is the one system
 message that carries both, for servers that keep only one (``ServerProfile``)."""

@@ -16,7 +16,7 @@ from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
 from memora.ui.i18n import t
 from memora.ui.summary_audit import render_summary_audit
-from memora.ui.views import calibration_note, context_frame, history_frame, last_context_rows, status_figures
+from memora.ui.views import calibration_note, context_frame, fold_note, history_frame, last_context_rows, status_figures
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -36,6 +36,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
         full = f"{memory.full_history_tokens():,}"
         render.caption(t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        render.caption(fold_note(memory, lang))
         render.caption(calibration_note(memory, lang))
         ledger = getattr(memory.backend, "server_ledger", None)
         if ledger is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory
-from memora.settings import BACKENDS, SettingsError, build_backend
+from memora.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.i18n import LANGUAGES, backend_label, t
@@ -66,6 +66,15 @@ def render_settings(lang: str) -> None:
             on_change=_apply_limits,
             disabled=locked,
         )
+        st.radio(
+            t(lang, "settings.fold_policy"),
+            options=list(FOLD_POLICIES),
+            format_func=lambda policy: t(lang, f"policy.{policy}"),
+            key=keys.FOLD_POLICY_INPUT,
+            help=t(lang, "settings.fold_policy_help"),
+            on_change=_apply_limits,
+            disabled=locked,
+        )
         notice: Notice | None = state[keys.SETTINGS_NOTICE]
         if notice is not None:
             _show(notice, lang)
@@ -112,6 +121,7 @@ def _refuse_when_locked() -> bool:
     state[keys.API_KEY_INPUT] = ""
     state[keys.BUDGET_INPUT] = memory.max_input_tokens
     state[keys.WINDOW_INPUT] = memory.max_recent_turns
+    state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
     state[keys.SETTINGS_NOTICE] = Notice("error", "settings.locked_refused")
     return True
 
@@ -122,11 +132,16 @@ def _apply_limits() -> None:
     if _refuse_when_locked():
         return
     try:
-        memory.update_limits(max_input_tokens=int(state[keys.BUDGET_INPUT]), max_recent_turns=int(state[keys.WINDOW_INPUT]))
+        memory.update_limits(
+            max_input_tokens=int(state[keys.BUDGET_INPUT]),
+            max_recent_turns=int(state[keys.WINDOW_INPUT]),
+            fold_policy=state[keys.FOLD_POLICY_INPUT],
+        )
     except ValueError as error:
         state[keys.SETTINGS_NOTICE] = Notice("error", "settings.refused", {"reason": str(error)})
         state[keys.BUDGET_INPUT] = memory.max_input_tokens
         state[keys.WINDOW_INPUT] = memory.max_recent_turns
+        state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
     else:
         state[keys.SETTINGS_NOTICE] = None
 
@@ -175,7 +190,7 @@ def _reset() -> None:
     state = st.session_state
     old: ShortTermMemory = state[keys.MEMORY]
     settings = state[keys.SETTINGS].with_changes(
-        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns
+        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.fold_policy
     )
     state[keys.MEMORY] = new_memory(settings, backend=old.backend)
     state[keys.PENDING_TEXT] = None

@@ -36,6 +36,7 @@ MODEL_INPUT = "model_input"
 API_KEY_INPUT = "api_key_input"
 BUDGET_INPUT = "budget_input"
 WINDOW_INPUT = "window_input"
+FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
@@ -172,6 +173,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         API_KEY_INPUT: "",
         BUDGET_INPUT: memory.max_input_tokens,
         WINDOW_INPUT: memory.max_recent_turns,
+        FOLD_POLICY_INPUT: memory.fold_policy,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,

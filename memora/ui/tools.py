@@ -204,6 +204,9 @@ def import_uploaded() -> None:
             settings_from=old if state[keys.SETTINGS].locked else None,
             token_counter=token_counter_for(state[keys.SETTINGS], old.backend),
             limits=old.limits,
+            max_reply_tokens=old.max_reply_tokens,
+            context_window=old.context_window,
+            fold_policy=old.fold_policy,
         )
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})

@@ -65,6 +65,15 @@ def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
     ]
 
 
+def fold_note(memory: ShortTermMemory, lang: str) -> str:
+    """Which fold policy is on, and why the last fold happened, in one or two sentences."""
+    note = t(lang, f"policy.{memory.fold_policy}_note")
+    plan = memory.last_fold_plan
+    if plan is None:
+        return note + " " + t(lang, "fold.none_yet")
+    return note + " " + t(lang, f"fold.{plan.reason}", planned=f"{plan.input_tokens:,}", budget=f"{plan.budget:,}")
+
+
 def calibration_note(memory: ShortTermMemory, lang: str) -> str:
     """How the budget is held by the server's own token count, in one sentence."""
     calibration = memory.calibration
