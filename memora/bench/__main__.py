@@ -1,4 +1,8 @@
-"""``python -m memora.bench [--json PATH] [--quick]``: compares memory strategies offline."""
+"""``python -m memora.bench [--json PATH] [--quick] [--peers [BUDGETS]]``: compares memory strategies offline.
+
+``--peers`` adds LangChain, langmem, LlamaIndex and the OpenAI Agents SDK (``pip install -r requirements-bench.txt``);
+a peer whose library is missing is named, with the pip command, and left out.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from memora.bench.peers import missing_libraries, missing_message
 from memora.bench.report import markdown
 from memora.bench.run import run
 from memora.bench.strategies import Limits
@@ -21,15 +26,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=Limits().max_input_tokens, help="max_input_tokens (default 1000)")
     parser.add_argument("--recent-turns", type=int, default=Limits().max_recent_turns, help="max_recent_turns (default 3)")
     parser.add_argument("--quick", action="store_true", help="short conversations and histories, for a smoke test")
+    parser.add_argument(
+        "--peers",
+        nargs="?",
+        const="",
+        metavar="BUDGETS",
+        help="also run the peer memory libraries (requirements-bench.txt) on the longest script, "
+        "at --budget or at these comma-separated budgets (e.g. 1000,2000,4000)",
+    )
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be 1 or more")
+    peer_budgets: tuple[int, ...] = ()
+    if args.peers is not None:
+        try:
+            peer_budgets = tuple(int(b) for b in args.peers.split(",") if b.strip()) or (args.budget,)
+        except ValueError:
+            parser.error("--peers takes comma-separated budgets, e.g. --peers 1000,2000")
+        missing = missing_libraries()
+        if missing:
+            print(missing_message(missing), file=sys.stderr)
     quick = dict(conversation_turns=(12, 30), history_turns=(10, 40), ttft_turns=8, repeats=3, budgets=()) if args.quick else {}
     report = run(
         batch=args.batch,
         seed=args.seed,
         delay_ms=args.delay_ms,
         limits=Limits(args.budget, args.recent_turns),
+        peer_budgets=peer_budgets,
         **quick,  # type: ignore[arg-type]
     )
     print(markdown(report))

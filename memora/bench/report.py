@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memora.bench.run import REFERENCE, Report
+from memora.bench.run import PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
 
 
 def _x(ratio: float | None) -> str:
@@ -18,7 +18,7 @@ def markdown(report: Report) -> str:
         "Model: a recording backend (script replies, extractive summaries capped at 200 tokens, real o200k_base counts). "
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
-    lines += _token_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
+    lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
     lines += ["", "## Goals (measured)", ""]
     if not report.tokens or max(report.tokens) < 100:
         lines += ["Conversations this short (`--quick`) only check that the benchmark runs; judge the goals on a full run.", ""]
@@ -36,8 +36,8 @@ def _token_tables(report: Report) -> list[str]:
             "",
             "| strategy | input tokens | output tokens | largest reply request | over budget | "
             "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) "
-            "| summaries after a reply |",
-            "|---|---:|---:|---:|---:|---|---:|---:|---:|",
+            f"| summaries after a reply | $ per 100 turns at {PRICED_MODEL} (summary input / output) |",
+            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
         ]
         for r in rows:
             ratio = r.ratio_to_article
@@ -48,9 +48,56 @@ def _token_tables(report: Report) -> list[str]:
                 f"| {r.largest_reply_input:,} ({_x(ratio['largest_reply_input'])}) "
                 f"| {r.over_budget} | {per['reply']:.2f} / {per['summary']:.2f} / {per['count']:.2f} "
                 f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) "
-                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} |"
+                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} | {usd_cell(r)} |"
             )
     return lines
+
+
+def usd_cell(row: TokenFigures) -> str:
+    """``$0.0412 ($0.0051 / $0.0105)``: per 100 turns, then its summary input and summary output parts."""
+    usd = row.usd_per_100_turns
+    return f"${usd['total']:.4f} (${usd['summary_input']:.4f} / ${usd['summary_output']:.4f})"
+
+
+def _peer_tables(report: Report) -> list[str]:
+    if not report.peers and not report.peers_missing:
+        return []
+    price = list_price()
+    turns = max(report.tokens)
+    lines = [
+        "",
+        f"## Peer memory libraries, {turns}-turn conversation",
+        "",
+        f"Each peer with its own memory class and its own fake model, returning the same extractive summary; `fitted`: its knob "
+        f"lowered for what its own count leaves out (see `memora/bench/peers.py`). $ at {PRICED_MODEL} list prices "
+        f"(${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), no prompt cache.",
+    ]
+    if report.peers_missing:
+        lines += ["", "Left out, library not installed: " + ", ".join(report.peers_missing) + " (`pip install -r requirements-bench.txt`)."]
+    for budget, rows in report.peers.items():
+        memora = next(r for r in rows if r.strategy == "memora")
+        lines += [
+            "",
+            f"### Budget {budget:,} tokens, {report.recent_turns} recent turns",
+            "",
+            "| strategy | summary requests per turn | input tokens (x Memora) | reply requests over budget (largest) "
+            "| replies that waited on a summary | $ per 100 turns (x Memora) | of which summary input / output |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in rows:
+            usd, ref = r.usd_per_100_turns, memora.usd_per_100_turns
+            lines.append(
+                f"| {r.strategy} | {r.calls_per_turn['summary']:.2f} | {r.input_tokens:,} ({_x(r.input_tokens / memora.input_tokens)}) "
+                f"| {r.over_budget} ({r.largest_reply_input:,}) | {r.turns_waiting_on_summary} "
+                f"| ${usd['total']:.4f} ({_x(usd['total'] / ref['total'])}) | ${usd['summary_input']:.4f} / ${usd['summary_output']:.4f} |"
+            )
+    return lines
+
+
+def _checked() -> str:
+    from memora.teaching.prices import PRICES_CHECKED
+
+    return PRICES_CHECKED
 
 
 def _bookkeeping_table(report: Report) -> list[str]:

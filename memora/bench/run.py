@@ -10,13 +10,42 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from memora.bench.recording import RecordingBackend
+from memora.bench.recording import Call, RecordingBackend
 from memora.bench.script import Script, make_script
 from memora.bench.strategies import Article, FullHistory, Limits, Memora, Strategy
+from memora.teaching.prices import ModelPrice, PriceTable
 
 Factory = Callable[[RecordingBackend, Limits], Strategy]
 REFERENCE = "article-v0.7"
 KINDS = ("reply", "summary", "count")
+PRICED_MODEL = "gpt-5-mini"
+COST_PARTS = ("reply_input", "reply_output", "summary_input", "summary_output")
+
+
+def usd_per_100_turns(calls: Sequence[Call], turns: int, price: ModelPrice) -> dict[str, float]:
+    """USD per 100 turns at ``price`` (list prices, no prompt cache), by part, and ``total``.
+
+    Reply and summary requests are priced apart, input and output each at its
+    own rate; count requests bill nothing. An empty record costs 0.
+    """
+    tokens = dict.fromkeys(COST_PARTS, 0)
+    for call in calls:
+        if call.kind in ("reply", "summary"):
+            tokens[f"{call.kind}_input"] += call.input_tokens
+            tokens[f"{call.kind}_output"] += call.output_tokens
+    rate = {"input": price.input, "output": price.output}
+    per_100 = 100 / turns if turns else 0.0
+    usd = {part: n * rate[part.rsplit("_", 1)[1]] / 1_000_000 * per_100 for part, n in tokens.items()}
+    usd["total"] = sum(usd.values())
+    return usd
+
+
+def list_price(model: str = PRICED_MODEL) -> ModelPrice:
+    """The dated list price of ``model`` from ``memora.teaching.prices``."""
+    price = PriceTable().price_for(model)
+    if price is None:
+        raise LookupError(f"{model} has no price in memora.teaching.prices")
+    return price
 
 
 def strategies(batch: int) -> dict[str, Factory]:
@@ -55,6 +84,8 @@ class TokenFigures:
     turns_waiting_on_summary: int
     summaries_after_reply: int
     ratio_to_article: dict[str, float | None] = field(default_factory=dict)
+    usd_per_100_turns: dict[str, float] = field(default_factory=dict)
+    """At ``PRICED_MODEL`` list prices; see ``usd_per_100_turns``."""
 
 
 def replay(factory: Factory, script: Script, limits: Limits, delay_s: float = 0.0) -> tuple[Strategy, list[float]]:
@@ -88,6 +119,7 @@ def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int)
         most_summaries_in_one_turn=max(per_turn.values(), default=0),
         turns_waiting_on_summary=len(per_turn),
         summaries_after_reply=sum(1 for c in calls if c.kind == "summary" and c.after_reply),
+        usd_per_100_turns=usd_per_100_turns(calls, turns, list_price()),
     )
 
 
@@ -199,6 +231,9 @@ class Report:
     batch_by_budget: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Budget -> (summary requests of Memora's default, of batched folding) over the longest script."""
     seconds: float = 0.0
+    peers: dict[int, list[TokenFigures]] = field(default_factory=dict)
+    """Budget -> Memora's strategies then each installed peer (``--peers``), over the longest script."""
+    peers_missing: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict:
         return {
@@ -214,6 +249,9 @@ class Report:
                 for budget, (plain, batched) in self.batch_by_budget.items()
             },
             "seconds": round(self.seconds, 1),
+            "priced_at": {"model": PRICED_MODEL, **{k: v for k, v in asdict(list_price()).items() if k != "model"}},
+            "peers": {str(budget): [asdict(r) for r in rows] for budget, rows in self.peers.items()},
+            "peers_missing": self.peers_missing,
         }
 
 
@@ -228,6 +266,7 @@ def run(
     limits: Limits = Limits(),
     repeats: int = 11,
     budgets: Sequence[int] | None = None,
+    peer_budgets: Sequence[int] = (),
 ) -> Report:
     began = time.perf_counter()
     factories = strategies(batch)
@@ -252,9 +291,30 @@ def run(
             strategy, _ = replay(factories[name], longest, roomier)
             counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
         report.batch_by_budget[budget] = (counts[0], counts[1])
+    if peer_budgets:
+        from memora.bench.peers import missing_libraries, peer_factories
+
+        report.peers_missing = missing_libraries()
+        report.peers = peer_comparison(peer_factories(report.peers_missing), factories, batch, longest, limits, peer_budgets)
     report.goals = goals(report)
     report.seconds = time.perf_counter() - began
     return report
+
+
+def peer_comparison(
+    peers: dict[str, Factory], factories: dict[str, Factory], batch: int, script: Script, limits: Limits, budgets: Sequence[int]
+) -> dict[int, list[TokenFigures]]:
+    """Memora's strategies and the peers on one script, at each budget (same recent turns)."""
+    ours = {name: factories[name] for name in ("memora", f"memora-batch{batch}", "memora+prefold", REFERENCE)}
+    out = {}
+    for budget in budgets:
+        roomier = Limits(budget, limits.max_recent_turns)
+        rows = []
+        for name, factory in {**ours, **peers}.items():
+            strategy, _ = replay(factory, script, roomier)
+            rows.append(token_figures(getattr(strategy, "name", name), strategy.backend, len(script.user_messages), budget))
+        out[budget] = rows
+    return out
 
 
 def goals(report: Report) -> list[tuple[str, bool, str]]:
