@@ -31,7 +31,8 @@ def model() -> Iterator[ResponsesServer]:
 
 def page_env(model: ResponsesServer, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMORA_"))}
-    env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=model.url, MEMORA_MAX_RETRIES="0", **extra)
+    # The article's window policy, so the summary is folded (and drawn) within a few turns.
+    env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=model.url, MEMORA_MAX_RETRIES="0", MEMORA_FOLD_POLICY="window", **extra)
     return env
 
 

@@ -232,6 +232,7 @@ def settings_for(server: LlamaServer) -> dict[str, str]:
         "MEMORA_BASE_URL": server.url,
         "MEMORA_MODEL": "smollm2",
         "MEMORA_MAX_RECENT_TURNS": "1",
+        "MEMORA_FOLD_POLICY": "window",
         "MEMORA_MAX_REPLY_TOKENS": "32",
         "MEMORA_CONTEXT_WINDOW": str(N_CTX),
     }

@@ -57,6 +57,8 @@ def strategies(batch: int) -> dict[str, Factory]:
         f"memora-batch{batch}": lambda b, lim: Memora(b, lim, fold_batch_turns=batch),
         "memora+prefold": lambda b, lim: Memora(b, lim, prefold=True),
         f"memora-batch{batch}+prefold": lambda b, lim: Memora(b, lim, fold_batch_turns=batch, prefold=True),
+        "memora-watermark": lambda b, lim: Memora(b, lim, fold_policy="watermark"),
+        "memora-watermark+prefold": lambda b, lim: Memora(b, lim, fold_policy="watermark", prefold=True),
     }
 
 
@@ -305,7 +307,10 @@ def peer_comparison(
     peers: dict[str, Factory], factories: dict[str, Factory], batch: int, script: Script, limits: Limits, budgets: Sequence[int]
 ) -> dict[int, list[TokenFigures]]:
     """Memora's strategies and the peers on one script, at each budget (same recent turns)."""
-    ours = {name: factories[name] for name in ("memora", f"memora-batch{batch}", "memora+prefold", REFERENCE)}
+    ours = {
+        name: factories[name]
+        for name in ("memora", f"memora-batch{batch}", "memora+prefold", "memora-watermark", "memora-watermark+prefold", REFERENCE)
+    }
     out = {}
     for budget in budgets:
         roomier = Limits(budget, limits.max_recent_turns)
@@ -369,7 +374,7 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
         )
     )
     by_name = {t.strategy: t for t in report.ttft}
-    for name in ("memora", f"memora-batch{report.batch}"):
+    for name in ("memora", f"memora-batch{report.batch}", "memora-watermark"):
         plain, pre = by_name[name], by_name[name + "+prefold"]
         plain_rows, pre_rows = rows[name], rows[name + "+prefold"]
         out.append(

@@ -15,7 +15,7 @@ from typing import Protocol
 from memora.backends.base import Completion, ReplyRequest
 from memora.bench.article import ArticleMemory
 from memora.bench.recording import RecordingBackend
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, ShortTermMemory
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 
@@ -100,11 +100,21 @@ class Article:
 class Memora:
     """Memora's ShortTermMemory through ``memory.turn``; optionally batched and/or prefolding."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, *, fold_batch_turns: int = 0, prefold: bool = False) -> None:
-        self.name = "memora" + (f"-batch{fold_batch_turns}" if fold_batch_turns else "") + ("+prefold" if prefold else "")
-        self.description = ("Memora default" if not fold_batch_turns else f"Memora, fold_batch_turns={fold_batch_turns}") + (
-            ", prefold after each reply" if prefold else ""
-        )
+    def __init__(
+        self,
+        backend: RecordingBackend,
+        limits: Limits,
+        *,
+        fold_batch_turns: int = 0,
+        prefold: bool = False,
+        fold_policy: FoldPolicy = "window",
+    ) -> None:
+        variant = f"-batch{fold_batch_turns}" if fold_batch_turns else ("-watermark" if fold_policy == "watermark" else "")
+        self.name = "memora" + variant + ("+prefold" if prefold else "")
+        self.description = {
+            "": "Memora, the article's window",
+            "-watermark": "Memora, watermark fold policy (the page's default)",
+        }.get(variant, f"Memora, fold_batch_turns={fold_batch_turns}") + (", prefold after each reply" if prefold else "")
         self.backend = backend
         self.prefold = prefold
         self.memory = ShortTermMemory(
@@ -112,6 +122,7 @@ class Memora:
             max_input_tokens=limits.max_input_tokens,
             max_recent_turns=limits.max_recent_turns,
             fold_batch_turns=fold_batch_turns,
+            fold_policy=fold_policy,
         )
 
     def play_turn(self, user_text: str) -> float:
