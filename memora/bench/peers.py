@@ -311,7 +311,24 @@ class LangchainMiddleware(_Peer):
         return first
 
 
-class LlamaChatSummary(_Peer):
+class _LlamaIndexPeer(_Peer):
+    """A LlamaIndex memory (``self.memory``) played the way LlamaIndex's chat engines use it: put, get, put."""
+
+    memory: Any
+
+    def play_turn(self, user_text: str) -> float:
+        from llama_index.core.base.llms.types import ChatMessage
+
+        began = time.perf_counter()
+        self.recorder.user_said(user_text)
+        self.memory.put(ChatMessage(role="user", content=user_text))
+        history = self.memory.get()
+        text, first = self._reply([Message(_role(str(m.role.value)), str(m.content or "")) for m in history], began)
+        self.memory.put(ChatMessage(role="assistant", content=text))
+        return first
+
+
+class LlamaChatSummary(_LlamaIndexPeer):
     """LlamaIndex's ``ChatSummaryMemoryBuffer``: the user message is put, then ``get()`` gives the messages to send."""
 
     def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
@@ -324,19 +341,8 @@ class LlamaChatSummary(_Peer):
             limit -= _fixed_tokens() + _summary_tokens() + TOKENS_PER_MESSAGE * (2 * limits.max_recent_turns + 2)
         self.memory = ChatSummaryMemoryBuffer.from_defaults(llm=_llama_fake(self.recorder), token_limit=limit, tokenizer_fn=_o200k_ids)
 
-    def play_turn(self, user_text: str) -> float:
-        from llama_index.core.base.llms.types import ChatMessage
 
-        began = time.perf_counter()
-        self.recorder.user_said(user_text)
-        self.memory.put(ChatMessage(role="user", content=user_text))
-        history = self.memory.get()
-        text, first = self._reply([Message(_role(str(m.role.value)), str(m.content or "")) for m in history], began)
-        self.memory.put(ChatMessage(role="assistant", content=text))
-        return first
-
-
-class LlamaMemory(_Peer):
+class LlamaMemory(_LlamaIndexPeer):
     """LlamaIndex's ``Memory`` with no memory blocks: a token-limited short-term queue (nothing is summarized)."""
 
     def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
@@ -346,17 +352,6 @@ class LlamaMemory(_Peer):
         self.name = "LlamaIndex Memory (no blocks)" + (", fitted" if fitted else "")
         limit = limits.max_input_tokens if not fitted else int((limits.max_input_tokens - _fixed_tokens()) / 0.7)
         self.memory = Memory.from_defaults(token_limit=limit, tokenizer_fn=_o200k_ids)
-
-    def play_turn(self, user_text: str) -> float:
-        from llama_index.core.base.llms.types import ChatMessage
-
-        began = time.perf_counter()
-        self.recorder.user_said(user_text)
-        self.memory.put(ChatMessage(role="user", content=user_text))
-        history = self.memory.get()
-        text, first = self._reply([Message(_role(str(m.role.value)), str(m.content or "")) for m in history], began)
-        self.memory.put(ChatMessage(role="assistant", content=text))
-        return first
 
 
 class AgentsTrimmingSession(_Peer):
