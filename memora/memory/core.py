@@ -78,8 +78,6 @@ class ShortTermMemory(ArticleAPI):
         self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
         self.limits, self.fold_policy = limits or SessionLimits(), fold_policy  # the planner's rule: see planner.plan_folds
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
-        if fold_batch_turns < 0:
-            raise ValueError(f"fold_batch_turns must be 0 or more, not {fold_batch_turns}")
         self.lock = threading.RLock()
         self.restore()
 
@@ -113,9 +111,8 @@ class ShortTermMemory(ArticleAPI):
         budget = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
         output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
-        check_limits(budget, recent, self.minimum_budget(), output, self.context_window)
-        self.max_input_tokens, self.max_recent_turns = budget, recent
-        self.fold_policy = fold_policy or self.fold_policy
+        check_limits(budget, recent, self.minimum_budget(), output, self.context_window, self.fold_batch_turns)
+        self.max_input_tokens, self.max_recent_turns, self.fold_policy = budget, recent, fold_policy or self.fold_policy
 
     def minimum_budget(self) -> int:
         """The smallest budget, in the server's tokens, for a reply and for a summary request."""

@@ -44,8 +44,10 @@ class Sizes:
         return max(MIN_FOLD_ROOM, local_budget - self.summarizer.overhead())
 
 
-def check_limits(budget: int, recent: int, floor: int, output: int, context_window: int | None) -> None:
-    """Raises ValueError for a window below 0, a budget below ``floor``, or budget plus ``output`` over ``context_window``."""
+def check_limits(budget: int, recent: int, floor: int, output: int, context_window: int | None, batch: int = 0) -> None:
+    """Raises ValueError for a window or batch below 0, a budget below ``floor``, or budget plus ``output`` over ``context_window``."""
+    if batch < 0:
+        raise ValueError(f"fold_batch_turns must be 0 or more, not {batch}")
     if recent < 0:
         raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
     if budget < floor:
