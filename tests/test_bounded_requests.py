@@ -228,6 +228,9 @@ def test_a_request_the_server_counts_over_the_budget_is_shown_as_over_with_both_
     record, stats = memory.ledger[-1], memory.turn_stats[1]
     assert record.over_budget and stats.over_budget
     assert record.input_tokens == 1071 and record.input_budget == 1000 and record.counted_input_tokens < 1000
+    # The page names the budget the request was planned for, also after the budget is changed.
+    memory.update_limits(max_input_tokens=1200)
+    assert memory.turn_stats[1].input_budget == 1000
 
 
 def test_implausibly_low_usage_is_flagged_and_teaches_nothing():

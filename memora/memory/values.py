@@ -128,6 +128,7 @@ class TurnStats:
     cut: bool = False
     over_budget: bool = False
     implausible: bool = False
+    input_budget: int | None = None
 
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
@@ -155,4 +156,5 @@ class TurnStats:
             cut=record.cut,
             over_budget=record.over_budget,
             implausible=record.implausible,
+            input_budget=record.input_budget,
         )

@@ -61,7 +61,7 @@ def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -
         if stats is not None and stats.over_budget:
             render.alert(
                 "warning",
-                t(lang, "chat.over_budget", billed=stats.input_tokens, budget=memory.max_input_tokens, counted=stats.counted_input_tokens),
+                t(lang, "chat.over_budget", billed=stats.input_tokens, budget=stats.input_budget, counted=stats.counted_input_tokens),
                 icon=":material/warning:",
             )
         if stats is not None:
