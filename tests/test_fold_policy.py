@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from memora.memory import ShortTermMemory
-from memora.memory.planner import LOW_WATER_SHARE, expected_message, plan_context, plan_watermark
+from memora.memory.planner import (
+    HIGH_WATER_TOKENS,
+    LOW_WATER_SHARE,
+    expected_message,
+    plan_context,
+    plan_folds,
+    plan_watermark,
+    watermarks,
+)
 from memora.messages import Message
 from memora.settings import Settings, build_memory, load_settings
 from memora.tokens import LocalTokenCounter, count_message
@@ -15,24 +23,37 @@ SIZES = {"message": 20, "fixed": 80, "summary": 0, "full_summary": 240}
 
 
 def test_the_watermark_folds_nothing_while_the_request_fits_the_budget():
-    plan = plan_watermark([100] * 12, **SIZES, budget=1500, max_recent_turns=3, low_water=900)
+    plan = plan_watermark([100] * 12, **SIZES, budget=1500, max_recent_turns=3, high_water=1500, low_water=900)
     assert (plan.fold, plan.reason) == (0, "none")
     # The article's window would fold the six messages beyond three pairs.
     assert plan_context([100] * 12, **SIZES, budget=1500, max_recent_turns=3).fold == 6
 
 
 def test_past_the_budget_the_watermark_folds_down_to_the_low_water_mark_keeping_the_window():
-    plan = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=1, low_water=600)
+    plan = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=1, high_water=1000, low_water=600)
     # 80 + 240 + 20 + kept messages <= 600 leaves 2 messages: exactly the one-pair window.
     assert (plan.fold, plan.reason) == (10, "high_water")
     assert plan.input_tokens == 80 + 240 + 20 + 200 <= 600
 
 
 def test_the_window_stays_verbatim_even_above_the_low_water_mark_unless_the_budget_needs_it():
-    kept = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=3, low_water=600)
+    kept = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=3, high_water=1000, low_water=600)
     assert kept.fold == 6 and kept.input_tokens == 940 > 600
-    forced = plan_watermark([300] * 12, **SIZES, budget=1000, max_recent_turns=3, low_water=600)
+    forced = plan_watermark([300] * 12, **SIZES, budget=1000, max_recent_turns=3, high_water=1000, low_water=600)
     assert forced.fold == 10 and forced.fits
+
+
+def test_the_high_water_mark_is_a_thousand_tokens_raised_for_a_big_window_and_never_above_the_budget():
+    assert watermarks(4000, kept=500) == (HIGH_WATER_TOKENS, int(HIGH_WATER_TOKENS * LOW_WATER_SHARE))
+    room = int(HIGH_WATER_TOKENS * (1 - LOW_WATER_SHARE))
+    assert watermarks(4000, kept=1500) == (1500 + room, int((1500 + room) * LOW_WATER_SHARE))
+    assert watermarks(800, kept=500) == (800, int(800 * LOW_WATER_SHARE))
+
+
+def test_a_roomy_budget_folds_at_the_high_water_mark_not_at_the_budget():
+    plan = plan_folds("watermark", [100] * 12, **SIZES, budget=4000, max_recent_turns=1)
+    assert plan.reason == "high_water" and plan.budget == 4000
+    assert plan.input_tokens <= int(HIGH_WATER_TOKENS * LOW_WATER_SHARE)
 
 
 def test_the_watermark_prefold_plans_for_a_message_as_long_as_the_longest_recent_one():
@@ -89,7 +110,7 @@ def test_the_status_panel_says_which_policy_is_on_and_why_the_last_fold_happened
     assert "watermark" in fold_note(memory, "en") and "Nothing has been folded yet" in fold_note(memory, "en")
     for turn in range(10):
         chat(memory, f"message {turn} " + "word " * 40)
-    assert "would have passed the budget" in fold_note(memory, "en")
+    assert "would have passed the high-water mark" in fold_note(memory, "en")
     memory.update_limits(fold_policy="window")
     assert "the article's rule" in fold_note(memory, "en")
     assert "水位線" in fold_note(ShortTermMemory(backend, fold_policy="watermark"), "zh-TW")

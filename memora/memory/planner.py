@@ -18,8 +18,13 @@ from memora.tokens import count_message
 
 FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
 
+HIGH_WATER_TOKENS = 1000
+"""The watermark policy's high-water mark, in local tokens, when the budget allows more: past it, a bigger
+window costs more input than the summaries it saves (``python -m memora.bench --peers``: at a 4,000-token
+budget, 0.62x the window policy's cost with it, 1.06x with the budget as the mark)."""
+
 LOW_WATER_SHARE = 0.6
-"""The watermark policy folds down to this share of the budget, so that the next folds are turns away."""
+"""The watermark policy folds down to this share of its high-water mark, so that the next folds are turns away."""
 
 
 @dataclass(frozen=True)
@@ -101,23 +106,25 @@ def plan_watermark(
     full_summary: int,
     budget: int,
     max_recent_turns: int,
+    high_water: int,
     low_water: int,
 ) -> Plan:
     """The watermark policy: fewer, larger folds, under the same budget inequality as ``plan_context``.
 
-    Nothing is folded while the request fits the budget (the high-water mark),
-    however many turns the window holds. When it would not, the oldest pairs
-    are folded until the request is down to ``low_water``, keeping at least
-    ``max_recent_turns`` pairs verbatim, unless the budget itself needs them to
-    go. Each fold then buys several turns before the next, so a conversation
-    pays for far fewer summaries, whose output tokens are the dearest.
+    Nothing is folded while the request fits ``high_water`` (never above the
+    budget), however many turns the window holds. When it would not, the
+    oldest pairs are folded until the request is down to ``low_water``,
+    keeping at least ``max_recent_turns`` pairs verbatim, unless the budget
+    itself needs them to go. Each fold then buys several turns before the
+    next, so a conversation pays for far fewer summaries, whose output tokens
+    are the dearest. ``watermarks`` gives the marks the memory uses.
     """
     window, fold, sent = 2 * max_recent_turns, 0, sum(unfolded)
 
     def size() -> int:
         return fixed + (full_summary if fold else summary) + sent + message
 
-    if size() <= budget:
+    if size() <= min(high_water, budget):
         return Plan(0, "none", size(), budget)
     while fold < len(unfolded) and (size() > budget or (size() > low_water and len(unfolded) - fold > window)):
         sent -= unfolded[fold] + unfolded[fold + 1]
@@ -126,10 +133,27 @@ def plan_watermark(
 
 
 def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns: int = 0, **sizes: int) -> Plan:
-    """``plan_watermark`` (low water at ``LOW_WATER_SHARE`` of the budget) or ``plan_context``, by ``policy``."""
+    """``plan_watermark`` (with its ``watermarks``) or ``plan_context``, by ``policy``."""
     if policy == "watermark":
-        return plan_watermark(unfolded, **sizes, low_water=int(sizes["budget"] * LOW_WATER_SHARE))
+        window = sum(unfolded[max(0, len(unfolded) - 2 * sizes["max_recent_turns"]) :])
+        kept = sizes["fixed"] + sizes["full_summary"] + window + sizes["message"]
+        high, low = watermarks(sizes["budget"], kept)
+        return plan_watermark(unfolded, **sizes, high_water=high, low_water=low)
     return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
+
+
+def watermarks(budget: int, kept: int) -> tuple[int, int]:
+    """The watermark policy's high- and low-water marks, for a request of ``kept`` tokens after a full fold.
+
+    ``kept`` is the request with only the recent window verbatim and a full-length
+    summary. The high-water mark is ``HIGH_WATER_TOKENS``, raised to leave the
+    window room to grow when the window alone is near it (else every turn would
+    fold), and never above the budget; the low-water mark is ``LOW_WATER_SHARE``
+    of it.
+    """
+    room = int(HIGH_WATER_TOKENS * (1 - LOW_WATER_SHARE))
+    high = min(budget, max(HIGH_WATER_TOKENS, kept + room))
+    return high, int(high * LOW_WATER_SHARE)
 
 
 def expected_message(policy: FoldPolicy, user_messages: Sequence[int]) -> int:
