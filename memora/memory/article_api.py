@@ -108,6 +108,7 @@ class ArticleAPI:
         self._record(record)
         self._append(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
+        self._changed("turn")
         return TurnStats.of(record, self.session_total_tokens)
 
     def get_status(self: ShortTermMemory) -> dict[str, int | bool]:

@@ -18,6 +18,7 @@ from memora.calibration import Calibration
 from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
+from memora.memory.hook import ChangeHook
 from memora.memory.planner import Plan, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import Sizes, check_limits
 from memora.memory.summarizer import check_summary
@@ -40,7 +41,7 @@ from memora.tokens import LocalTokenCounter, TokenCounter, count_message
 from memora.usage import Ledger, UsageRecord
 
 
-class ShortTermMemory(ArticleAPI):
+class ShortTermMemory(ArticleAPI, ChangeHook):
     """The short-term memory of one conversation.
 
     ``history`` holds every message in full, as user/assistant pairs, possibly followed by one pending
@@ -51,7 +52,7 @@ class ShortTermMemory(ArticleAPI):
     (the default) or ``watermark``; ``fold_batch_turns`` lets the window grow that many pairs before
     folding; ``max_reply_tokens`` caps each reply (None: no cap); ``context_window`` is the server's
     context size, when known; ``limits`` are the session's caps. ``lock`` guards against two script
-    threads of one session.
+    threads of one session. ``on_change`` (``hook.ChangeHook``) is called after each committed turn and fold.
     """
 
     def __init__(
@@ -82,7 +83,8 @@ class ShortTermMemory(ArticleAPI):
         self.restore()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: value for name, value in vars(self).items() if name != "lock"}  # a lock cannot be copied
+        # A lock cannot be copied; a copy is not the conversation its hook saves, so it has none.
+        return {name: value for name, value in vars(self).items() if name not in ("lock", "on_change")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state, lock=threading.RLock())
@@ -258,6 +260,7 @@ class ShortTermMemory(ArticleAPI):
         self._record(record)
         check_summary(version, messages)
         self.summary_versions.append(version)
+        self._changed("fold")
         return version
 
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:

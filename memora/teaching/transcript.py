@@ -41,7 +41,7 @@ from pydantic_core import PydanticCustomError
 
 from memora import untrusted
 from memora.limits import SessionLimits
-from memora.memory import ShortTermMemory, SummaryVersion, TurnStats
+from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion, TurnStats
 from memora.messages import Message
 from memora.tokens import count_text
 from memora.untrusted import MAX_INT, Count, NotBlank, StrictModel
@@ -228,7 +228,15 @@ def _message(message: Message) -> dict[str, str]:
 
 def parse_transcript(raw: bytes | str, *, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> Transcript:
     """Validates an exported transcript; raises TranscriptError (see the module docstring)."""
-    data = untrusted.parse_json(raw, TranscriptError, max_bytes=max_bytes)
+    return transcript_from_data(untrusted.parse_json(raw, TranscriptError, max_bytes=max_bytes))
+
+
+def transcript_from_data(data: Any) -> Transcript:
+    """``parse_transcript`` after the JSON syntax: the header, every value, and the cross-field rules.
+
+    For a transcript that arrives already parsed, inside another document (a saved conversation):
+    it gets exactly the checks an imported file gets. Raises TranscriptError.
+    """
     untrusted.check_header(data, TranscriptError, format=TRANSCRIPT_FORMAT, version=TRANSCRIPT_VERSION, what="a Memora transcript")
     file = untrusted.validate(TranscriptFile, data, TranscriptError)
     history = tuple(Message(m.role, m.content) for m in file.history)
@@ -283,6 +291,31 @@ def restore_memory(
         raise TranscriptError("bad_settings", f"the transcript's settings do not fit here: {problem}", "settings") from None
     memory.restore(transcript.history, transcript.summary_versions, with_turn_stats(transcript), transcript.last_context)
     return memory
+
+
+def continue_in_session(
+    transcript: Transcript, session: ShortTermMemory, *, locked: bool, token_counter: Any = None, fold_policy: FoldPolicy | None = None
+) -> ShortTermMemory:
+    """The transcript's conversation as a new memory that continues ``session``'s: the rules an import obeys.
+
+    The file must fit the session's caps (``check_caps``); the new memory keeps the session's
+    backend, model, token counter, caps, reply cap and context window. Unlocked, it takes the
+    transcript's budget and window (and ``fold_policy``, when given); ``locked`` (MEMORA_LOCK_SETTINGS),
+    it keeps the session's, and the transcript brings only the conversation. Sends no request.
+    Raises TranscriptError, and ``session`` is left as it was.
+    """
+    check_caps(transcript, session.limits, session.max_summary_tokens)
+    return restore_memory(
+        transcript,
+        session.backend,
+        model=session.model,
+        settings_from=session if locked else None,
+        token_counter=token_counter,
+        limits=session.limits,
+        max_reply_tokens=session.max_reply_tokens,
+        context_window=session.context_window,
+        fold_policy=session.fold_policy if locked or fold_policy is None else fold_policy,
+    )
 
 
 def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens: int) -> None:

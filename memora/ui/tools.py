@@ -23,10 +23,9 @@ from memora.teaching.probe import ProbeReport, Scenario, bundled_scenarios, run_
 from memora.teaching.transcript import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
-    check_caps,
+    continue_in_session,
     dumps_transcript,
     parse_transcript,
-    restore_memory,
 )
 from memora.ui import render
 from memora.ui import state as keys
@@ -196,17 +195,8 @@ def import_uploaded() -> None:
     old: ShortTermMemory = state[keys.MEMORY]
     try:
         transcript = parse_transcript(uploaded.getvalue())
-        check_caps(transcript, old.limits, old.max_summary_tokens)
-        memory = restore_memory(
-            transcript,
-            old.backend,
-            model=old.model,
-            settings_from=old if state[keys.SETTINGS].locked else None,
-            token_counter=token_counter_for(state[keys.SETTINGS], old.backend),
-            limits=old.limits,
-            max_reply_tokens=old.max_reply_tokens,
-            context_window=old.context_window,
-            fold_policy=old.fold_policy,
+        memory = continue_in_session(
+            transcript, old, locked=state[keys.SETTINGS].locked, token_counter=token_counter_for(state[keys.SETTINGS], old.backend)
         )
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})

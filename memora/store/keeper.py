@@ -1,0 +1,148 @@
+"""Keeps one page's conversation in a store: opens it by id, saves it after every change, forks on a conflict.
+
+``ConversationKeeper`` is plain Python (no Streamlit): its ``save`` is the memory's ``on_change`` hook and
+may run in any thread that commits a turn or a fold. It never raises: a failed save is kept as
+``failure`` and retried by the next ``save`` or ``retry``; the page reads ``failure`` and ``fork`` and
+says so. Nothing in memory is ever dropped because the store failed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memora.memory import ShortTermMemory
+from memora.memory.hook import Change
+from memora.store.base import ConversationStore, IdleSweep, StoreError, VersionConflict, is_conversation_id, new_conversation_id
+from memora.store.saved import SavedConversationError, dumps_saved, parse_saved, restore_saved
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Another tab saved ``from_id`` first; this tab's conversation went on under ``to_id``. Both are kept whole."""
+
+    from_id: str
+    to_id: str
+
+
+class ConversationKeeper:
+    """The conversation of one page session: its id, the version it last saved, and what went wrong.
+
+    ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
+    """
+
+    def __init__(
+        self, store: ConversationStore, conversation_id: str | None = None, version: int = 0, *, sweep: IdleSweep | None = None
+    ) -> None:
+        self.store, self.sweep = store, sweep
+        self.conversation_id = conversation_id or new_conversation_id()
+        self.version = version
+        self.language = "en"
+        self.memory: ShortTermMemory | None = None
+        self.failure: StoreError | None = None
+        self.fork: Fork | None = None
+        self.dirty = False
+        self._lock = threading.Lock()
+
+    @property
+    def saved(self) -> bool:
+        return self.version > 0
+
+    def attach(self, memory: ShortTermMemory) -> None:
+        """Saves ``memory`` after each of its committed turns and folds, from now on."""
+        self.memory = memory
+        memory.on_change = self.on_change
+
+    def on_change(self, memory: ShortTermMemory, change: Change) -> None:
+        self.save(memory)
+
+    def save(self, memory: ShortTermMemory) -> bool:
+        """Saves the whole conversation in one transaction; True when it is stored.
+
+        On a version conflict (another tab saved this id since) it is saved under a new id instead,
+        and ``fork`` names both. On a StoreError the conversation stays in memory, ``failure`` says
+        why, and ``dirty`` asks for a retry.
+        """
+        with self._lock:
+            payload = dumps_saved(memory, self.language)
+            try:
+                try:
+                    row = self.store.save(self.conversation_id, payload, self.version)
+                except VersionConflict:
+                    forked = new_conversation_id()
+                    row = self.store.save(forked, payload, 0)
+                    self.fork = Fork(self.conversation_id, forked)
+                    self.conversation_id = forked
+            except StoreError as error:
+                self.failure, self.dirty = error, True
+                return False
+            self.version, self.failure, self.dirty = row.version, None, False
+        if self.sweep is not None:
+            self.sweep.maybe_run()
+        return True
+
+    def retry(self) -> bool:
+        """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved."""
+        if not self.dirty or self.memory is None:
+            return not self.dirty
+        return self.save(self.memory)
+
+    def start_new(self, memory: ShortTermMemory) -> None:
+        """A new conversation (Reset, an import): a new id, not yet saved; the old one stays in the store."""
+        with self._lock:
+            self.conversation_id, self.version = new_conversation_id(), 0
+            self.failure, self.fork, self.dirty = None, None, False
+        self.attach(memory)
+
+
+Opened = Literal["new", "restored", "missing", "refused", "failed"]
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """What ``reopen`` found: ``memory`` (restored, or None), its language, and why not when it could not."""
+
+    outcome: Opened
+    keeper: ConversationKeeper
+    memory: ShortTermMemory | None = None
+    language: str | None = None
+    requested_id: str | None = None
+    problem: Exception | None = None
+
+
+def reopen(
+    store: ConversationStore,
+    requested_id: str | None,
+    session: ShortTermMemory,
+    *,
+    locked: bool,
+    token_counter: Any = None,
+    sweep: IdleSweep | None = None,
+) -> Reopened:
+    """The conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
+
+    ``new``: no id asked for. ``missing``: no such conversation (never saved, swept as idle, or not an id
+    at all). ``refused``: its payload failed the import rules (``problem`` is a SavedConversationError).
+    ``failed``: the store could not be read (``problem`` is a StoreError). In every case but ``restored``
+    the keeper holds a new id, so nothing overwrites the conversation that was asked for.
+    """
+    fresh = ConversationKeeper(store, sweep=sweep)
+    if requested_id is None:
+        return Reopened("new", fresh)
+    if not is_conversation_id(requested_id):
+        return Reopened("missing", fresh, requested_id=requested_id)
+    try:
+        row = store.load(requested_id)
+    except StoreError as error:
+        return Reopened("failed", fresh, requested_id=requested_id, problem=error)
+    if row is None:
+        return Reopened("missing", fresh, requested_id=requested_id)
+    try:
+        saved = parse_saved(row.payload)
+        memory = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+    except SavedConversationError as error:
+        return Reopened("refused", fresh, requested_id=requested_id, problem=error)
+    keeper = ConversationKeeper(store, requested_id, row.version, sweep=sweep)
+    keeper.language = saved.language
+    return Reopened("restored", keeper, memory, saved.language, requested_id)

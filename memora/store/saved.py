@@ -1,0 +1,88 @@
+"""What is saved for a conversation, and how it is read back: the transcript export, plus the page's choices.
+
+The payload is the transcript that *Export* downloads (``memora.teaching.transcript``: history, summary
+versions, ledger, last context, the memory's settings), with the page's language and fold policy around
+it. Like the export it reads only the memory's own state, so it never holds an API key, a base URL or
+any other part of the backend.
+
+A stored payload is read back as untrusted, since whoever can write the database (or a bug in an older
+version) could have put anything there: it goes through the same checks as an imported file
+(``transcript_from_data``) and continues the session by the same rules (``continue_in_session``: the
+session's caps, and under ``MEMORA_LOCK_SETTINGS`` the server's budget and window). A payload that fails
+is refused with a ``SavedConversationError`` and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from memora import untrusted
+from memora.memory import FoldPolicy, ShortTermMemory
+from memora.teaching.transcript import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
+from memora.untrusted import StrictModel
+
+SAVED_FORMAT = "memora-conversation"
+SAVED_VERSION = 1
+MAX_SAVED_BYTES = 8 * 1024 * 1024
+"""Above an import's 2 MiB: a conversation may grow past what anyone would upload, and must still come back."""
+
+
+class SavedConversationError(TranscriptError):
+    """A stored payload is malformed or hostile; ``code`` and ``path`` as for an imported transcript."""
+
+
+class SavedFile(StrictModel):
+    format: Literal["memora-conversation"]
+    version: Literal[1]
+    language: Annotated[str, Field(min_length=1, max_length=16)]
+    fold_policy: Literal["window", "watermark"]
+    transcript: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SavedConversation:
+    """A stored payload, validated: the conversation and the page's language and fold policy."""
+
+    transcript: Transcript
+    language: str
+    fold_policy: FoldPolicy
+
+
+def dumps_saved(memory: ShortTermMemory, language: str, *, now: datetime | None = None) -> str:
+    """The payload to store for ``memory``: compact JSON text (a pending user message is left out, as in an export)."""
+    document = {
+        "format": SAVED_FORMAT,
+        "version": SAVED_VERSION,
+        "language": language,
+        "fold_policy": memory.fold_policy,
+        "transcript": export_transcript(memory, now=now),
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def parse_saved(raw: str | bytes) -> SavedConversation:
+    """Validates a stored payload; raises SavedConversationError with the transcript's codes (``too_large``, ...)."""
+    data = untrusted.parse_json(raw, SavedConversationError, max_bytes=MAX_SAVED_BYTES)
+    untrusted.check_header(data, SavedConversationError, format=SAVED_FORMAT, version=SAVED_VERSION, what="a saved Memora conversation")
+    file = untrusted.validate(SavedFile, data, SavedConversationError)
+    try:
+        transcript = transcript_from_data(file.transcript)
+    except TranscriptError as error:
+        raise SavedConversationError(error.code, str(error), f"transcript.{error.path}".rstrip("."), **error.details) from None
+    return SavedConversation(transcript, file.language, file.fold_policy)
+
+
+def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool, token_counter: Any = None) -> ShortTermMemory:
+    """The saved conversation as a memory continuing ``session`` (its backend, model and caps); sends no request.
+
+    Raises SavedConversationError when it does not fit the session (``over_turn_cap``, ``bad_settings``, ...).
+    """
+    try:
+        return continue_in_session(saved.transcript, session, locked=locked, token_counter=token_counter, fold_policy=saved.fold_policy)
+    except TranscriptError as error:
+        raise SavedConversationError(error.code, str(error), error.path, **error.details) from None
