@@ -19,14 +19,14 @@ from typing import Any
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
 from memora.backends.openai_errors import redact
-from memora.server_budget import ServerLedger
+from memora.server_budget import CappedSpend
 from memora.tokens import LocalTokenCounter, count_text
 
 
 class GuardedBackend:
     """``inner`` with the safeguards above; other attributes (``count_input_tokens``, ``client``) are ``inner``'s."""
 
-    def __init__(self, inner: Backend, secrets: Iterable[str | None] = (), server_ledger: ServerLedger | None = None) -> None:
+    def __init__(self, inner: Backend, secrets: Iterable[str | None] = (), server_ledger: CappedSpend | None = None) -> None:
         self.inner = inner.inner if isinstance(inner, GuardedBackend) else inner
         self.secrets = tuple(s for s in secrets if s)
         self.server_ledger = server_ledger

@@ -35,11 +35,36 @@ class ServerBudgetReached(LimitReached):
     """Every session together has spent the server's budget (``MEMORA_MAX_SERVER_TOKENS``)."""
 
 
+class CappedSpend:
+    """A server-wide ledger: ``spent()`` and ``record()`` where it keeps them, and the check they share."""
+
+    max_tokens: int
+
+    def spent(self) -> int:
+        raise NotImplementedError
+
+    def record(self, tokens: int, kind: str, *, estimated: bool = False) -> None:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raises ServerBudgetReached when the recorded spend has reached ``max_tokens``; else returns None."""
+        spent = self.spent()
+        if spent >= self.max_tokens:
+            raise ServerBudgetReached(
+                "server_tokens",
+                spent,
+                self.max_tokens,
+                f"The classroom's shared budget is spent: {spent:,} of {self.max_tokens:,} tokens, "
+                "across every conversation on this server.",
+            )
+
+
 @dataclass(frozen=True)
-class ServerLedger:
+class ServerLedger(CappedSpend):
     """Token spend of every session on this server, persisted in ``path`` and capped at ``max_tokens``.
 
-    The file and its folder are created on first use.
+    The file and its folder are created on first use. With a PostgreSQL store several servers
+    share ``memora.store.postgres_ledger.PostgresServerLedger`` instead.
     """
 
     path: Path
@@ -53,18 +78,6 @@ class ServerLedger:
         """Tokens recorded so far, by every session since the file was made."""
         with self._connect() as connection:
             return int(connection.execute("SELECT COALESCE(SUM(tokens), 0) FROM requests").fetchone()[0])
-
-    def check(self) -> None:
-        """Raises ServerBudgetReached when the recorded spend has reached ``max_tokens``; else returns None."""
-        spent = self.spent()
-        if spent >= self.max_tokens:
-            raise ServerBudgetReached(
-                "server_tokens",
-                spent,
-                self.max_tokens,
-                f"The classroom's shared budget is spent: {spent:,} of {self.max_tokens:,} tokens, "
-                "across every conversation on this server.",
-            )
 
     def record(self, tokens: int, kind: str, *, estimated: bool = False) -> None:
         """Adds one request's tokens; ``estimated`` when the server reported none (a stopped stream, say)."""

@@ -45,8 +45,17 @@ For a shared classroom link (see docs/classroom.md):
 - ``MEMORA_MAX_SERVER_TOKENS``: tokens every session on this server may spend
   together (reply, summary and prefold requests), checked before each request
   and kept across restarts; unset means no cap and no file.
-- ``MEMORA_DATA_DIR``: where that shared spend is kept (``usage.sqlite3``);
-  default ``~/.memora``, created on first use.
+- ``MEMORA_DATA_DIR``: where that shared spend is kept (``usage.sqlite3``), and the default
+  conversation store (``conversations.sqlite3``); default ``~/.memora``, created on first use.
+
+Conversation persistence (``memora.store``; see docs/postgresql.md):
+
+- ``MEMORA_STORE_URL``: where each conversation is kept under its id, so that a reload or a
+  restart brings it back: ``sqlite:///path`` (default: ``conversations.sqlite3`` under
+  ``MEMORA_DATA_DIR``), ``postgresql://user:password@host:5432/db`` (shared by several
+  processes, and then the server-wide budget is kept there too), or ``off``.
+- ``MEMORA_CONVERSATION_IDLE_DAYS``: conversations not saved for longer are deleted (checked
+  hourly); default 30.
 """
 
 from __future__ import annotations
@@ -61,9 +70,11 @@ from urllib.parse import urlsplit, urlunsplit
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
 from memora.server_budget import DEFAULT_DATA_DIR, ServerLedger
+from memora.store import StoreURLError, check_store_url, default_store_url, is_postgres
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
+    from memora.store.postgres_ledger import PostgresServerLedger
     from memora.tokens import TokenCounter
 
 BackendName = Literal["offline", "openai", "chat"]
@@ -80,6 +91,7 @@ DEFAULT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 5.0
 """The SDK's own connect timeout: an unreachable server is reported in seconds, not minutes."""
 DEFAULT_MAX_RETRIES = 2
+DEFAULT_CONVERSATION_IDLE_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -111,11 +123,25 @@ class Settings:
     max_session_tokens: int | None = None
     max_server_tokens: int | None = None
     data_dir: str = DEFAULT_DATA_DIR
+    store_url: str | None = field(default=None, repr=False)  # a PostgreSQL URL may hold a password
+    conversation_idle_days: int = DEFAULT_CONVERSATION_IDLE_DAYS
 
     @property
-    def server_ledger(self) -> ServerLedger | None:
-        """The server-wide spend and its cap, or None when ``MEMORA_MAX_SERVER_TOKENS`` is unset."""
-        return None if self.max_server_tokens is None else ServerLedger.in_dir(self.data_dir, self.max_server_tokens)
+    def conversation_store_url(self) -> str:
+        """``store_url``, or the default SQLite file under ``data_dir``."""
+        return self.store_url or default_store_url(self.data_dir)
+
+    @property
+    def server_ledger(self) -> ServerLedger | PostgresServerLedger | None:
+        """The server-wide spend and its cap, or None when ``MEMORA_MAX_SERVER_TOKENS`` is unset; in PostgreSQL
+        when the conversation store is there, so that every process sharing the store shares the budget."""
+        if self.max_server_tokens is None:
+            return None
+        if is_postgres(self.store_url):
+            from memora.store.postgres_ledger import PostgresServerLedger
+
+            return PostgresServerLedger(str(self.store_url), self.max_server_tokens)
+        return ServerLedger.in_dir(self.data_dir, self.max_server_tokens)
 
     @property
     def limits(self) -> SessionLimits:
@@ -247,7 +273,20 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         max_session_tokens=_cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
         max_server_tokens=_cap("MEMORA_MAX_SERVER_TOKENS", get("MEMORA_MAX_SERVER_TOKENS")),
         data_dir=str(get("MEMORA_DATA_DIR") or defaults.data_dir),
+        store_url=_store_url(get("MEMORA_STORE_URL")),
+        conversation_idle_days=_int(
+            "MEMORA_CONVERSATION_IDLE_DAYS", get("MEMORA_CONVERSATION_IDLE_DAYS") or defaults.conversation_idle_days, 1
+        ),
     )
+
+
+def _store_url(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    try:
+        return check_store_url(str(raw))
+    except StoreURLError as error:
+        raise SettingsError(str(error)) from None
 
 
 def build_backend(settings: Settings) -> Backend:
