@@ -10,6 +10,7 @@ from __future__ import annotations
 from memora.backends.base import BackendError
 from memora.limits import LimitReached
 from memora.memory import ContextBudgetError, SummaryError
+from memora.store import StoreError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}
 DEFAULT_LANGUAGE = "en"
@@ -50,6 +51,18 @@ CATALOG: dict[str, dict[str, str]] = {
         "notice.restored": "Your message was not sent: {reason} Its text is back in the input box.",
         "notice.interrupted": "The reply was interrupted before it finished, so this turn was not kept. Its text is back in the input box.",
         "notice.reset": "The conversation was reset.",
+        # conversation persistence (memora/ui/conversation.py)
+        "conversation.saved": "Conversation `{id}`: kept, so a reload or a server restart brings it back. This is *conversation persistence* (this one chat's log), not long-term memory: no other conversation remembers any of it.",
+        "conversation.unsaved": "A new conversation: it is kept from its first reply, and its id then appears in the address bar. This is *conversation persistence* (this one chat's log), not long-term memory.",
+        "conversation.off": "Conversations are not kept on this server (`MEMORA_STORE_URL=off`): a reload starts a new one.",
+        "conversation.restored": "Conversation `{id}` is back as it was last saved ({messages} messages).",
+        "conversation.missing": "No conversation `{id}` is kept here: it may have been idle for more than {days} days and deleted. This is a new conversation.",
+        "conversation.bad_id": "The link's conversation id is not one Memora makes. This is a new conversation.",
+        "conversation.refused": "Conversation `{id}` could not be restored (`{code}` at `{path}`); it stays in the store as it is. This is a new conversation.",
+        "conversation.load_failed": "The conversation store could not be read, so conversation `{id}` is not shown (it is still there). This is a new conversation. {reason}",
+        "conversation.save_failed": "This conversation could not be saved: {reason} It is still here, and saving is tried again at your next step; a reload before that would lose what is unsaved.",
+        "conversation.forked": "Another tab saved conversation `{old}` meanwhile. So that neither tab loses a turn, this one goes on as conversation `{new}`; `{old}` stays as the other tab left it.",
+        "error.store": "The conversation store failed ({detail}).",
         # errors
         "error.budget": "This message needs {input_tokens} input tokens with the instructions and summary, but the budget (max_input_tokens) is {max_input_tokens}. Shorten the message or raise the budget.",
         "error.summary": "The summary update failed, so the previous summary is kept.",
@@ -312,6 +325,17 @@ CATALOG: dict[str, dict[str, str]] = {
         "notice.restored": "你的訊息沒有送出：{reason} 原文已放回輸入框。",
         "notice.interrupted": "回覆在完成前被中斷，因此這一輪沒有保留。原文已放回輸入框。",
         "notice.reset": "對話已重設。",
+        "conversation.saved": "對話 `{id}`：已保存，重新整理頁面或伺服器重啟後都會回來。這是*對話的保存*（這一段對話的聊天紀錄），不是長期記憶：其他對話不會記得這裡的任何事。",
+        "conversation.unsaved": "新的對話：從第一個回覆起保存，之後網址列會出現它的 id。這是*對話的保存*（這一段對話的聊天紀錄），不是長期記憶。",
+        "conversation.off": "這個伺服器不保存對話（`MEMORA_STORE_URL=off`）：重新整理頁面就會開始新的對話。",
+        "conversation.restored": "對話 `{id}` 已恢復為最後保存的樣子（{messages} 則訊息）。",
+        "conversation.missing": "這裡沒有保存對話 `{id}`：它可能閒置超過 {days} 天而被刪除。這是新的對話。",
+        "conversation.bad_id": "連結裡的對話 id 不是 Memora 產生的。這是新的對話。",
+        "conversation.refused": "無法恢復對話 `{id}`（`{code}`，位置 `{path}`）；它原封不動留在儲存區。這是新的對話。",
+        "conversation.load_failed": "無法讀取對話儲存區，所以沒有顯示對話 `{id}`（它仍在那裡）。這是新的對話。{reason}",
+        "conversation.save_failed": "這段對話無法保存：{reason} 對話仍在這裡，下一步時會再試一次保存；在那之前重新整理頁面，未保存的部分會遺失。",
+        "conversation.forked": "另一個分頁在這期間保存了對話 `{old}`。為了不讓任何一個分頁遺失對話，這個分頁改以對話 `{new}` 繼續；`{old}` 保持另一個分頁留下的樣子。",
+        "error.store": "對話儲存區發生錯誤（{detail}）。",
         "error.budget": "這則訊息加上指示與摘要需要 {input_tokens} 個輸入 Token，但預算（max_input_tokens）只有 {max_input_tokens}。請縮短訊息或提高預算。",
         "error.summary": "摘要更新失敗，因此保留先前的摘要。",
         "error.backend": "模型請求失敗：{detail}",
@@ -565,6 +589,8 @@ def error_message(lang: str, error: BaseException) -> str:
         return t(lang, "error.summary")
     if isinstance(error, BackendError):
         return t(lang, "error.backend", detail=str(error))
+    if isinstance(error, StoreError):
+        return t(lang, "error.store", detail=str(error))
     if isinstance(error, ValueError):
         return t(lang, "error.value", detail=str(error))
     return t(lang, "error.unexpected", kind=type(error).__name__)

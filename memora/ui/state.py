@@ -49,6 +49,9 @@ IMPORT_NOTICE = "import_notice"
 TURN_OUTCOME = "turn_outcome"
 STOP_BUTTON = "stop_button"
 STOP_CLICKED = "stop_clicked"
+# Conversation persistence (memora/ui/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
+CONVERSATION = "conversation"
+CONVERSATION_OPENED = "conversation_opened"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -182,6 +185,8 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
         STOP_CLICKED: False,
+        CONVERSATION: None,
+        CONVERSATION_OPENED: False,
         TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
