@@ -1,0 +1,92 @@
+"""The two real stores the contract runs against, and the one fault a real store cannot be made to produce on cue.
+
+PostgreSQL is the one ``.ci/run`` starts (``MEMORA_TEST_POSTGRES_URL``). Without that URL the
+PostgreSQL tests skip with the reason, unless CI is set: then a missing database is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memora.store import StoreError
+from memora.store.base import StoredConversation
+from memora.store.sqlite import SqliteStore
+
+POSTGRES_URL_VARIABLE = "MEMORA_TEST_POSTGRES_URL"
+
+
+def postgres_url() -> str:
+    """The test database's URL; skips (fails under CI) without one."""
+    url = os.environ.get(POSTGRES_URL_VARIABLE)
+    if not url:
+        reason = f"the PostgreSQL store tests need {POSTGRES_URL_VARIABLE} (.ci/run starts Debian's PostgreSQL and sets it)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + "; CI is set, so this is a failure, not a skip")
+        pytest.skip(reason)
+    return url
+
+
+def empty_postgres_store(url: str):
+    """A PostgresStore on ``url`` whose tables start empty (the test database is the suite's own)."""
+    from memora.store.postgres import PostgresStore
+
+    store = PostgresStore(url)
+    store.db.run(lambda c: c.execute("DELETE FROM memora_conversations"))
+    return store
+
+
+def make_store(kind: str, tmp_path: Path):
+    if kind == "sqlite":
+        return SqliteStore(tmp_path / "data" / "conversations.sqlite3")
+    return empty_postgres_store(postgres_url())
+
+
+def backdate(store, conversation_id: str, days: float) -> None:
+    """Makes a conversation look last saved ``days`` ago, as an idle one would be: SQL on the real table."""
+    if isinstance(store, SqliteStore):
+        with store._lock:
+            store._connect().execute(
+                "UPDATE conversations SET updated_at = updated_at - ? WHERE id = ?", (timedelta(days=days).total_seconds(), conversation_id)
+            )
+    else:
+        store.db.run(
+            lambda c: c.execute(
+                "UPDATE memora_conversations SET updated_at = updated_at - %s WHERE id = %s", (timedelta(days=days), conversation_id)
+            )
+        )
+
+
+def write_raw(store, conversation_id: str, payload: str) -> None:
+    """Puts ``payload`` in the store as it is, as someone with write access to the database could."""
+    store.save(conversation_id, payload, 0)
+
+
+class FlakyStore:
+    """A real store that fails every call while ``down`` is set, as a database that went away would; records the saves."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.down, self.saves = inner, False, []
+
+    def load(self, conversation_id: str) -> StoredConversation | None:
+        self._check()
+        return self.inner.load(conversation_id)
+
+    def save(self, conversation_id: str, payload: str, expected_version: int) -> StoredConversation:
+        self.saves.append((conversation_id, expected_version, self.down))
+        self._check()
+        return self.inner.save(conversation_id, payload, expected_version)
+
+    def delete_idle(self, idle_for: timedelta) -> int:
+        self._check()
+        return self.inner.delete_idle(idle_for)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def _check(self) -> None:
+        if self.down:
+            raise StoreError("the conversation store failed: OperationalError: disk I/O error")
