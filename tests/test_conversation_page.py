@@ -1,0 +1,142 @@
+"""The page keeps its conversation: a reload (a new AppTest with the same ?c=) brings it back, and the rest of issue 14 part 1."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from memora.store.keeper import ConversationKeeper
+from memora.store.saved import parse_saved
+from memora.store.sqlite import SqliteStore
+from memora.ui import state as keys
+from tests.helpers.app import APP, send, texts
+from tests.helpers.memory import chat
+from tests.helpers.stores import FlakyStore
+
+pytestmark = pytest.mark.usefixtures("no_secrets")
+
+
+@pytest.fixture
+def store_path(tmp_path, monkeypatch):
+    path = tmp_path / "store" / "conversations.sqlite3"
+    monkeypatch.setenv("MEMORA_STORE_URL", f"sqlite:///{path}")
+    return path
+
+
+def open_page(conversation_id: str | None = None) -> AppTest:
+    """A new browser tab on the page: a reload is one with the same id in the URL."""
+    at = AppTest.from_file(APP, default_timeout=30)
+    if conversation_id is not None:
+        at.query_params["c"] = conversation_id
+    return at.run()
+
+
+def conversation_id(at: AppTest) -> str:
+    return at.session_state[keys.CONVERSATION].conversation_id
+
+
+def test_a_reload_brings_the_conversation_back_as_it_was(store_path):
+    at = open_page()
+    assert "c" not in at.query_params  # not in the URL until something is saved
+    assert "not long-term memory" in texts(at)
+    send(at, "My name is Ana.")
+    send(at, "I live in Porto.")
+    cid = at.query_params["c"]
+    assert cid == conversation_id(at) and store_path.exists()
+    before = at.session_state[keys.MEMORY]
+
+    reloaded = open_page(cid)
+    memory = reloaded.session_state[keys.MEMORY]
+    assert memory.history == before.history and len(memory.ledger) == len(before.ledger)  # coming back sent nothing
+    assert f"Conversation `{cid}` is back" in texts(reloaded)
+    assert f"Conversation `{cid}`: kept" in texts(reloaded)
+    assert reloaded.query_params["c"] == cid
+    send(reloaded, "I like tea.")
+    assert len(open_page(cid).session_state[keys.MEMORY].history) == 6
+
+
+def test_the_language_comes_back_with_the_conversation(store_path):
+    at = open_page()
+    at.radio(key=keys.LANG).set_value("zh-TW").run()
+    send(at, "Hello.")
+    reloaded = open_page(at.query_params["c"])
+    assert reloaded.session_state[keys.LANG] == "zh-TW"
+    assert "不是長期記憶" in texts(reloaded)
+
+
+def test_new_conversation_starts_a_new_id_and_the_old_one_stays(store_path):
+    at = open_page()
+    send(at, "First conversation.")
+    first = at.query_params["c"]
+    next(button for button in at.button if button.label == "Reset conversation").click().run()
+    assert "c" not in at.query_params and conversation_id(at) != first
+    send(at, "Second conversation.")
+    second = at.query_params["c"]
+    assert second != first
+    assert open_page(first).session_state[keys.MEMORY].history[0].content == "First conversation."
+    assert open_page(second).session_state[keys.MEMORY].history[0].content == "Second conversation."
+
+
+def test_an_imported_conversation_gets_its_own_id_and_is_saved_at_once(store_path):
+    at = open_page()
+    send(at, "Before the import.")
+    before = at.query_params["c"]
+    imported = at.session_state[keys.MEMORY].__class__(at.session_state[keys.MEMORY].backend)
+    chat(imported, "From the file.")
+    at.session_state[keys.MEMORY] = imported  # what the import button's callback does
+    at.run()
+    after = at.query_params["c"]
+    assert after != before
+    assert open_page(after).session_state[keys.MEMORY].history[0].content == "From the file."
+    assert open_page(before).session_state[keys.MEMORY].history[0].content == "Before the import."
+
+
+def test_two_tabs_on_one_id_fork_and_neither_loses_a_turn(store_path):
+    tab_a = open_page()
+    send(tab_a, "Shared start.")
+    cid = tab_a.query_params["c"]
+    tab_b = open_page(cid)
+    send(tab_a, "Only in tab A.")
+    send(tab_b, "Only in tab B.")
+    forked = tab_b.query_params["c"]
+    assert forked != cid and tab_a.query_params["c"] == cid
+    shown = texts(tab_b)
+    assert "Another tab saved conversation" in shown and cid in shown and forked in shown
+    store = SqliteStore(store_path)
+    a = [m.content for m in parse_saved(store.load(cid).payload).transcript.history]
+    b = [m.content for m in parse_saved(store.load(forked).payload).transcript.history]
+    assert a[0] == b[0] == "Shared start." and a[2] == "Only in tab A." and b[2] == "Only in tab B."
+    store.close()
+
+
+def test_a_failed_save_keeps_the_conversation_says_so_and_retries(tmp_path):
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.session_state[keys.CONVERSATION] = ConversationKeeper(store)
+    at.run()
+    store.down = True
+    send(at, "Do not lose me.")
+    assert at.session_state[keys.MEMORY].history[0].content == "Do not lose me."
+    assert "could not be saved" in texts(at) and "disk I/O error" in texts(at)
+    assert "c" not in at.query_params
+    store.down = False
+    at.run()  # any next step retries
+    cid = at.query_params["c"]
+    assert "could not be saved" not in texts(at)
+    assert parse_saved(store.load(cid).payload).transcript.history[0].content == "Do not lose me."
+
+
+def test_a_missing_or_malformed_id_opens_a_new_conversation_and_says_why(store_path):
+    missing = open_page("A" * 32)
+    assert "No conversation `AAAA" in texts(missing) and "30 days" in texts(missing)
+    assert "c" not in missing.query_params
+    malformed = open_page("<img src=x>")
+    assert "not one Memora makes" in texts(malformed) and "<img" not in texts(malformed)
+
+
+def test_with_the_store_off_nothing_is_kept_and_the_page_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_STORE_URL", "off")
+    at = open_page()
+    send(at, "Hello.")
+    assert "c" not in at.query_params and "not kept on this server" in texts(at)
+    assert not (tmp_path / ".memora" / "conversations.sqlite3").exists()
