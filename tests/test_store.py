@@ -193,6 +193,18 @@ def test_a_failed_save_keeps_the_turn_and_the_next_save_catches_up(tmp_path):
     assert parse_saved(store.load(keeper.conversation_id).payload).transcript.history == tuple(memory.history)
 
 
+def test_a_conversation_too_big_to_restore_is_not_saved_over_the_last_one_that_can_be(tmp_path, monkeypatch):
+    store = SqliteStore(tmp_path / "c.sqlite3")
+    memory = talked("Short.")
+    keeper = ConversationKeeper(store)
+    keeper.attach(memory)
+    assert keeper.save(memory)
+    monkeypatch.setattr("memora.store.keeper.MAX_SAVED_BYTES", len(dumps_saved(memory, "en").encode()) + 10)
+    chat(memory, "This turn makes it too big to come back.")
+    assert "over the" in str(keeper.failure) and keeper.version == 1
+    assert len(parse_saved(store.load(keeper.conversation_id).payload).transcript.history) == 2
+
+
 def test_the_payload_never_holds_a_key_or_a_url(tmp_path):
     settings = load_settings(
         {}, {"OPENAI_API_KEY": "sk-test-never-stored-4f1a", "OPENAI_BASE_URL": "http://user:pw-secret@127.0.0.1:9/v1", "MEMORA_MODEL": "m"}

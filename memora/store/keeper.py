@@ -15,7 +15,7 @@ from typing import Any, Literal
 from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
 from memora.store.base import ConversationStore, IdleSweep, StoreError, VersionConflict, is_conversation_id, new_conversation_id
-from memora.store.saved import SavedConversationError, dumps_saved, parse_saved, restore_saved
+from memora.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,10 @@ class ConversationKeeper:
         """
         with self._lock:
             payload = dumps_saved(memory, self.language)
+            if len(payload.encode()) > MAX_SAVED_BYTES:
+                # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
+                self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
+                return False
             try:
                 try:
                     row = self.store.save(self.conversation_id, payload, self.version)
