@@ -193,6 +193,45 @@ def test_a_failed_save_keeps_the_turn_and_the_next_save_catches_up(tmp_path):
     assert parse_saved(store.load(keeper.conversation_id).payload).transcript.history == tuple(memory.history)
 
 
+def test_a_memory_left_behind_by_reset_no_longer_saves_under_the_new_id(tmp_path):
+    store = SqliteStore(tmp_path / "c.sqlite3")
+    old = talked("Old conversation.")
+    keeper = ConversationKeeper(store)
+    keeper.attach(old)
+    keeper.save(old)
+    first = keeper.conversation_id
+    fresh = ShortTermMemory(ScriptedBackend())
+    keeper.start_new(fresh)
+    chat(old, "A turn that finished late, in another thread.")
+    assert store.load(keeper.conversation_id) is None and store.load(first).version == 1
+    chat(fresh, "New conversation.")
+    assert parse_saved(store.load(keeper.conversation_id).payload).transcript.history[0].content == "New conversation."
+
+
+def test_a_retry_never_waits_for_a_turn_running_in_another_thread(tmp_path):
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    memory = ShortTermMemory(ScriptedBackend())
+    keeper = ConversationKeeper(store)
+    keeper.attach(memory)
+    store.down = True
+    chat(memory, "Unsaved.")
+    store.down = False
+    holding, release = threading.Event(), threading.Event()
+
+    def turn_in_progress() -> None:
+        with memory.lock:
+            holding.set()
+            release.wait()
+
+    worker = threading.Thread(target=turn_in_progress)
+    worker.start()
+    holding.wait()
+    assert keeper.retry() is False and keeper.dirty  # the busy memory is left alone, not waited for
+    release.set()
+    worker.join()
+    assert keeper.retry() is True and store.load(keeper.conversation_id).version == 1
+
+
 def test_a_conversation_too_big_to_restore_is_not_saved_over_the_last_one_that_can_be(tmp_path, monkeypatch):
     store = SqliteStore(tmp_path / "c.sqlite3")
     memory = talked("Short.")

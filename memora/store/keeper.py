@@ -55,15 +55,27 @@ class ConversationKeeper:
         memory.on_change = self.on_change
 
     def on_change(self, memory: ShortTermMemory, change: Change) -> None:
-        self.save(memory)
+        # A memory left behind by Reset or an import may still finish a turn in another thread: it is no longer this id's.
+        if memory is self.memory:
+            self.save(memory)
 
-    def save(self, memory: ShortTermMemory) -> bool:
+    def save(self, memory: ShortTermMemory, *, wait: bool = True) -> bool:
         """Saves the whole conversation in one transaction; True when it is stored.
 
-        On a version conflict (another tab saved this id since) it is saved under a new id instead,
-        and ``fork`` names both. On a StoreError the conversation stays in memory, ``failure`` says
-        why, and ``dirty`` asks for a retry.
+        The payload is read under the memory's lock, so a turn committing in another thread is never
+        half-saved; with ``wait=False`` a memory busy with a turn is left alone (False), since that
+        turn's own commit saves it. On a version conflict (another tab saved this id since) it is saved
+        under a new id instead, and ``fork`` names both. On a StoreError the conversation stays in
+        memory, ``failure`` says why, and ``dirty`` asks for a retry.
         """
+        if not memory.lock.acquire(blocking=wait):
+            return False
+        try:
+            return self._save(memory)
+        finally:
+            memory.lock.release()
+
+    def _save(self, memory: ShortTermMemory) -> bool:
         with self._lock:
             payload = dumps_saved(memory, self.language)
             if len(payload.encode()) > MAX_SAVED_BYTES:
@@ -87,10 +99,12 @@ class ConversationKeeper:
         return True
 
     def retry(self) -> bool:
-        """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved."""
+        """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.
+
+        Never waits for a turn running in another thread: that turn's commit saves anyway."""
         if not self.dirty or self.memory is None:
             return not self.dirty
-        return self.save(self.memory)
+        return self.save(self.memory, wait=False)
 
     def start_new(self, memory: ShortTermMemory) -> None:
         """A new conversation (Reset, an import): a new id, not yet saved; the old one stays in the store."""

@@ -56,7 +56,7 @@ def keep(state: Any) -> ConversationKeeper | None:
     elif memory is not keeper.memory:
         keeper.start_new(memory)
         if memory.history:
-            keeper.save(memory)
+            keeper.save(memory, wait=False)
     else:
         keeper.retry()
     _sync_url(keeper)
