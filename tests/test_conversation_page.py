@@ -9,6 +9,7 @@ from memora.store.keeper import ConversationKeeper
 from memora.store.saved import parse_saved
 from memora.store.sqlite import SqliteStore
 from memora.ui import state as keys
+from memora.ui.conversation import shared_store
 from tests.helpers.app import APP, send, texts
 from tests.helpers.memory import chat
 from tests.helpers.stores import FlakyStore
@@ -140,3 +141,18 @@ def test_with_the_store_off_nothing_is_kept_and_the_page_says_so(tmp_path, monke
     send(at, "Hello.")
     assert "c" not in at.query_params and "not kept on this server" in texts(at)
     assert not (tmp_path / ".memora" / "conversations.sqlite3").exists()
+
+
+def test_a_reload_through_postgresql_served_by_another_process_of_the_class(monkeypatch):
+    """The same round trip with the store in the real PostgreSQL that .ci/run starts."""
+    from tests.helpers.stores import postgres_url
+
+    url = postgres_url()
+    monkeypatch.setenv("MEMORA_STORE_URL", url)
+    at = open_page()
+    send(at, "Saved in PostgreSQL.")
+    cid = at.query_params["c"]
+    shared_store.clear()  # as a second process would: its own connection to the same database
+    reloaded = open_page(cid)
+    assert reloaded.session_state[keys.MEMORY].history[0].content == "Saved in PostgreSQL."
+    assert f"Conversation `{cid}`: kept" in texts(reloaded)
