@@ -65,6 +65,16 @@ def test_the_language_comes_back_with_the_conversation(store_path):
     assert "不是長期記憶" in texts(reloaded)
 
 
+def test_a_language_or_budget_changed_after_the_last_turn_is_kept_too(store_path):
+    at = open_page()
+    send(at, "Hello.")
+    at.radio(key=keys.LANG).set_value("zh-TW").run()
+    at.number_input(key=keys.BUDGET_INPUT).set_value(1500).run()
+    reloaded = open_page(at.query_params["c"])
+    assert reloaded.session_state[keys.LANG] == "zh-TW"
+    assert reloaded.session_state[keys.MEMORY].max_input_tokens == 1500
+
+
 def test_new_conversation_starts_a_new_id_and_the_old_one_stays(store_path):
     at = open_page()
     send(at, "First conversation.")

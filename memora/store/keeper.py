@@ -43,6 +43,7 @@ class ConversationKeeper:
         self.failure: StoreError | None = None
         self.fork: Fork | None = None
         self.dirty = False
+        self.saved_choices: tuple[object, ...] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -94,9 +95,21 @@ class ConversationKeeper:
                 self.failure, self.dirty = error, True
                 return False
             self.version, self.failure, self.dirty = row.version, None, False
+            self.saved_choices = self.choices(memory)
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
+
+    def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
+        """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
+        return (self.language, memory.max_input_tokens, memory.max_recent_turns, memory.fold_policy)
+
+    def save_changed_choices(self) -> bool:
+        """Saves when a saved conversation's choices changed since its last save (no turn would save them
+        before a reload); never waits for a running turn. True when nothing is left unsaved."""
+        if self.memory is None or not self.saved or self.choices(self.memory) == self.saved_choices:
+            return True
+        return self.save(self.memory, wait=False)
 
     def retry(self) -> bool:
         """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.

@@ -39,7 +39,8 @@ def keep(state: Any) -> ConversationKeeper | None:
 
     On a session's first run it opens the conversation the URL names. On later runs it follows the
     session's memory: a new memory object (Reset, an import) starts a new id (an imported one is
-    saved at once); a save that failed is retried; the URL follows the id once it is saved.
+    saved at once); a save that failed is retried, and a language, budget, window or fold policy changed
+    since the last save is saved; the URL follows the id once it is saved.
     Returns the keeper, or None when conversations are not kept (``MEMORA_STORE_URL=off``).
     """
     if not state[keys.CONVERSATION_OPENED]:
@@ -57,8 +58,8 @@ def keep(state: Any) -> ConversationKeeper | None:
         keeper.start_new(memory)
         if memory.history:
             keeper.save(memory, wait=False)
-    else:
-        keeper.retry()
+    elif keeper.retry():
+        keeper.save_changed_choices()
     _sync_url(keeper)
     return keeper
 
