@@ -18,7 +18,7 @@ from memora.calibration import Calibration
 from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
-from memora.memory.planner import Plan, expected_message, fold_pieces, plan_folds
+from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
 from memora.memory.sizes import Sizes, check_limits
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
@@ -35,7 +35,7 @@ from memora.memory.values import (
     TurnStats,
 )
 from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import LocalTokenCounter, TokenCounter, count_message
 from memora.usage import Ledger, UsageRecord
 
@@ -165,15 +165,21 @@ class ShortTermMemory(ArticleAPI):
     def plan(self, current: int, message_tokens: int) -> Plan:
         """The fold policy's plan (``planner``) for a message of ``message_tokens`` at history index ``current``."""
         self._check_message_alone(message_tokens)
-        sizes, pointer = self._sizes(), self.summarized_message_count
-        self.last_plan = plan_folds(
-            self.fold_policy, [count_message(m.role, m.content) for m in self.history[pointer:current]], message=message_tokens,
-            fixed=sizes.fixed(), summary=sizes.summary(self.summary), full_summary=sizes.full_summary(),
-            budget=self.local_budget(), max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
-        )  # fmt: skip
+        self.last_plan = self._plan_for(self._unfolded_tokens(current), message_tokens)
         if self.last_plan.fold:
             self.last_fold_plan = self.last_plan
         return self.last_plan
+
+    def _plan_for(self, unfolded: Sequence[int], message_tokens: int) -> Plan:
+        sizes = self._sizes()
+        return plan_folds(
+            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=sizes.summary(self.summary),
+            full_summary=sizes.full_summary(), budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
+            fold_batch_turns=self.fold_batch_turns,
+        )  # fmt: skip
+
+    def _unfolded_tokens(self, current: int) -> list[int]:
+        return [count_message(m.role, m.content) for m in self.history[self.summarized_message_count : current]]
 
     def prepare(self) -> PreparedContext:
         """Builds this turn's context, folding into the summary what ``plan`` says must leave.
@@ -214,13 +220,17 @@ class ShortTermMemory(ArticleAPI):
         return self.summary_versions[-1]
 
     def fold_due(self) -> int:
-        """The history index the next turn's ``prepare()`` is due to fold through (``planner.expected_message``
-        says for which message); ``summarized_message_count`` when nothing is. Makes no request.
+        """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due.
+
+        ``planner.expected_message`` says which message to plan for and ``planner.certain_fold`` how much
+        of that plan may be folded before the real message is known. Makes no request.
         Raises ValueError while a user message is pending."""
         if self.has_pending_turn:
             raise ValueError("A user message is pending; its prepare() does the folding.")
-        users = [count_message("user", m.content) for m in self.history[self.summarized_message_count :: 2]]
-        return self.summarized_message_count + self.plan(len(self.history), expected_message(self.fold_policy, users)).fold
+        pointer, unfolded = self.summarized_message_count, self._unfolded_tokens(len(self.history))
+        expected = self.plan(len(self.history), expected_message(self.fold_policy, unfolded[::2]))
+        shortest = self._plan_for(unfolded, expected_message("window", ()))
+        return pointer + certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so its reply waits for no summary.
@@ -286,7 +296,10 @@ class ShortTermMemory(ArticleAPI):
         return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
 
     def _sizes(self) -> Sizes:
-        return Sizes(self.model, self.system_prompt, self.summary_instructions, self.max_summary_tokens)
+        """The request sizes under the fold policy's summary cap (``planner.summary_cap``), whose word limit
+        the summary instructions ask for (``prompts.with_summary_cap``)."""
+        cap = summary_cap(self.fold_policy, self.max_input_tokens, self.max_summary_tokens)
+        return Sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
     def _fold_room(self) -> int:
         return self._sizes().fold_room(self.local_budget())
