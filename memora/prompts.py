@@ -1,6 +1,7 @@
 """The article's prompts (Memora v0.7), word for word, and the summary's framing."""
 
 import re
+from functools import cache
 
 SYSTEM_PROMPT = """
 You are Memora, a personal English learning assistant.
@@ -47,6 +48,7 @@ WORDS_PER_TOKEN = SUMMARY_WORD_LIMIT / 200
 _WORD_LIMIT = re.compile(r"under (\d+) words")
 
 
+@cache
 def summary_word_limit(instructions: str) -> int:
     """The "under N words" that summary ``instructions`` ask for; ``SUMMARY_WORD_LIMIT`` when they name none.
 
@@ -56,6 +58,7 @@ def summary_word_limit(instructions: str) -> int:
     return int(found.group(1)) if found else SUMMARY_WORD_LIMIT
 
 
+@cache
 def with_summary_cap(instructions: str, max_summary_tokens: int) -> str:
     """``instructions`` asking for at most the words that fit ``max_summary_tokens`` (``WORDS_PER_TOKEN``).
 

@@ -35,8 +35,8 @@ from memora.memory.values import (
     TurnStats,
 )
 from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
-from memora.tokens import LocalTokenCounter, TokenCounter, count_message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT, with_summary_cap
+from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TextTokens, TokenCounter, count_message
 from memora.usage import Ledger, UsageRecord
 
 
@@ -96,8 +96,9 @@ class ShortTermMemory(ArticleAPI):
     ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
+        self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         # Kept as the history changes (only through this class), so a turn never recounts it all.
-        self._history_tokens = sum(count_message(m.role, m.content) for m in self.history)
+        self._history_tokens = sum(self.message_tokens(m) for m in self.history)
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
         self.last_plan: Plan | None = None
@@ -139,7 +140,7 @@ class ShortTermMemory(ArticleAPI):
         (the character cap first, so a pasted book is never tokenized), then ContextBudgetError when the
         message with instructions and summary is over the budget (``turn`` leaves that check to ``prepare``)."""
         self.check_limits(user_text)
-        self._check_message_alone(count_message("user", user_text))
+        self._check_message_alone(self._tokens.message("user", user_text))
 
     @property
     def turn_stats(self) -> dict[int, TurnStats]:
@@ -173,13 +174,21 @@ class ShortTermMemory(ArticleAPI):
     def _plan_for(self, unfolded: Sequence[int], message_tokens: int) -> Plan:
         sizes = self._sizes()
         return plan_folds(
-            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=sizes.summary(self.summary),
+            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=self._summary_tokens(),
             full_summary=sizes.full_summary(), budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
             fold_batch_turns=self.fold_batch_turns,
         )  # fmt: skip
 
     def _unfolded_tokens(self, current: int) -> list[int]:
-        return [count_message(m.role, m.content) for m in self.history[self.summarized_message_count : current]]
+        return [self.message_tokens(m) for m in self.history[self.summarized_message_count : current]]
+
+    def _summary_tokens(self) -> int:
+        """``Sizes.summary`` of the current summary, counted once per summary."""
+        return self._tokens.message("developer", SUMMARY_PREAMBLE + self.summary) if self.summary else 0
+
+    def message_tokens(self, message: Message) -> int:
+        """The local tokens ``message`` adds to a request, its text tokenized once per conversation."""
+        return self._tokens.message(message.role, message.content)
 
     def prepare(self) -> PreparedContext:
         """Builds this turn's context, folding into the summary what ``plan`` says must leave.
@@ -192,7 +201,7 @@ class ShortTermMemory(ArticleAPI):
         if not self.has_pending_turn:
             raise ValueError("The last message must be a user message before building the context.")
         current, versions, pointer = len(self.history) - 1, len(self.summary_versions), self.summarized_message_count
-        start = pointer + self.plan(current, count_message("user", self.history[current].content)).fold
+        start = pointer + self.plan(current, self.message_tokens(self.history[current])).fold
         while True:
             if start > self.summarized_message_count:
                 self.fold_through(start)
@@ -213,7 +222,7 @@ class ShortTermMemory(ArticleAPI):
         start, completed = self.summarized_message_count, len(self.history) - self.has_pending_turn
         if end % 2 or not start < end <= completed:
             raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
-        pairs = [sum(count_message(m.role, m.content) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
+        pairs = [sum(self.message_tokens(m) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
         for count in fold_pieces(pairs, self._fold_room()):
             self._fold(tuple(self.history[start : start + 2 * count]), (start, start + 2 * count))
             start += 2 * count
@@ -252,7 +261,7 @@ class ShortTermMemory(ArticleAPI):
 
     def _append(self, message: Message) -> None:
         self.history.append(message)
-        self._history_tokens += count_message(message.role, message.content)
+        self._history_tokens += self.message_tokens(message)
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         version, record = self._sizes().summarizer.fold(
@@ -274,8 +283,15 @@ class ShortTermMemory(ArticleAPI):
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
         origins = sources(self.backend.profile, self.summary, len(messages) - len(recent) - 1, len(recent))
-        tokens = tuple(count_message(m.role, m.content) for m in messages)
-        return PreparedContext(self.request_instructions(), messages, origins, tokens, self.count_input_tokens(messages), spent, folded)
+        tokens = tuple(self.message_tokens(m) for m in messages)
+        return PreparedContext(self.request_instructions(), messages, origins, tokens, self._input_tokens(messages, tokens), spent, folded)
+
+    def _input_tokens(self, messages: tuple[Message, ...], tokens: tuple[int, ...]) -> int:
+        """``count_input_tokens``, from the counts just made when counting is local (it adds them the same way)."""
+        if not isinstance(self.token_counter, LocalTokenCounter):
+            return self.count_input_tokens(messages)
+        instructions = self.request_instructions()
+        return REPLY_PRIMING_TOKENS + sum(tokens) + (count_message("system", instructions) if instructions else 0)
 
     def _record(self, record: UsageRecord) -> None:
         if record.billed and record.input_tokens is not None:
