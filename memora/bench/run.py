@@ -327,7 +327,7 @@ def run(
 
         report.peers_missing = missing_libraries()
         report.peers = peer_comparison(peer_factories(report.peers_missing), factories, batch, longest, limits, peer_budgets)
-    report.goals = goals(report)
+    report.goals = goals(report) + peer_goals(report)
     report.seconds = time.perf_counter() - began
     return report
 
@@ -425,6 +425,36 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
                 f"mean time to first token {pre.mean_ms:.0f} ms vs {plain.mean_ms:.0f} ms "
                 f"({pre.mean_ms / plain.mean_ms:.2f}x); replies that waited on a summary: "
                 f"{pre_rows.turns_waiting_on_summary} vs {plain_rows.turns_waiting_on_summary} of {longest} turns",
+            )
+        )
+    return out
+
+
+PAGE = "memora-watermark+prefold"
+"""The strategy the page runs: the watermark policy with a prefold after each reply."""
+
+
+def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
+    """Issue 11's goals for the page's memory, from the ``--peers`` tables (none without them)."""
+    out = []
+    for budget, rows in report.peers.items():
+        page = next(r for r in rows if r.strategy == PAGE)
+        rivals = [r for r in rows if r.calls["summary"] and not r.strategy.startswith("memora") and r.strategy != REFERENCE]
+        cheapest = min(rivals, key=lambda r: r.usd_per_100_turns["total"], default=None)
+        if cheapest is not None:
+            out.append(
+                (
+                    f"The page's memory the cheapest summarizing strategy at {budget:,} tokens, none over budget",
+                    page.usd_per_100_turns["total"] < cheapest.usd_per_100_turns["total"] and page.over_budget == 0,
+                    f"${page.usd_per_100_turns['total']:.4f} per 100 turns, {page.over_budget} over; cheapest peer "
+                    f"{cheapest.strategy} ${cheapest.usd_per_100_turns['total']:.4f}, {cheapest.over_budget} of {cheapest.turns} over",
+                )
+            )
+        out.append(
+            (
+                f"The page's memory at {budget:,} tokens: at most 0.25 summary requests per turn and 5% of replies waiting",
+                page.calls_per_turn["summary"] <= 0.25 and page.turns_waiting_on_summary <= 0.05 * page.turns,
+                f"{page.calls_per_turn['summary']:.2f} per turn, {page.turns_waiting_on_summary} of {page.turns} replies waited",
             )
         )
     return out
