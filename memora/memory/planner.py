@@ -2,9 +2,10 @@
 
 Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
-plain numbers. ``ShortTermMemory`` calls ``plan_context`` before every reply
-(``prepare``), between turns (``fold_due``/``prefold``) and for a new message
-(``check_new_message``), and ``fold_pieces`` to split a fold into requests that fit.
+plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
+or ``plan_watermark``) before every reply (``prepare``) and between turns
+(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), sizes its
+summary with ``summary_cap``, and calls ``fold_pieces`` to split a fold into requests that fit.
 """
 
 from __future__ import annotations
