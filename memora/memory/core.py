@@ -234,12 +234,18 @@ class ShortTermMemory(ArticleAPI):
         ``planner.expected_message`` says which message to plan for and ``planner.certain_fold`` how much
         of that plan may be folded before the real message is known. Makes no request.
         Raises ValueError while a user message is pending."""
+        return self._prefold_plan()[0]
+
+    def _prefold_plan(self) -> tuple[int, Plan]:
         if self.has_pending_turn:
             raise ValueError("A user message is pending; its prepare() does the folding.")
         pointer, unfolded = self.summarized_message_count, self._unfolded_tokens(len(self.history))
-        expected = self.plan(len(self.history), expected_message(self.fold_policy, unfolded[::2]))
+        message = expected_message(self.fold_policy, unfolded[::2])
+        self._check_message_alone(message)
+        expected = self._plan_for(unfolded, message)
         shortest = self._plan_for(unfolded, expected_message("window", ()))
-        return pointer + certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
+        fold = certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
+        return pointer + fold, expected
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so its reply waits for no summary.
@@ -248,12 +254,14 @@ class ShortTermMemory(ArticleAPI):
         cap would refuse the next turn; a failed request leaves the memory as it was.
         """
         with self.lock:
-            end = self.fold_due()
+            end, plan = self._prefold_plan()
             if end <= self.summarized_message_count:
                 return None
             # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
             self.limits.check_spend(len(self.history) // 2, self.session_total_tokens)
-            return self.fold_through(end)
+            version = self.fold_through(end)
+            self.last_fold_plan = plan  # only once something was folded: the Status panel says why
+            return version
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
