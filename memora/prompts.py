@@ -1,5 +1,8 @@
 """The article's prompts (Memora v0.7), word for word, and the summary's framing."""
 
+import re
+from functools import cache
+
 SYSTEM_PROMPT = """
 You are Memora, a personal English learning assistant.
 
@@ -38,3 +41,32 @@ SUMMARY_PREAMBLE = (
 
 SUMMARY_WORD_LIMIT = 150
 """The word cap that SUMMARY_INSTRUCTIONS asks of the model."""
+
+WORDS_PER_TOKEN = SUMMARY_WORD_LIMIT / 200
+"""The article asks for 150 words of a summary Memora caps at 200 tokens; a shorter cap keeps that ratio."""
+
+_WORD_LIMIT = re.compile(r"under (\d+) words")
+
+
+@cache
+def summary_word_limit(instructions: str) -> int:
+    """The "under N words" that summary ``instructions`` ask for; ``SUMMARY_WORD_LIMIT`` when they name none.
+
+    The offline engine and the benchmark's recorder keep their extractive summaries within it.
+    """
+    found = _WORD_LIMIT.search(instructions)
+    return int(found.group(1)) if found else SUMMARY_WORD_LIMIT
+
+
+@cache
+def with_summary_cap(instructions: str, max_summary_tokens: int) -> str:
+    """``instructions`` asking for at most the words that fit ``max_summary_tokens`` (``WORDS_PER_TOKEN``).
+
+    Only a word limit already in the text ("under N words") changes, and only down, so the
+    article's instructions are unchanged at its own 200-token cap; instructions naming no
+    word limit are returned as they are (the token cap still bounds the output).
+    """
+    words = int(max_summary_tokens * WORDS_PER_TOKEN)
+    if words >= summary_word_limit(instructions):
+        return instructions
+    return _WORD_LIMIT.sub(f"under {words} words", instructions, count=1)

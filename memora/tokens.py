@@ -83,6 +83,31 @@ def count_message(role: str, content: str) -> int:
     return TOKENS_PER_MESSAGE + count_text(role) + count_text(content)
 
 
+def count_once(text: str) -> int:
+    """``count_text`` without its cache, for a text counted once and never again (a summary request's input):
+    kept out of the shared cache, it evicts none of the texts a conversation counts on every turn."""
+    return len(o200k_base().encode_ordinary(text))
+
+
+class TextTokens:
+    """The token counts of one conversation's texts (messages, summaries), each text tokenized once.
+
+    Its own dictionary, not ``count_text``'s bounded shared cache: a long conversation (or many
+    sessions in one server) would evict a window's messages there, and every turn would tokenize
+    them again. It holds only texts the conversation keeps anyway, plus its summaries.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, int] = {}
+
+    def message(self, role: str, content: str) -> int:
+        """``count_message(role, content)``, tokenizing ``content`` only the first time it is seen."""
+        tokens = self._tokens.get(content)
+        if tokens is None:
+            tokens = self._tokens[content] = count_once(content)
+        return TOKENS_PER_MESSAGE + count_text(role) + tokens
+
+
 def truncate_text(text: str, max_tokens: int) -> str:
     """The longest prefix of ``text`` that is at most ``max_tokens`` tokens.
 

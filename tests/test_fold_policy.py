@@ -6,15 +6,17 @@ import pytest
 
 from memora.memory import ShortTermMemory
 from memora.memory.planner import (
-    HIGH_WATER_TOKENS,
-    LOW_WATER_SHARE,
+    MIN_SUMMARY_CAP,
+    WATERMARK_ROOM,
+    certain_fold,
     expected_message,
     plan_context,
     plan_folds,
     plan_watermark,
-    watermarks,
+    summary_cap,
 )
 from memora.messages import Message
+from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings
 from memora.tokens import LocalTokenCounter, count_message
 from tests.fakes import ScriptedBackend
@@ -22,43 +24,65 @@ from tests.fakes import ScriptedBackend
 SIZES = {"message": 20, "fixed": 80, "summary": 0, "full_summary": 240}
 
 
-def test_the_watermark_folds_nothing_while_the_request_fits_the_budget():
-    plan = plan_watermark([100] * 12, **SIZES, budget=1500, max_recent_turns=3, high_water=1500, low_water=900)
+def test_the_watermark_folds_nothing_while_the_request_fits_the_window_only_size_plus_its_room():
+    # Window only: 80 + 240 + 600 + 20 = 940, so the high-water mark is the budget of 1,500 here.
+    plan = plan_watermark([100] * 12, **SIZES, budget=1500, max_recent_turns=3)
     assert (plan.fold, plan.reason) == (0, "none")
     # The article's window would fold the six messages beyond three pairs.
     assert plan_context([100] * 12, **SIZES, budget=1500, max_recent_turns=3).fold == 6
 
 
-def test_past_the_budget_the_watermark_folds_down_to_the_low_water_mark_keeping_the_window():
-    plan = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=1, high_water=1000, low_water=600)
-    # 80 + 240 + 20 + kept messages <= 600 leaves 2 messages: exactly the one-pair window.
-    assert (plan.fold, plan.reason) == (10, "high_water")
-    assert plan.input_tokens == 80 + 240 + 20 + 200 <= 600
+def test_past_the_high_water_mark_every_pair_older_than_the_window_is_folded_at_once():
+    # Window only: 80 + 240 + 200 + 20 = 540; the mark is 540 + 600 = 1,140 < 1,420 sent.
+    plan = plan_watermark([100] * 12, **SIZES, budget=4000, max_recent_turns=1)
+    assert (plan.fold, plan.reason, plan.input_tokens) == (10, "high_water", 540)
+    assert plan_watermark([100] * 10, **SIZES, budget=4000, max_recent_turns=1).fold == 0  # 1,220 fits the mark
 
 
-def test_the_window_stays_verbatim_even_above_the_low_water_mark_unless_the_budget_needs_it():
-    kept = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=3, high_water=1000, low_water=600)
-    assert kept.fold == 6 and kept.input_tokens == 940 > 600
-    forced = plan_watermark([300] * 12, **SIZES, budget=1000, max_recent_turns=3, high_water=1000, low_water=600)
-    assert forced.fold == 10 and forced.fits
-
-
-def test_the_high_water_mark_is_a_thousand_tokens_raised_for_a_big_window_and_never_above_the_budget():
-    assert watermarks(4000, kept=500) == (HIGH_WATER_TOKENS, int(HIGH_WATER_TOKENS * LOW_WATER_SHARE))
-    room = int(HIGH_WATER_TOKENS * (1 - LOW_WATER_SHARE))
-    assert watermarks(4000, kept=1500) == (1500 + room, int((1500 + room) * LOW_WATER_SHARE))
-    assert watermarks(800, kept=500) == (800, int(800 * LOW_WATER_SHARE))
+def test_window_pairs_are_folded_only_when_they_do_not_fit_beside_the_message():
+    kept = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=3)
+    assert (kept.fold, kept.input_tokens) == (6, 940)
+    forced = plan_watermark([300] * 12, **SIZES, budget=1000, max_recent_turns=3)
+    assert (forced.fold, forced.reason) == (10, "budget") and forced.fits
 
 
 def test_a_roomy_budget_folds_at_the_high_water_mark_not_at_the_budget():
-    plan = plan_folds("watermark", [100] * 12, **SIZES, budget=4000, max_recent_turns=1)
+    plan = plan_folds("watermark", [100] * 30, **SIZES, budget=4000, max_recent_turns=1)
     assert plan.reason == "high_water" and plan.budget == 4000
-    assert plan.input_tokens <= int(HIGH_WATER_TOKENS * LOW_WATER_SHARE)
+    assert plan.input_tokens == 80 + 240 + 200 + 20 < 4000 - WATERMARK_ROOM
 
 
-def test_the_watermark_prefold_plans_for_a_message_as_long_as_the_longest_recent_one():
-    assert expected_message("watermark", [12, 40, 7]) == 40
+def test_the_watermark_prefold_plans_for_the_median_recent_message():
+    assert expected_message("watermark", [12, 40, 7]) == 12
     assert expected_message("window", [12, 40, 7]) == count_message("user", "")
+
+
+def test_a_prefold_takes_window_pairs_only_when_even_the_shortest_message_needs_them_gone():
+    expected = plan_watermark([300] * 8, **{**SIZES, "message": 300}, budget=1000, max_recent_turns=3)
+    shortest = plan_watermark([300] * 8, **SIZES, budget=1000, max_recent_turns=3)
+    assert (expected.fold, shortest.fold) == (8, 6)
+    assert certain_fold("watermark", expected, shortest, older=2) == 6
+    assert certain_fold("window", expected, shortest, older=2) == 8
+
+
+def test_the_watermark_summary_cap_is_six_percent_of_the_budget_within_its_bounds():
+    assert summary_cap("watermark", 1000, 200) == 60
+    assert summary_cap("watermark", 500, 200) == MIN_SUMMARY_CAP
+    assert summary_cap("watermark", 8000, 200) == 200
+    assert summary_cap("window", 1000, 200) == 200
+
+
+def test_the_summary_instructions_ask_for_the_words_that_fit_the_cap(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1, fold_policy="watermark")
+    for turn in range(12):
+        chat(memory, f"message {turn} " + "word " * 60)
+    request = backend.summaries[-1]
+    assert (request.max_output_tokens, summary_word_limit(request.instructions)) == (60, 45)
+    assert request.instructions == SUMMARY_INSTRUCTIONS.replace("under 150 words", "under 45 words")
+    article = ShortTermMemory(ScriptedBackend(), max_input_tokens=1000, max_recent_turns=1)
+    for turn in range(12):
+        chat(article, f"message {turn} " + "word " * 60)
+    assert article.backend.summaries[-1].instructions == SUMMARY_INSTRUCTIONS
 
 
 def chat(memory: ShortTermMemory, text: str) -> None:
@@ -87,8 +111,6 @@ def test_the_watermark_keeps_the_window_verbatim_after_a_fold(backend):
     assert memory.summary_versions, "the budget was passed, so something was folded"
     assert memory.last_fold_plan is not None and memory.last_fold_plan.reason == "high_water"
     assert len(backend.replies[-1].messages) >= 2 * 2 + 2  # summary, two whole pairs, the message
-    # Above the low-water mark only because the two-pair window is never folded for it.
-    assert memory.last_fold_plan.input_tokens > int(memory.local_budget() * LOW_WATER_SHARE)
 
 
 def test_the_page_and_the_repl_default_to_the_watermark_and_the_articles_constructor_to_the_window(backend):

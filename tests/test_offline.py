@@ -72,3 +72,21 @@ def test_offline_memory_folds_the_articles_b1_fact():
     assert memory.summarized_message_count == 2
     assert "My English level is B1 and I want to practise travel English." in memory.summary
     assert "1 summary message, 6 recent messages, 1 current message" in reply
+
+
+def test_the_offline_summary_keeps_the_word_limit_its_instructions_ask_for():
+    from memora.backends.base import SummaryRequest
+    from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit, with_summary_cap
+
+    facts = [Message("user", f"My fact number {n} is that I study English on day {n}.") for n in range(30)]
+    backend = OfflineBackend()
+    full = backend.summarize(SummaryRequest("offline", SUMMARY_INSTRUCTIONS, "", tuple(facts), 200)).text
+    short_instructions = with_summary_cap(SUMMARY_INSTRUCTIONS, 60)
+    short = backend.summarize(SummaryRequest("offline", short_instructions, "", tuple(facts), 60)).text
+    assert summary_word_limit(short_instructions) == 45
+
+    def words(summary: str) -> int:
+        return sum(len(line.removeprefix("- ").split()) for line in summary.splitlines())
+
+    assert words(short) <= 45 < words(full) <= 150
+    assert short.splitlines() == full.splitlines()[-len(short.splitlines()) :]  # the newest lines are kept

@@ -47,3 +47,23 @@ def test_truncate_text():
     assert truncate_text(text, 2) == "one two"
     assert truncate_text(text, 0) == ""
     assert count_text(truncate_text("旅遊英文" * 50, 7)) <= 7
+
+
+def test_a_conversation_tokenizes_each_of_its_texts_once(monkeypatch):
+    from collections import Counter
+
+    import memora.tokens
+    from memora.memory import ShortTermMemory
+    from tests.fakes import ScriptedBackend
+
+    counted: Counter[str] = Counter()
+    real = memora.tokens.count_once
+    monkeypatch.setattr(memora.tokens, "count_once", lambda text: counted.update([text]) or real(text))
+    memory = ShortTermMemory(ScriptedBackend(), max_input_tokens=700, max_recent_turns=2, fold_policy="watermark")
+    for turn in range(30):
+        with memory.turn(f"Message {turn}: " + "I practise English on the train. " * 6) as active:
+            active.run()
+        memory.prefold()
+    assert memory.summary_versions, "the conversation was long enough to fold"
+    assert all(m.content in counted for m in memory.history)
+    assert max(counted.values()) == 1, [text[:30] for text, n in counted.items() if n > 1]

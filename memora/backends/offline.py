@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.backends.extractive import merge_summary
-from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT
+from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
 
@@ -27,6 +27,7 @@ class OfflineBackend:
     profile = OPENAI_PROFILE
 
     def __init__(self, word_limit: int = SUMMARY_WORD_LIMIT) -> None:
+        """``word_limit`` caps every summary; instructions asking for fewer words (a shorter summary cap) cap it lower."""
         self.word_limit = word_limit
         self._counter = LocalTokenCounter()
 
@@ -38,7 +39,8 @@ class OfflineBackend:
         yield Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
     def summarize(self, request: SummaryRequest) -> Completion:
-        text = merge_summary(request.existing_summary, request.new_messages, self.word_limit)
+        limit = min(self.word_limit, summary_word_limit(request.instructions))
+        text = merge_summary(request.existing_summary, request.new_messages, limit)
         input_tokens = count_text(request.instructions) + count_text(request.input_text)
         return Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 

@@ -16,7 +16,7 @@ from typing import Literal
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.extractive import merge_summary
 from memora.messages import Message
-from memora.prompts import SUMMARY_WORD_LIMIT
+from memora.prompts import summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text, truncate_text
 from memora.usage import Usage
 
@@ -87,7 +87,7 @@ class RecordingBackend:
 
     def summarize(self, request: SummaryRequest) -> Completion:
         began = time.perf_counter()
-        text = merge_summary(request.existing_summary, request.new_messages, SUMMARY_WORD_LIMIT)
+        text = merge_summary(request.existing_summary, request.new_messages, summary_word_limit(request.instructions))
         text = truncate_text(text, min(request.max_output_tokens, SUMMARY_TOKEN_CAP))
         counted = self._counter.count(request.model, request.instructions, [Message("user", request.input_text)])
         usage = Usage(counted, count_text(text))

@@ -113,6 +113,17 @@ def _bookkeeping_table(report: Report) -> list[str]:
     for name, by_n in report.bookkeeping.items():
         cells = [f"{by_n[n]:,.0f} µs ({_x(by_n[n] / ref[n])})" for n in sizes]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_x(by_n[sizes[-1]] / by_n[sizes[0]])} |")
+    if report.tokenization_us:
+        unit = report.tokenization_us
+        lines += [
+            "",
+            f"As a ratio to one tokenization of the turn's new message ({unit:,.1f} µs, uncached o200k_base, same messages):",
+            "",
+            "| strategy | " + " | ".join(f"{n} turns of history" for n in sizes) + " |",
+            "|---|" + "---:|" * len(sizes),
+        ]
+        for name, by_n in report.bookkeeping.items():
+            lines.append(f"| {name} | " + " | ".join(f"{by_n[n] / unit:.2f}x" for n in sizes) + " |")
     return lines
 
 

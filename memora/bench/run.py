@@ -14,6 +14,7 @@ from memora.bench.recording import Call, RecordingBackend
 from memora.bench.script import Script, make_script
 from memora.bench.strategies import Article, FullHistory, Limits, Memora, Strategy
 from memora.teaching.prices import ModelPrice, PriceTable
+from memora.tokens import o200k_base
 
 Factory = Callable[[RecordingBackend, Limits], Strategy]
 REFERENCE = "article-v0.7"
@@ -179,6 +180,30 @@ def bookkeeping_us(
     return {name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories}
 
 
+def tokenization_us(*, block: int = 12, repeats: int = 7) -> float:
+    """One uncached o200k_base tokenization of a turn's new user message, in microseconds.
+
+    The same fresh messages ``bookkeeping_us`` plays, each encoded directly (no
+    cache), the fastest of five tries each; the median over repeats of the mean
+    per message of a block. It is the unit of the bookkeeping ratio: the least
+    work a turn can do is tokenize its new message once.
+    """
+    encoding = o200k_base()
+    encoding.encode_ordinary("warm up")
+    means = []
+    for repeat in range(repeats):
+        times = []
+        for text in make_script(block, seed=10_000 + repeat).user_messages:
+            tries = []
+            for _ in range(5):
+                began = time.perf_counter()
+                encoding.encode_ordinary(text)
+                tries.append(time.perf_counter() - began)
+            times.append(min(tries))
+        means.append(statistics.fmean(times))
+    return statistics.median(means) * 1e6
+
+
 def _block_mean(strategy: Strategy, fresh: Script) -> float:
     clone = copy.deepcopy(strategy)
     clone.backend.replies, clone.backend._next_reply = fresh.replies, 0
@@ -236,6 +261,8 @@ class Report:
     peers: dict[int, list[TokenFigures]] = field(default_factory=dict)
     """Budget -> Memora's strategies then each installed peer (``--peers``), over the longest script."""
     peers_missing: list[str] = field(default_factory=list)
+    tokenization_us: float = 0.0
+    """One tokenization of a turn's new message (``tokenization_us``): the unit of the bookkeeping ratio."""
 
     def as_json(self) -> dict:
         return {
@@ -244,6 +271,7 @@ class Report:
             "seed": self.seed,
             "tokens": {str(turns): [asdict(r) for r in rows] for turns, rows in self.tokens.items()},
             "bookkeeping_us_per_turn": {name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()},
+            "tokenization_us": round(self.tokenization_us, 2),
             "ttft": [asdict(t) for t in self.ttft],
             "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
             "summary_requests_by_budget": {
@@ -285,6 +313,7 @@ def run(
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
     report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
+    report.tokenization_us = tokenization_us(repeats=repeats)
     base = limits.max_input_tokens
     for budget in budgets if budgets is not None else (base, base * 3 // 2, base * 2):
         roomier = Limits(budget, limits.max_recent_turns)
@@ -298,7 +327,7 @@ def run(
 
         report.peers_missing = missing_libraries()
         report.peers = peer_comparison(peer_factories(report.peers_missing), factories, batch, longest, limits, peer_budgets)
-    report.goals = goals(report)
+    report.goals = goals(report) + peer_goals(report)
     report.seconds = time.perf_counter() - began
     return report
 
@@ -347,6 +376,18 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
             ", ".join(f"{name} {g:.2f}x" for name, g in growth.items()),
         )
     )
+    page = report.bookkeeping.get("memora-watermark+prefold")
+    if page and report.tokenization_us:
+        ratios = {n: us / report.tokenization_us for n, us in page.items()}
+        out.append(
+            (
+                "Bookkeeping of the page's memory (watermark + prefold) at most 3x one tokenization of the turn's new message, "
+                f"flat from {lo} to {hi} turns (within 1.5x)",
+                max(ratios.values()) <= 3 and ratios[hi] / ratios[lo] <= 1.5,
+                ", ".join(f"{ratio:.2f}x at {n}" for n, ratio in ratios.items())
+                + f" turns (one tokenization {report.tokenization_us:.1f} µs)",
+            )
+        )
     default = rows["memora"]
     out.append(
         (
@@ -384,6 +425,36 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
                 f"mean time to first token {pre.mean_ms:.0f} ms vs {plain.mean_ms:.0f} ms "
                 f"({pre.mean_ms / plain.mean_ms:.2f}x); replies that waited on a summary: "
                 f"{pre_rows.turns_waiting_on_summary} vs {plain_rows.turns_waiting_on_summary} of {longest} turns",
+            )
+        )
+    return out
+
+
+PAGE = "memora-watermark+prefold"
+"""The strategy the page runs: the watermark policy with a prefold after each reply."""
+
+
+def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
+    """Issue 11's goals for the page's memory, from the ``--peers`` tables (none without them)."""
+    out = []
+    for budget, rows in report.peers.items():
+        page = next(r for r in rows if r.strategy == PAGE)
+        rivals = [r for r in rows if r.calls["summary"] and not r.strategy.startswith("memora") and r.strategy != REFERENCE]
+        cheapest = min(rivals, key=lambda r: r.usd_per_100_turns["total"], default=None)
+        if cheapest is not None:
+            out.append(
+                (
+                    f"The page's memory the cheapest summarizing strategy at {budget:,} tokens, none over budget",
+                    page.usd_per_100_turns["total"] < cheapest.usd_per_100_turns["total"] and page.over_budget == 0,
+                    f"${page.usd_per_100_turns['total']:.4f} per 100 turns, {page.over_budget} over; cheapest peer "
+                    f"{cheapest.strategy} ${cheapest.usd_per_100_turns['total']:.4f}, {cheapest.over_budget} of {cheapest.turns} over",
+                )
+            )
+        out.append(
+            (
+                f"The page's memory at {budget:,} tokens: at most 0.25 summary requests per turn and 5% of replies waiting",
+                page.calls_per_turn["summary"] <= 0.25 and page.turns_waiting_on_summary <= 0.05 * page.turns,
+                f"{page.calls_per_turn['summary']:.2f} per turn, {page.turns_waiting_on_summary} of {page.turns} replies waited",
             )
         )
     return out

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from memora.memory.context import lead_messages, request_instructions
 from memora.memory.values import TurnStats
 from memora.messages import Message
-from memora.tokens import count_message
 from memora.usage import Usage, UsageRecord
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ class ArticleAPI:
         """Removes the pending user message, if there is one."""
         if self.has_pending_turn:
             message = self.history.pop()
-            self._history_tokens -= count_message(message.role, message.content)
+            self._history_tokens -= self.message_tokens(message)
 
     def format_messages(self: ShortTermMemory, messages: Sequence[Message]) -> str:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)

@@ -19,7 +19,7 @@ from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
-from memora.memory.planner import Plan, expected_message, fold_pieces, plan_folds
+from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
 from memora.memory.sizes import Sizes, check_limits
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
@@ -36,8 +36,8 @@ from memora.memory.values import (
     TurnStats,
 )
 from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
-from memora.tokens import LocalTokenCounter, TokenCounter, count_message
+from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT, with_summary_cap
+from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TextTokens, TokenCounter, count_message
 from memora.usage import Ledger, UsageRecord
 
 
@@ -98,8 +98,9 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
+        self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         # Kept as the history changes (only through this class), so a turn never recounts it all.
-        self._history_tokens = sum(count_message(m.role, m.content) for m in self.history)
+        self._history_tokens = sum(self.message_tokens(m) for m in self.history)
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
         self.last_plan: Plan | None = None
@@ -141,7 +142,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         (the character cap first, so a pasted book is never tokenized), then ContextBudgetError when the
         message with instructions and summary is over the budget (``turn`` leaves that check to ``prepare``)."""
         self.check_limits(user_text)
-        self._check_message_alone(count_message("user", user_text))
+        self._check_message_alone(self._tokens.message("user", user_text))
 
     @property
     def turn_stats(self) -> dict[int, TurnStats]:
@@ -167,15 +168,29 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def plan(self, current: int, message_tokens: int) -> Plan:
         """The fold policy's plan (``planner``) for a message of ``message_tokens`` at history index ``current``."""
         self._check_message_alone(message_tokens)
-        sizes, pointer = self._sizes(), self.summarized_message_count
-        self.last_plan = plan_folds(
-            self.fold_policy, [count_message(m.role, m.content) for m in self.history[pointer:current]], message=message_tokens,
-            fixed=sizes.fixed(), summary=sizes.summary(self.summary), full_summary=sizes.full_summary(),
-            budget=self.local_budget(), max_recent_turns=self.max_recent_turns, fold_batch_turns=self.fold_batch_turns,
-        )  # fmt: skip
+        self.last_plan = self._plan_for(self._unfolded_tokens(current), message_tokens)
         if self.last_plan.fold:
             self.last_fold_plan = self.last_plan
         return self.last_plan
+
+    def _plan_for(self, unfolded: Sequence[int], message_tokens: int) -> Plan:
+        sizes = self._sizes()
+        return plan_folds(
+            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=self._summary_tokens(),
+            full_summary=sizes.full_summary(), budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
+            fold_batch_turns=self.fold_batch_turns,
+        )  # fmt: skip
+
+    def _unfolded_tokens(self, current: int) -> list[int]:
+        return [self.message_tokens(m) for m in self.history[self.summarized_message_count : current]]
+
+    def _summary_tokens(self) -> int:
+        """``Sizes.summary`` of the current summary, counted once per summary."""
+        return self._tokens.message("developer", SUMMARY_PREAMBLE + self.summary) if self.summary else 0
+
+    def message_tokens(self, message: Message) -> int:
+        """The local tokens ``message`` adds to a request, its text tokenized once per conversation."""
+        return self._tokens.message(message.role, message.content)
 
     def prepare(self) -> PreparedContext:
         """Builds this turn's context, folding into the summary what ``plan`` says must leave.
@@ -188,7 +203,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         if not self.has_pending_turn:
             raise ValueError("The last message must be a user message before building the context.")
         current, versions, pointer = len(self.history) - 1, len(self.summary_versions), self.summarized_message_count
-        start = pointer + self.plan(current, count_message("user", self.history[current].content)).fold
+        start = pointer + self.plan(current, self.message_tokens(self.history[current])).fold
         while True:
             if start > self.summarized_message_count:
                 self.fold_through(start)
@@ -209,20 +224,30 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         start, completed = self.summarized_message_count, len(self.history) - self.has_pending_turn
         if end % 2 or not start < end <= completed:
             raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
-        pairs = [sum(count_message(m.role, m.content) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
+        pairs = [sum(self.message_tokens(m) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
         for count in fold_pieces(pairs, self._fold_room()):
             self._fold(tuple(self.history[start : start + 2 * count]), (start, start + 2 * count))
             start += 2 * count
         return self.summary_versions[-1]
 
     def fold_due(self) -> int:
-        """The history index the next turn's ``prepare()`` is due to fold through (``planner.expected_message``
-        says for which message); ``summarized_message_count`` when nothing is. Makes no request.
+        """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due.
+
+        ``planner.expected_message`` says which message to plan for and ``planner.certain_fold`` how much
+        of that plan may be folded before the real message is known. Makes no request.
         Raises ValueError while a user message is pending."""
+        return self._prefold_plan()[0]
+
+    def _prefold_plan(self) -> tuple[int, Plan]:
         if self.has_pending_turn:
             raise ValueError("A user message is pending; its prepare() does the folding.")
-        users = [count_message("user", m.content) for m in self.history[self.summarized_message_count :: 2]]
-        return self.summarized_message_count + self.plan(len(self.history), expected_message(self.fold_policy, users)).fold
+        pointer, unfolded = self.summarized_message_count, self._unfolded_tokens(len(self.history))
+        message = expected_message(self.fold_policy, unfolded[::2])
+        self._check_message_alone(message)
+        expected = self._plan_for(unfolded, message)
+        shortest = self._plan_for(unfolded, expected_message("window", ()))
+        fold = certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
+        return pointer + fold, expected
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so its reply waits for no summary.
@@ -231,12 +256,14 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         cap would refuse the next turn; a failed request leaves the memory as it was.
         """
         with self.lock:
-            end = self.fold_due()
+            end, plan = self._prefold_plan()
             if end <= self.summarized_message_count:
                 return None
             # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
             self.limits.check_spend(len(self.history) // 2, self.session_total_tokens)
-            return self.fold_through(end)
+            version = self.fold_through(end)
+            self.last_fold_plan = plan  # only once something was folded: the Status panel says why
+            return version
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
@@ -244,7 +271,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def _append(self, message: Message) -> None:
         self.history.append(message)
-        self._history_tokens += count_message(message.role, message.content)
+        self._history_tokens += self.message_tokens(message)
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         version, record = self._sizes().summarizer.fold(
@@ -267,8 +294,15 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
         origins = sources(self.backend.profile, self.summary, len(messages) - len(recent) - 1, len(recent))
-        tokens = tuple(count_message(m.role, m.content) for m in messages)
-        return PreparedContext(self.request_instructions(), messages, origins, tokens, self.count_input_tokens(messages), spent, folded)
+        tokens = tuple(self.message_tokens(m) for m in messages)
+        return PreparedContext(self.request_instructions(), messages, origins, tokens, self._input_tokens(messages, tokens), spent, folded)
+
+    def _input_tokens(self, messages: tuple[Message, ...], tokens: tuple[int, ...]) -> int:
+        """``count_input_tokens``, from the counts just made when counting is local (it adds them the same way)."""
+        if not isinstance(self.token_counter, LocalTokenCounter):
+            return self.count_input_tokens(messages)
+        instructions = self.request_instructions()
+        return REPLY_PRIMING_TOKENS + sum(tokens) + (count_message("system", instructions) if instructions else 0)
 
     def _record(self, record: UsageRecord) -> None:
         if record.billed and record.input_tokens is not None:
@@ -289,7 +323,10 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
 
     def _sizes(self) -> Sizes:
-        return Sizes(self.model, self.system_prompt, self.summary_instructions, self.max_summary_tokens)
+        """The request sizes under the fold policy's summary cap (``planner.summary_cap``), whose word limit
+        the summary instructions ask for (``prompts.with_summary_cap``)."""
+        cap = summary_cap(self.fold_policy, self.max_input_tokens, self.max_summary_tokens)
+        return Sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
     def _fold_room(self) -> int:
         return self._sizes().fold_room(self.local_budget())

@@ -2,15 +2,17 @@
 
 Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
-plain numbers. ``ShortTermMemory`` calls ``plan_context`` before every reply
-(``prepare``), between turns (``fold_due``/``prefold``) and for a new message
-(``check_new_message``), and ``fold_pieces`` to split a fold into requests that fit.
+plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
+or ``plan_watermark``) before every reply (``prepare``) and between turns
+(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), sizes its
+summary with ``summary_cap``, and calls ``fold_pieces`` to split a fold into requests that fit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import median_low
 from typing import Literal
 
 from memora.memory.values import FoldPolicy
@@ -18,13 +20,17 @@ from memora.tokens import count_message
 
 FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
 
-HIGH_WATER_TOKENS = 1000
-"""The watermark policy's high-water mark, in local tokens, when the budget allows more: past it, a bigger
-window costs more input than the summaries it saves (``python -m memora.bench --peers``: at a 4,000-token
-budget, 0.62x the window policy's cost with it, 1.06x with the budget as the mark)."""
+WATERMARK_ROOM = 600
+"""How far, in local tokens, the watermark policy lets a request grow past its window-only size before it folds.
 
-LOW_WATER_SHARE = 0.6
-"""The watermark policy folds down to this share of its high-water mark, so that the next folds are turns away."""
+Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m memora.bench
+--peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
+
+SUMMARY_SHARE = 0.06
+"""The watermark policy's summary cap, as a share of the budget (see ``summary_cap``)."""
+
+MIN_SUMMARY_CAP = 48
+"""The smallest summary cap: below it a summary keeps too few facts to be worth its request."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,7 @@ class Plan:
     ``reason`` says why the last of them had to go: ``window`` (they left the
     recent window), ``budget`` (the window alone did not fit), ``batch`` (a
     batched fold took the whole batch), ``high_water`` (the watermark policy's
-    request would have passed the budget), or ``none``. ``input_tokens`` is the
+    request would have passed its high-water mark), or ``none``. ``input_tokens`` is the
     planned size of the request, with a full-length summary reserved when
     anything is folded; ``fits`` is False when it exceeds ``budget`` even with
     everything folded.
@@ -106,67 +112,83 @@ def plan_watermark(
     full_summary: int,
     budget: int,
     max_recent_turns: int,
-    high_water: int,
-    low_water: int,
+    room: int = WATERMARK_ROOM,
 ) -> Plan:
     """The watermark policy: fewer, larger folds, under the same budget inequality as ``plan_context``.
 
-    Nothing is folded while the request fits ``high_water`` (never above the
-    budget), however many turns the window holds. When it would not, the
-    oldest pairs are folded until the request is down to ``low_water``,
-    keeping at least ``max_recent_turns`` pairs verbatim, unless the budget
-    itself needs them to go. Each fold then buys several turns before the
-    next, so a conversation pays for far fewer summaries, whose output tokens
-    are the dearest. ``watermarks`` gives the marks the memory uses.
+    The high-water mark is the request with only the recent window verbatim
+    (``max_recent_turns`` pairs, a full-length summary and the message) plus
+    ``room``, never above the budget. Nothing is folded while the request
+    fits it, however many pairs the window holds. When it would not, every
+    pair older than the recent window is folded at once; pairs of the recent
+    window are folded only while the request is still over the budget, so
+    they stay verbatim whenever they fit beside this message (the article's
+    guarantee). Each fold then buys several turns before the next, so a
+    conversation pays for far fewer summaries, whose output tokens are the
+    dearest.
     """
-    window, fold, sent = 2 * max_recent_turns, 0, sum(unfolded)
+    older = max(0, len(unfolded) - 2 * max_recent_turns)
+    high = min(budget, fixed + full_summary + sum(unfolded[older:]) + message + room)
+    fold, sent = 0, sum(unfolded)
 
     def size() -> int:
         return fixed + (full_summary if fold else summary) + sent + message
 
-    if size() <= min(high_water, budget):
+    if size() <= high:
         return Plan(0, "none", size(), budget)
-    while fold < len(unfolded) and (size() > budget or (size() > low_water and len(unfolded) - fold > window)):
+    fold, sent, reason = older, sent - sum(unfolded[:older]), "high_water"
+    while size() > budget and fold < len(unfolded):
         sent -= unfolded[fold] + unfolded[fold + 1]
-        fold += 2
-    return Plan(fold, "high_water", size(), budget)
+        fold, reason = fold + 2, "budget"
+    return Plan(fold, reason if fold else "none", size(), budget)
 
 
 def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns: int = 0, **sizes: int) -> Plan:
-    """``plan_watermark`` (with its ``watermarks``) or ``plan_context``, by ``policy``."""
+    """``plan_watermark`` or ``plan_context``, by ``policy``."""
     if policy == "watermark":
-        window = sum(unfolded[max(0, len(unfolded) - 2 * sizes["max_recent_turns"]) :])
-        kept = sizes["fixed"] + sizes["full_summary"] + window + sizes["message"]
-        high, low = watermarks(sizes["budget"], kept)
-        return plan_watermark(unfolded, **sizes, high_water=high, low_water=low)
+        return plan_watermark(unfolded, **sizes)
     return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
 
 
-def watermarks(budget: int, kept: int) -> tuple[int, int]:
-    """The watermark policy's high- and low-water marks, for a request of ``kept`` tokens after a full fold.
+def summary_cap(policy: FoldPolicy, budget: int, max_summary_tokens: int) -> int:
+    """The summary's length cap, in tokens: ``max_summary_tokens`` under the article's window; under the
+    watermark, ``SUMMARY_SHARE`` of the budget, at least ``MIN_SUMMARY_CAP`` and at most ``max_summary_tokens``.
 
-    ``kept`` is the request with only the recent window verbatim and a full-length
-    summary. The high-water mark is ``HIGH_WATER_TOKENS``, raised to leave the
-    window room to grow when the window alone is near it (else every turn would
-    fold), and never above the budget; the low-water mark is ``LOW_WATER_SHARE``
-    of it.
+    A smaller summary is sent with every reply and written at output prices on every fold; the
+    watermark's larger verbatim window carries the recent detail that a long summary would repeat.
     """
-    room = int(HIGH_WATER_TOKENS * (1 - LOW_WATER_SHARE))
-    high = min(budget, max(HIGH_WATER_TOKENS, kept + room))
-    return high, int(high * LOW_WATER_SHARE)
+    if policy != "watermark":
+        return max_summary_tokens
+    return min(max_summary_tokens, max(MIN_SUMMARY_CAP, int(budget * SUMMARY_SHARE)))
+
+
+def certain_fold(policy: FoldPolicy, expected: Plan, shortest: Plan, older: int) -> int:
+    """How many messages a prefold may fold before the next message is known.
+
+    ``expected`` is the plan for ``expected_message``, ``shortest`` for the
+    shortest possible message, ``older`` the unfolded messages older than the
+    recent window. Under the watermark, the expected message decides whether to
+    fold, but only pairs older than the window go, and window pairs only when
+    even the shortest message needs them gone: the real message decides the rest,
+    so the window stays verbatim whenever it fits beside it.
+    """
+    if policy != "watermark":
+        return expected.fold
+    return min(expected.fold, max(older, shortest.fold))
 
 
 def expected_message(policy: FoldPolicy, user_messages: Sequence[int]) -> int:
     """The tokens of the next message to plan a fold for before it arrives (a prefold).
 
     The window policy plans for the shortest possible message, so what it folds is
-    certain to be folded. The watermark policy plans for a message as long as the
-    longest of ``user_messages`` (those in the window): it folds down to its
-    low-water mark anyway, so folding a turn early costs nothing and keeps the
-    fold off the reply's path.
+    certain to be folded. The watermark policy plans for a message of the median
+    length of ``user_messages`` (those not yet folded): a typical next message
+    decides whether the fold is due now, so most folds happen off the reply's
+    path without folding turns early for a rare long message (``certain_fold``
+    limits what such a fold may take).
     """
     shortest = count_message("user", "")
-    return max(user_messages, default=shortest) if policy == "watermark" else shortest
+    return int(median_low(user_messages)) if policy == "watermark" and user_messages else shortest
 
 
 def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:

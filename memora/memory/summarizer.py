@@ -16,7 +16,7 @@ from functools import cache
 from memora.backends.base import Backend, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
 from memora.messages import Message
-from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, clip_middle, count_message, truncate_text
+from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
 from memora.usage import UsageRecord
 
 
@@ -53,7 +53,9 @@ class Summarizer:
         """
         sent = clip_for_summary(messages, room)
         request = SummaryRequest(self.model, self.instructions, summary, sent, self.max_summary_tokens)
-        counted = LocalTokenCounter().count(self.model, request.instructions, [Message("user", request.input_text)])
+        # The input is one new text, counted once: not through the shared cache, where it would evict the window's messages.
+        counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
+        counted += REPLY_PRIMING_TOKENS
         began = time.perf_counter()
         completion = backend.summarize(request)
         record = UsageRecord.of(
