@@ -99,8 +99,10 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
-        # Kept as the history changes (only through this class), so a turn never recounts it all.
-        self._history_tokens = sum(self.message_tokens(m) for m in self.history)
+        # Each history message's tokens, kept beside it as the history changes (only through ``_append`` and
+        # ``_pop``): a turn plans from a slice of it instead of looking every unfolded message up again.
+        self._history_counts = [self.message_tokens(m) for m in self.history]
+        self._history_tokens = sum(self._history_counts)
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
         self.last_plan: Plan | None = None
@@ -182,7 +184,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         )  # fmt: skip
 
     def _unfolded_tokens(self, current: int) -> list[int]:
-        return [self.message_tokens(m) for m in self.history[self.summarized_message_count : current]]
+        return self._history_counts[self.summarized_message_count : current]
 
     def _summary_tokens(self) -> int:
         """``Sizes.summary`` of the current summary, counted once per summary."""
@@ -224,7 +226,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         start, completed = self.summarized_message_count, len(self.history) - self.has_pending_turn
         if end % 2 or not start < end <= completed:
             raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
-        pairs = [sum(self.message_tokens(m) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
+        counts = self._history_counts
+        pairs = [counts[i] + counts[i + 1] for i in range(start, end, 2)]
         for count in fold_pieces(pairs, self._fold_room()):
             self._fold(tuple(self.history[start : start + 2 * count]), (start, start + 2 * count))
             start += 2 * count
@@ -270,8 +273,14 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return self._sizes().fixed() + self._history_tokens
 
     def _append(self, message: Message) -> None:
+        tokens = self.message_tokens(message)
         self.history.append(message)
-        self._history_tokens += self.message_tokens(message)
+        self._history_counts.append(tokens)
+        self._history_tokens += tokens
+
+    def _pop(self) -> Message:
+        self._history_tokens -= self._history_counts.pop()
+        return self.history.pop()
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         version, record = self._sizes().summarizer.fold(
@@ -293,8 +302,9 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
-        origins = sources(self.backend.profile, self.summary, len(messages) - len(recent) - 1, len(recent))
-        tokens = tuple(self.message_tokens(m) for m in messages)
+        leading = len(messages) - len(recent) - 1
+        origins = sources(self.backend.profile, self.summary, leading, len(recent))
+        tokens = (*(self.message_tokens(m) for m in messages[:leading]), *self._history_counts[start : current + 1])
         return PreparedContext(self.request_instructions(), messages, origins, tokens, self._input_tokens(messages, tokens), spent, folded)
 
     def _input_tokens(self, messages: tuple[Message, ...], tokens: tuple[int, ...]) -> int:
