@@ -20,7 +20,7 @@ from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
 from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
-from memora.memory.sizes import Sizes, check_limits
+from memora.memory.sizes import Sizes, check_limits, request_sizes
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
 from memora.memory.values import (
@@ -121,7 +121,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def minimum_budget(self) -> int:
         """The smallest budget, in the server's tokens, for a reply and for a summary request."""
-        return self.calibration.server_estimate(self._sizes().minimum_budget())
+        return self.calibration.server_estimate(self._sizes().minimum_budget)
 
     def local_budget(self) -> int:
         """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
@@ -178,8 +178,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def _plan_for(self, unfolded: Sequence[int], message_tokens: int) -> Plan:
         sizes = self._sizes()
         return plan_folds(
-            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=self._summary_tokens(),
-            full_summary=sizes.full_summary(), budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
+            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed, summary=self._summary_tokens(),
+            full_summary=sizes.full_summary, budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
             fold_batch_turns=self.fold_batch_turns,
         )  # fmt: skip
 
@@ -270,7 +270,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
-        return self._sizes().fixed() + self._history_tokens
+        return self._sizes().fixed + self._history_tokens
 
     def _append(self, message: Message) -> None:
         tokens = self.message_tokens(message)
@@ -326,7 +326,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
 
     def _check_message_alone(self, message_tokens: int) -> None:
-        if (alone := self._sizes().fixed() + message_tokens) > self.local_budget():
+        if (alone := self._sizes().fixed + message_tokens) > self.local_budget():
             raise self._budget_error(alone + self._sizes().summary(self.summary))
 
     def _budget_error(self, local_tokens: int) -> ContextBudgetError:
@@ -336,7 +336,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         """The request sizes under the fold policy's summary cap (``planner.summary_cap``), whose word limit
         the summary instructions ask for (``prompts.with_summary_cap``)."""
         cap = summary_cap(self.fold_policy, self.max_input_tokens, self.max_summary_tokens)
-        return Sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
+        return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
     def _fold_room(self) -> int:
         return self._sizes().fold_room(self.local_budget())
