@@ -248,6 +248,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         message = expected_message(self.fold_policy, unfolded[::2])
         self._check_message_alone(message)
         expected = self._plan_for(unfolded, message)
+        if not expected.fold:  # certain_fold never folds more than the expected plan: most turns stop here
+            return pointer, expected
         shortest = self._plan_for(unfolded, expected_message("window", ()))
         fold = certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
         return pointer + fold, expected
