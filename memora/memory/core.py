@@ -291,6 +291,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             messages,
             span,
             self._fold_room(),
+            message_tokens=tuple(self.message_tokens(m) for m in messages),
             turn=self.turn_number,
             served_by=self.served_by,
             input_budget=self.max_input_tokens,
