@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property, lru_cache
 
 from memora.memory.summarizer import Summarizer
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM
@@ -52,7 +52,7 @@ class Sizes:
         return max(MIN_FOLD_ROOM, local_budget - self.summarizer.overhead())
 
 
-@cache
+@lru_cache(maxsize=128)  # bounded: each budget a sidebar tries is a cap under the watermark policy
 def request_sizes(model: str, system_prompt: str, summary_instructions: str, max_summary_tokens: int) -> Sizes:
     """The one ``Sizes`` of these prompts and cap, its sizes computed on first use."""
     return Sizes(model, system_prompt, summary_instructions, max_summary_tokens)
