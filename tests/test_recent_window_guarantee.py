@@ -21,7 +21,7 @@ def window_fits(memory: ShortTermMemory, completed: list, message: str) -> bool:
     sizes = memory._sizes()
     window = completed[max(0, len(completed) - 2 * memory.max_recent_turns) :]
     tokens = sum(count_message(m.role, m.content) for m in window)
-    return sizes.fixed() + sizes.full_summary() + tokens + count_message("user", message) <= memory.local_budget()
+    return sizes.fixed + sizes.full_summary + tokens + count_message("user", message) <= memory.local_budget()
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

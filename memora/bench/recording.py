@@ -76,14 +76,15 @@ class RecordingBackend:
         self._next_reply += 1
         usage = Usage(self._counter.count(request.model, request.instructions, request.messages), count_text(text))
         self.calls.append(Call(self.turn, "reply", usage.input_tokens, usage.output_tokens))
+        head, _, tail = text.partition(" ")
+        deltas = [head, " " + tail] if tail else [head]
+        completion = Completion(text, usage)
         self._wait()
         self.busy_s += time.perf_counter() - began
-        # Deltas are yielded outside the timed part: the consumer's time is not the backend's.
-        head, _, tail = text.partition(" ")
-        yield head
-        if tail:
-            yield " " + tail
-        yield Completion(text, usage)
+        # Everything the backend makes is made above, in the timed part; the deltas are yielded outside it:
+        # the consumer's time between them is not the backend's.
+        yield from deltas
+        yield completion
 
     def summarize(self, request: SummaryRequest) -> Completion:
         began = time.perf_counter()

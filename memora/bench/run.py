@@ -159,9 +159,16 @@ def bookkeeping_us(
 
     Each strategy is replayed to each length in ``history_turns``. Then each
     repeat plays ``block`` more turns on a deep copy of every such state, with
-    fresh messages (so new text is tokenized as it would be in real use). A
-    turn's bookkeeping is its wall time minus the time spent inside the backend
-    (for the article, that includes its count calls, which are model calls).
+    fresh messages (so new text is tokenized as it would be in real use; a text
+    the conversation has already seen, as the scripts' stock phrases often are,
+    is not tokenized again, by design). A turn's bookkeeping is its wall time
+    minus the time spent inside the backend (for the article, that includes its
+    count calls, which are model calls): what the memory does for the turn,
+    tokenizing its message and reply, planning, folding's own work around each
+    summary request (with that request's count for the ledger), building the
+    context, committing and recording, and the prefold's plan; plus the
+    consumer's loop over two reply deltas (about a microsecond). The recording
+    backend's reply, summary and counts, deltas included, are made in its timed part.
     The figure is the median, over repeats, of the mean per turn of a block.
     Repeats go round every strategy and length in turn, so that a burst of load
     from elsewhere on the machine spoils one sample of many figures, not one figure.
@@ -186,7 +193,9 @@ def tokenization_us(*, block: int = 12, repeats: int = 7) -> float:
     The same fresh messages ``bookkeeping_us`` plays, each encoded directly (no
     cache), the fastest of five tries each; the median over repeats of the mean
     per message of a block. It is the unit of the bookkeeping ratio: the least
-    work a turn can do is tokenize its new message once.
+    work a turn can do is tokenize its new message once. The fastest try is a
+    best case (the same text, hot in the CPU's caches); the memory tokenizes each
+    text once, so its own tokenizations cost more per token than this unit.
     """
     encoding = o200k_base()
     encoding.encode_ordinary("warm up")

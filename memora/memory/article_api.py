@@ -44,8 +44,7 @@ class ArticleAPI:
     def rollback_last_user_message(self: ShortTermMemory) -> None:
         """Removes the pending user message, if there is one."""
         if self.has_pending_turn:
-            message = self.history.pop()
-            self._history_tokens -= self.message_tokens(message)
+            self._pop()
 
     def format_messages(self: ShortTermMemory, messages: Sequence[Message]) -> str:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)

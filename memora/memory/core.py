@@ -20,7 +20,7 @@ from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
 from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
-from memora.memory.sizes import Sizes, check_limits
+from memora.memory.sizes import Sizes, check_limits, request_sizes
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
 from memora.memory.values import (
@@ -99,8 +99,10 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
-        # Kept as the history changes (only through this class), so a turn never recounts it all.
-        self._history_tokens = sum(self.message_tokens(m) for m in self.history)
+        # Each history message's tokens, kept beside it as the history changes (only through ``_append`` and
+        # ``_pop``): a turn plans from a slice of it instead of looking every unfolded message up again.
+        self._history_counts = [self.message_tokens(m) for m in self.history]
+        self._history_tokens = sum(self._history_counts)
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
         self.last_plan: Plan | None = None
@@ -119,7 +121,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def minimum_budget(self) -> int:
         """The smallest budget, in the server's tokens, for a reply and for a summary request."""
-        return self.calibration.server_estimate(self._sizes().minimum_budget())
+        return self.calibration.server_estimate(self._sizes().minimum_budget)
 
     def local_budget(self) -> int:
         """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
@@ -176,13 +178,13 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def _plan_for(self, unfolded: Sequence[int], message_tokens: int) -> Plan:
         sizes = self._sizes()
         return plan_folds(
-            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed(), summary=self._summary_tokens(),
-            full_summary=sizes.full_summary(), budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
+            self.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed, summary=self._summary_tokens(),
+            full_summary=sizes.full_summary, budget=self.local_budget(), max_recent_turns=self.max_recent_turns,
             fold_batch_turns=self.fold_batch_turns,
         )  # fmt: skip
 
     def _unfolded_tokens(self, current: int) -> list[int]:
-        return [self.message_tokens(m) for m in self.history[self.summarized_message_count : current]]
+        return self._history_counts[self.summarized_message_count : current]
 
     def _summary_tokens(self) -> int:
         """``Sizes.summary`` of the current summary, counted once per summary."""
@@ -224,7 +226,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         start, completed = self.summarized_message_count, len(self.history) - self.has_pending_turn
         if end % 2 or not start < end <= completed:
             raise ValueError(f"cannot fold messages {start}..{end} of {completed} completed")
-        pairs = [sum(self.message_tokens(m) for m in self.history[i : i + 2]) for i in range(start, end, 2)]
+        counts = self._history_counts
+        pairs = [counts[i] + counts[i + 1] for i in range(start, end, 2)]
         for count in fold_pieces(pairs, self._fold_room()):
             self._fold(tuple(self.history[start : start + 2 * count]), (start, start + 2 * count))
             start += 2 * count
@@ -245,6 +248,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         message = expected_message(self.fold_policy, unfolded[::2])
         self._check_message_alone(message)
         expected = self._plan_for(unfolded, message)
+        if not expected.fold:  # certain_fold never folds more than the expected plan: most turns stop here
+            return pointer, expected
         shortest = self._plan_for(unfolded, expected_message("window", ()))
         fold = certain_fold(self.fold_policy, expected, shortest, max(0, len(unfolded) - 2 * self.max_recent_turns))
         return pointer + fold, expected
@@ -267,11 +272,17 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
-        return self._sizes().fixed() + self._history_tokens
+        return self._sizes().fixed + self._history_tokens
 
     def _append(self, message: Message) -> None:
+        tokens = self.message_tokens(message)
         self.history.append(message)
-        self._history_tokens += self.message_tokens(message)
+        self._history_counts.append(tokens)
+        self._history_tokens += tokens
+
+    def _pop(self) -> Message:
+        self._history_tokens -= self._history_counts.pop()
+        return self.history.pop()
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         version, record = self._sizes().summarizer.fold(
@@ -280,6 +291,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             messages,
             span,
             self._fold_room(),
+            message_tokens=tuple(self.message_tokens(m) for m in messages),
             turn=self.turn_number,
             served_by=self.served_by,
             input_budget=self.max_input_tokens,
@@ -293,8 +305,9 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
         recent = self.history[start:current]
         messages = tuple(self.create_context_messages(recent, self.history[current]))
-        origins = sources(self.backend.profile, self.summary, len(messages) - len(recent) - 1, len(recent))
-        tokens = tuple(self.message_tokens(m) for m in messages)
+        leading = len(messages) - len(recent) - 1
+        origins = sources(self.backend.profile, self.summary, leading, len(recent))
+        tokens = (*(self.message_tokens(m) for m in messages[:leading]), *self._history_counts[start : current + 1])
         return PreparedContext(self.request_instructions(), messages, origins, tokens, self._input_tokens(messages, tokens), spent, folded)
 
     def _input_tokens(self, messages: tuple[Message, ...], tokens: tuple[int, ...]) -> int:
@@ -316,7 +329,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
 
     def _check_message_alone(self, message_tokens: int) -> None:
-        if (alone := self._sizes().fixed() + message_tokens) > self.local_budget():
+        if (alone := self._sizes().fixed + message_tokens) > self.local_budget():
             raise self._budget_error(alone + self._sizes().summary(self.summary))
 
     def _budget_error(self, local_tokens: int) -> ContextBudgetError:
@@ -326,7 +339,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         """The request sizes under the fold policy's summary cap (``planner.summary_cap``), whose word limit
         the summary instructions ask for (``prompts.with_summary_cap``)."""
         cap = summary_cap(self.fold_policy, self.max_input_tokens, self.max_summary_tokens)
-        return Sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
+        return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
     def _fold_room(self) -> int:
         return self._sizes().fold_room(self.local_budget())

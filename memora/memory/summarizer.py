@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -40,18 +41,20 @@ class Summarizer:
         span: tuple[int, int],
         room: int,
         *,
+        message_tokens: tuple[int, ...],
         turn: int,
         served_by: str,
         input_budget: int,
     ) -> tuple[SummaryVersion, UsageRecord]:
         """Folds ``messages`` (history ``span``) into ``summary``, within ``room`` local tokens of messages.
 
-        ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
+        ``message_tokens`` are the messages' local tokens, as the memory counted them (so that
+        none is tokenized again). ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
         Returns the new version and the request's record. Raises BackendError when
         the request fails (nothing is recorded then), and SummaryError, after the
         record, when the model returned no summary for new messages.
         """
-        sent = clip_for_summary(messages, room)
+        sent = clip_for_summary(messages, room, message_tokens)
         request = SummaryRequest(self.model, self.instructions, summary, sent, self.max_summary_tokens)
         # The input is one new text, counted once: not through the shared cache, where it would evict the window's messages.
         counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
@@ -90,13 +93,12 @@ def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> Non
         raise SummaryError("The model returned an empty summary; the previous summary is kept.")
 
 
-def clip_for_summary(messages: tuple[Message, ...], room: int) -> tuple[Message, ...]:
+def clip_for_summary(messages: tuple[Message, ...], room: int, costs: Sequence[int]) -> tuple[Message, ...]:
     """``messages``, with the middles of the largest cut so that together they fit ``room`` local tokens.
 
-    Messages within an even share of the room stay whole; the others share
-    what is left. Unchanged messages are the same objects.
+    ``costs`` are the messages' local tokens (``count_message``). Messages within an even
+    share of the room stay whole; the others share what is left. Unchanged messages are the same objects.
     """
-    costs = [count_message(m.role, m.content) for m in messages]
     if sum(costs) <= room:
         return messages
     share = room // len(messages)
