@@ -5,7 +5,8 @@ Run from the repository root::
     python benchmarks/classroom_load.py --students 10 20 40
     python benchmarks/classroom_load.py --students 40 --apps /tmp/memora-main .   # two checkouts side by side
     python benchmarks/classroom_load.py --students 40 --offline
-    python benchmarks/classroom_load.py --students 40 --url http://127.0.0.1:8080 --pids 111 222   # an existing server
+    python benchmarks/classroom_load.py --students 40 --model-port 8555 \
+        --target "1 process=http://127.0.0.1:8501=111" --target "2 behind caddy=http://127.0.0.1:8080=222,333"
 
 Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
@@ -29,11 +30,14 @@ Measured per turn, on the client's clock:
 Measured on the server, from ``/proc/PID``: CPU-seconds (user + system) per turn, over
 the whole message phase divided by the turns sent; the CPU of opening the page, per
 student; RSS idle, after one warm-up session, with every student connected, after they
-all closed (Streamlit frees a session ``server.disconnectedSessionTTL`` seconds after
-its websocket closed; this benchmark starts the server with ``--ttl``, default 2 s,
-instead of the default 120 s, and waits past it) and after a second wave of the same
-size has come and gone: when sessions are given back, the second wave reuses the
-first wave's memory and the last figure stays near the one before.
+all closed, and the same for a second wave of as many students. Streamlit keeps a
+closed session ``server.disconnectedSessionTTL`` seconds for a reconnect (120 s by
+default; the servers started here get ``--ttl``, default 2 s, and ``--target``
+servers should be started with the same), and drops it only when a later session is
+stored: "closed" is measured past the TTL, after one more student came and went.
+Python seldom hands freed memory back to the system, so RSS does not fall when
+sessions close; what shows whether they are given back is the second wave: it
+reuses the first wave's memory, and its figures stay near the first's.
 
 Timings depend on the machine and on what else runs on it; compare ratios within one run.
 """
@@ -237,6 +241,13 @@ def sample(pids: Sequence[int]) -> ProcessSample:
 # -- one student -------------------------------------------------------------------------
 
 
+def page_cookies(url: str) -> str:
+    """GETs the page and returns its cookies as one ``Cookie`` header value ("" when it sets none)."""
+    with urllib.request.urlopen(url, timeout=120) as response:
+        response.read()
+        return "; ".join(value.split(";", 1)[0] for value in response.headers.get_all("Set-Cookie") or [])
+
+
 @dataclass
 class TurnTiming:
     first_token_s: float | None = None
@@ -268,8 +279,16 @@ class Student:
     async def run(self, start: asyncio.Event, finished: asyncio.Event, ready: list[int]) -> None:
         # The page's URL is the Origin a browser would send; the server checks it against its own host.
         origin = self.ws_url.replace("ws://", "http://").split("/_stcore")[0]
+        # The page first, as a browser loads it: behind a sticky load balancer its cookie picks the server for the websocket.
+        cookies = await asyncio.to_thread(page_cookies, origin + "/")
         async with websockets.connect(
-            self.ws_url, subprotocols=["streamlit"], max_size=None, origin=origin, ping_interval=None, open_timeout=120
+            self.ws_url,
+            subprotocols=["streamlit"],
+            max_size=None,
+            origin=origin,
+            ping_interval=None,
+            open_timeout=120,
+            additional_headers={"Cookie": cookies} if cookies else None,
         ) as ws:
             reader = asyncio.create_task(self._read(ws))
             try:
@@ -383,7 +402,8 @@ class LoadResult:
     rss_warm: float
     rss_loaded: float
     rss_closed: float
-    rss_second_wave: float
+    rss_second_loaded: float
+    rss_second_closed: float
     client_cpu_s: float
     errors: tuple[str, ...]
 
@@ -425,11 +445,9 @@ def measure(label: str, http_url: str, pids: Sequence[int], students: int, args:
     warm = sample(pids)
     crowd, samples = asyncio.run(wave(ws_url, students, args, pids, seed=1))
     loaded = samples["after_turns"]
-    time.sleep(args.ttl + 4)  # past the disconnected-session TTL and the runtime's cleanup tick
-    closed = sample(pids)
-    asyncio.run(wave(ws_url, students, args, pids, seed=2))
-    time.sleep(args.ttl + 4)
-    second = sample(pids)
+    closed = sweep(ws_url, pids, args)
+    _, second = asyncio.run(wave(ws_url, students, args, pids, seed=2))
+    second_closed = sweep(ws_url, pids, args)
     turns = [t for s in crowd for t in s.turns]
     ok = [t for t in turns if t.error is None and t.first_token_s is not None and t.done_s is not None]
     return LoadResult(
@@ -446,10 +464,23 @@ def measure(label: str, http_url: str, pids: Sequence[int], students: int, args:
         rss_warm=warm.rss_mib,
         rss_loaded=loaded.rss_mib,
         rss_closed=closed.rss_mib,
-        rss_second_wave=second.rss_mib,
+        rss_second_loaded=second["after_turns"].rss_mib,
+        rss_second_closed=second_closed.rss_mib,
         client_cpu_s=time.process_time() - client_before,
         errors=tuple(sorted({t.error for t in turns if t.error})),
     )
+
+
+def sweep(ws_url: str, pids: Sequence[int], args: argparse.Namespace) -> ProcessSample:
+    """The server's sample once the closed sessions are gone.
+
+    Streamlit keeps a closed session for reconnection, in a TTL cache that drops
+    expired entries only when the next session is stored; so this waits past the
+    TTL, then one student comes and goes, and its departure drops the others.
+    """
+    time.sleep(args.ttl + 2)
+    asyncio.run(wave(ws_url, 1, _one_message(args), pids, seed=3))
+    return sample(pids)
 
 
 def _one_message(args: argparse.Namespace) -> argparse.Namespace:
@@ -493,7 +524,7 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
         f"{args.messages} messages per student, think time {args.think * 0.5:g}-{args.think * 1.5:g} s; {mode}",
         "",
         "| app | students | turns (failed) | first token median / p95 s | done median / p95 s | CPU-s per turn | CPU-s per page open "
-        "| RSS MiB idle / warm / loaded / closed / 2nd wave closed | MiB per session | wall s |",
+        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | wall s |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
@@ -501,7 +532,8 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
         lines.append(
             f"| {r.label} | {r.students} | {r.turns} ({r.failed}) | {median(r.first_token):.2f} / {p95(r.first_token):.2f} "
             f"| {median(r.done):.2f} / {p95(r.done):.2f} | {r.turn_cpu_s:.3f} | {r.page_cpu_s:.3f} "
-            f"| {r.rss_idle:.0f} / {r.rss_warm:.0f} / {r.rss_loaded:.0f} / {r.rss_closed:.0f} / {r.rss_second_wave:.0f} "
+            f"| {r.rss_idle:.0f} / {r.rss_warm:.0f} / {r.rss_loaded:.0f} / {r.rss_closed:.0f} "
+            f"/ {r.rss_second_loaded:.0f} / {r.rss_second_closed:.0f} "
             f"| {per_session:.2f} | {r.wall_s:.0f} |"
         )
     labels = list(dict.fromkeys(r.label for r in results))
@@ -524,6 +556,15 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def parse_target(text: str, parser: argparse.ArgumentParser) -> tuple[str, str, list[int]]:
+    """``"2 via caddy=http://127.0.0.1:8080=111,222"`` as (label, URL, process ids)."""
+    try:
+        label, url, pids = text.split("=")
+        return label, url.rstrip("/"), [int(pid) for pid in pids.split(",")]
+    except ValueError:
+        parser.error(f"--target wants LABEL=URL=PID[,PID...], not {text!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, nargs="+", default=[40])
@@ -535,33 +576,31 @@ def main() -> None:
     parser.add_argument("--offline", action="store_true", help="no model: the page's offline engine")
     parser.add_argument("--apps", nargs="+", type=Path, default=[ROOT], help="checkouts to compare, each run in turn")
     parser.add_argument("--ttl", type=int, default=2, help="server.disconnectedSessionTTL for the servers started here, s")
-    parser.add_argument("--url", help="an already running server (a load balancer, say); --pids are its processes")
-    parser.add_argument("--pids", type=int, nargs="*", default=[], help="with --url: the server processes to sample")
-    parser.add_argument("--label", help="with --url: the name of this setup in the table")
-    parser.add_argument("--model-port", type=int, default=0, help="the fake model's port (0: any free one); fix it for --url setups")
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="LABEL=URL=PID[,PID...]",
+        help="an already running setup (a load balancer, say) and its server processes to sample; repeatable, replaces --apps",
+    )
+    parser.add_argument("--model-port", type=int, default=0, help="the fake model's port (0: any free one); fix it for --target setups")
     args = parser.parse_args()
+    targets = [parse_target(text, parser) for text in args.target]
     results = []
     with contextlib.ExitStack() as stack:
         model_url = None if args.offline else stack.enter_context(model_server(args.latency, args.rate, args.reply_tokens, args.model_port))
         data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="memora-load-"))
         log = Path(data_dir) / "streamlit.log"
         for students in args.students:
-            if args.url:
-                if not args.pids:
-                    parser.error("--url needs --pids, the server processes to sample")
-                wait_until_healthy(args.url)
-                results.append(measure(args.label or args.url, args.url, args.pids, students, args))
+            for label, url, pids in targets:
+                wait_until_healthy(url)
+                results.append(measure(label, url, pids, students, args))
                 print(report(results, args), file=sys.stderr)
-                continue
-            for app in args.apps:
+            for app in [] if targets else args.apps:
                 with streamlit_server(app.resolve(), app_env(model_url, data_dir), args.ttl, log) as (url, pid):
                     label = str(app) if len(args.apps) > 1 else "this checkout"
                     results.append(measure(label, url, [pid], students, args))
                 print(report(results, args), file=sys.stderr)
-        if args.url:
-            print(f"(the servers behind {args.url} were started elsewhere: start them with these settings)", file=sys.stderr)
-        if model_url:
-            print(f"model for --url setups: MEMORA_BACKEND=chat MEMORA_BASE_URL={model_url}", file=sys.stderr)
     print(report(results, args))
 
 
