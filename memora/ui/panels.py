@@ -2,9 +2,7 @@
 
 Each is an expander. The full history and the token usage grow with the
 conversation, so their expanders track their state and draw only while open:
-a rerun then costs the same at turn 500 as at turn 10. The last request's
-context is drawn only while open too: its table is built and serialized on
-every run otherwise, for every student, though it is seldom looked at.
+a rerun then costs the same at turn 500 as at turn 10.
 """
 
 from __future__ import annotations
@@ -56,13 +54,7 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
-    # Drawn only while open: its table was the costliest part of every run on a classroom server,
-    # and the panel is opened now and then, not on every turn.
-    panel = st.expander(t(lang, "panel.context"), key=keys.CONTEXT_PANEL_OPEN, on_change="rerun", icon=":material/input:")
-    with panel:
-        if not panel.open:
-            render.caption(t(lang, "panel.lazy_hint"))
-            return
+    with st.expander(t(lang, "panel.context"), icon=":material/input:"):
         rows = last_context_rows(memory)
         if not rows:
             render.caption(t(lang, "panel.context_empty"))

@@ -39,7 +39,6 @@ WINDOW_INPUT = "window_input"
 FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
-CONTEXT_PANEL_OPEN = "context_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
 # Teaching tools and the summary off the critical path (memora/ui/tools.py, memora/ui/prefold.py).
 PREFOLD_AT = "prefold_at"
@@ -177,7 +176,6 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         FOLD_POLICY_INPUT: memory.fold_policy,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
-        CONTEXT_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
         PREFOLD_AT: None,
         PROBE_SCENARIO_INPUT: None,
