@@ -72,9 +72,23 @@ def o200k_base() -> tiktoken.Encoding:
     )
 
 
-@lru_cache(maxsize=8192)
+COUNT_CACHE_ENTRIES = 8192
+COUNT_CACHE_TEXT_CHARS = 1_000
+"""Longer texts are counted afresh each time instead of cached.
+
+The cache is one per server process, shared by every student's session and kept
+after they close; keyed by whole texts, 8,192 pastes at the 20,000-character
+message cap would hold about 160 MB. With this bound it holds at most about 8 MB
+(16 MB of Chinese text), and a long text costs a fraction of a millisecond to count again."""
+
+
 def count_text(text: str) -> int:
     """Tokens in ``text`` under o200k_base. Special-token strings count as plain text."""
+    return count_once(text) if len(text) > COUNT_CACHE_TEXT_CHARS else _count_short_text(text)
+
+
+@lru_cache(maxsize=COUNT_CACHE_ENTRIES)
+def _count_short_text(text: str) -> int:
     return len(o200k_base().encode_ordinary(text))
 
 

