@@ -2,7 +2,10 @@
 
 Every change is applied in a widget callback, before the script reruns, so the
 panels and the next turn already see it. A refused change leaves the memory as
-it was, puts the widget back to the memory's value and says why.
+it was, puts the widget back to the memory's value and says why. While a reply
+is being written (``memora.reply_job``), a change that would alter the memory
+under it (backend, model, key, budget, window, fold policy) is kept in its
+widget and applied when the reply ends (``apply_deferred``); the page says so.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory
+from memora.reply_job import ReplyJob
 from memora.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
 from memora.ui import render
 from memora.ui import state as keys
@@ -126,10 +130,46 @@ def _refuse_when_locked() -> bool:
     return True
 
 
+def _deferred_while_replying(change: str) -> bool:
+    """Keeps ``change`` (``"limits"`` or ``"backend"``) for ``apply_deferred`` while a job runs; True when it did."""
+    state = st.session_state
+    job: ReplyJob | None = state[keys.REPLY_JOB]
+    if job is None or job.progress.finished:
+        return False
+    state[keys.DEFERRED_SETTINGS] = state[keys.DEFERRED_SETTINGS] | {change}
+    state[keys.SETTINGS_NOTICE] = Notice("info", "settings.deferred")
+    return True
+
+
+def apply_deferred() -> None:
+    """Applies the changes kept while a job ran, from their widgets' current values; call once it has finished."""
+    state = st.session_state
+    deferred = state[keys.DEFERRED_SETTINGS]
+    state[keys.DEFERRED_SETTINGS] = frozenset()
+    if "backend" in deferred:
+        _apply_backend()
+    if "limits" in deferred:
+        _apply_limits()
+
+
+DISCARD_WAIT_S = 5.0
+"""How long Reset or an import waits for a cancelled job to let go of the old memory before going on without it."""
+
+
+def discard_job() -> None:
+    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For Reset and import."""
+    state = st.session_state
+    job: ReplyJob | None = state[keys.REPLY_JOB]
+    state[keys.REPLY_JOB] = None
+    if job is not None:
+        job.cancel()
+        job.wait(DISCARD_WAIT_S)
+
+
 def _apply_limits() -> None:
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
-    if _refuse_when_locked():
+    if _refuse_when_locked() or _deferred_while_replying("limits"):
         return
     try:
         memory.update_limits(
@@ -166,7 +206,7 @@ def _apply_backend() -> None:
     """Swaps the memory's backend and model; the conversation is kept."""
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
-    if _refuse_when_locked():
+    if _refuse_when_locked() or _deferred_while_replying("backend"):
         return
     name = state[keys.BACKEND_INPUT]
     model = state[keys.MODEL_INPUT].strip() or memory.model
@@ -186,8 +226,9 @@ def _apply_backend() -> None:
 
 
 def _reset() -> None:
-    """A new, empty memory on the same backend, model and limits."""
+    """A new, empty memory on the same backend, model and limits; a reply in progress is cancelled, never committed."""
     state = st.session_state
+    discard_job()
     old: ShortTermMemory = state[keys.MEMORY]
     settings = state[keys.SETTINGS].with_changes(
         model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.fold_policy
@@ -197,4 +238,5 @@ def _reset() -> None:
     state[keys.RESTORE_TEXT] = None
     state[keys.COMMAND] = None
     state[keys.SETTINGS_NOTICE] = None
+    state[keys.DEFERRED_SETTINGS] = frozenset()
     state[keys.NOTICE] = Notice("info", "notice.reset")
