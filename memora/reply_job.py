@@ -127,7 +127,7 @@ class ReplyJob:
                         break  # leaving closes the stream, then the turn rolls back
                     reply += piece
                     self._publish(reply=reply)
-        except BaseException as error:  # noqa: BLE001 - whatever ends the turn, the job must end, or the page waits on it forever
+        except BaseException as error:  # whatever ends the turn, the job must end too, or the page would wait on it forever
             self._publish(phase="failed", error=error)
             return False
         if not turn.committed:

@@ -152,7 +152,7 @@ def held_reply(gated: GatedBackend, text: str = "A question whose reply is slow.
 
 
 def test_while_a_reply_streams_the_page_draws_it_and_the_input_waits(gated: GatedBackend) -> None:
-    at, memory = held_reply(gated)
+    at, _ = held_reply(gated)
     at.run()  # the tail's next redraw, as the browser's timer causes
     assert [m.markdown[0].value for m in at.chat_message] == ["First question.", "reply 1", "A question whose reply is slow.", "reply"]
     assert at.chat_input[0].proto.disabled

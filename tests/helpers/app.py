@@ -59,7 +59,7 @@ def send(at: AppTest, text: str) -> AppTest:
 
 
 def running_job(at: AppTest) -> ReplyJob | None:
-    return at.session_state[keys.REPLY_JOB] if keys.REPLY_JOB in at.session_state else None
+    return at.session_state.get(keys.REPLY_JOB)
 
 
 def finish(at: AppTest) -> AppTest:
