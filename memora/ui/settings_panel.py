@@ -10,6 +10,8 @@ widget and applied when the reply ends (``apply_deferred``); the page says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import streamlit as st
 
 from memora.memory import ShortTermMemory
@@ -31,6 +33,26 @@ def render_language() -> None:
     )
 
 
+def chosen_option(key: str, options: Sequence[str], label: Callable[[str, str], str], fallback: str) -> None:
+    """Re-asserts, before its widget is drawn, the option chosen in the radio or selectbox ``key``.
+
+    Streamlit 1.67 sends a radio's or selectbox's choice as the option's label and
+    maps it back through the format_func of the run that draws the widget. After a
+    language switch the browser still sends the old language's label, which maps
+    to no option: Streamlit then hands over the label itself as the value, the
+    widget shows nothing chosen, and a callback would read a label (found in
+    Chromium). Read before the widget is drawn, the value is still the option;
+    set again through session state, it wins over the browser's stale label. A
+    value that is already a label (``label(lang, option)`` in any language) is
+    mapped back; anything else becomes ``fallback``.
+    """
+    state = st.session_state
+    value = state.get(key)
+    if value not in options:
+        value = next((option for option in options for lang in LANGUAGES if label(lang, option) == value), fallback)
+    state[key] = value
+
+
 def is_locked() -> bool:
     """Whether the teacher locked the settings (MEMORA_LOCK_SETTINGS); read from the server-side settings only."""
     return bool(st.session_state[keys.SETTINGS].locked)
@@ -38,11 +60,13 @@ def is_locked() -> bool:
 
 def render_settings(lang: str) -> None:
     state = st.session_state
+    memory: ShortTermMemory = state[keys.MEMORY]
     locked = is_locked()
     with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
         if locked:
             render.alert("info", t(lang, "settings.locked"), icon=":material/lock:")
         # Backends added to memora.settings.BACKENDS appear here without a change to the page.
+        chosen_option(keys.BACKEND_INPUT, BACKENDS, backend_label, state[keys.BACKEND_NAME])
         st.selectbox(
             t(lang, "settings.backend"),
             options=list(BACKENDS),
@@ -70,6 +94,7 @@ def render_settings(lang: str) -> None:
             on_change=_apply_limits,
             disabled=locked,
         )
+        chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.fold_policy)
         st.radio(
             t(lang, "settings.fold_policy"),
             options=list(FOLD_POLICIES),
