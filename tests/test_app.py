@@ -375,4 +375,3 @@ def test_older_chat_messages_are_drawn_only_when_their_expander_is_open(backend)
     at.run()
     assert len(at.chat_message) == 24
     assert at.chat_message[0].markdown[0].value == "Question 1."
-

@@ -104,7 +104,7 @@ def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: R
         assert checked.filter(has_text="視窗（文章的規則）").count() == 1, "MEMORA_FOLD_POLICY=window, not the first option"
         assert checked.count() == 2, "the language and the fold policy each keep one choice"
         backend = sidebar.get_by_test_id("stSelectbox").filter(has_text="後端")
-        assert "OpenAI Responses API" in backend.inner_text()
+        assert backend.locator("input").input_value() == "OpenAI Responses API", backend.inner_html()
         assert sidebar.get_by_text("已拒絕").count() == 0
 
 

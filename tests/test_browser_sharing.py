@@ -160,5 +160,5 @@ def test_a_rerun_in_the_middle_of_a_reply_lets_it_finish(page_fixture: str, mode
         page.get_by_role("button", name="停止").wait_for(state="detached")  # the reply is committed: the whole page follows
         wait_idle(page)
         messages = page.get_by_test_id("stChatMessage")
-        assert messages.count() == 2 and messages.nth(1).inner_text().endswith("Hello there!")
+        assert messages.count() == 2 and "Hello there!" in messages.nth(1).inner_text()
         assert page.get_by_test_id("stChatInputTextArea").input_value() == ""
