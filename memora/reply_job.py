@@ -23,13 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from memora.memory import ShortTermMemory
-from memora.memory.values import SummaryVersion
 
 Phase = Literal["replying", "summarizing", "done", "failed", "stopped"]
 FINISHED: frozenset[Phase] = frozenset({"done", "failed", "stopped"})
 
-AfterReply = Callable[[ShortTermMemory], SummaryVersion | None]
-"""Run on the job's thread once the reply is committed (or at once, for a job with no turn); may raise."""
+AfterReply = Callable[[ShortTermMemory], object]
+"""Run on the job's thread once the reply is committed (or at once, for a job with no turn); its result is not used; may raise."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Progress:
     commit; rolled back too). ``reply`` is the text streamed so far, the whole
     reply once committed, and what was streamed before a failure or a stop (the
     memory keeps none of it then). ``after_error`` is why ``after`` failed: the
-    reply stands. ``folded`` is the span ``after`` folded, when it folded.
+    reply stands.
     ``base`` is the history's length when the job began: while ``replying``, the
     messages from ``base`` on (the pending user message) are the job's, drawn from here.
     """
@@ -53,7 +52,6 @@ class Progress:
     reply: str = ""
     error: BaseException | None = None
     after_error: BaseException | None = None
-    folded: tuple[int, int] | None = None
 
     @property
     def finished(self) -> bool:
@@ -109,12 +107,10 @@ class ReplyJob:
                 return
             if self._after is not None and not self.cancelled:
                 try:
-                    version = self._after(self.memory)
+                    self._after(self.memory)
                 except Exception as error:  # BackendError, SummaryError, or a bug: the next prepare() folds instead
                     self._publish(phase="done", after_error=error)
                     return
-                if version is not None:
-                    self._publish(folded=version.folded)
             self._publish(phase="done")
 
     def _reply(self, text: str) -> bool:
