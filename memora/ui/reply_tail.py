@@ -26,15 +26,9 @@ TAIL_INTERVAL_S = 0.3
 """How often the tail redraws a reply in progress: often enough to read as streaming, each redraw costs the server a fragment run."""
 
 
-def running() -> ReplyJob | None:
-    """The session's job while it has not finished; None otherwise."""
-    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
-    return job if job is not None and not job.progress.finished else None
-
-
 def replying() -> bool:
     """Whether a reply is being written now (a job summarizing after its reply does not count)."""
-    job = running()
+    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
     return job is not None and job.progress.phase == "replying"
 
 
@@ -79,8 +73,12 @@ def start(memory: ShortTermMemory, text: str) -> None:
 
 
 def current() -> Progress | None:
-    """The running job's progress, read once: the run draws this one snapshot everywhere."""
-    job = running()
+    """The session's job's progress, read once: the run draws this one snapshot everywhere. None without a job.
+
+    A job may have finished since this run's ``settle`` (a refused connection
+    fails in milliseconds); ``render_tail`` then reruns the page to settle it.
+    """
+    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
     return None if job is None else job.progress
 
 
@@ -90,10 +88,18 @@ def history_shown(memory: ShortTermMemory, progress: Progress | None) -> int:
 
 
 def render_tail(progress: Progress | None, lang: str) -> None:
-    """The running job's turn, redrawn by a fragment until its phase changes; nothing without a running job."""
-    job = running()
+    """The job's turn as ``progress`` saw it, redrawn by a fragment until its phase changes; nothing without a job.
+
+    A job that had finished when ``progress`` was read reruns the page at once,
+    whose ``settle`` shows its outcome. One that finishes after is caught by the
+    fragment's first run. Either way the page never waits, input disabled, for
+    a click to show what the job did.
+    """
+    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
     if job is None or progress is None:
         return
+    if progress.finished:
+        st.rerun(scope="app")
     _tail(job, progress.phase, lang)
 
 
