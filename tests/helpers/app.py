@@ -34,7 +34,7 @@ CLASSROOM_KEY = "sk-test-classroom-9b7e2c41"
 """The teacher's key in the classroom tests: it must never reach a page, a log or an export."""
 
 
-JOB_WAIT_S = 30.0
+JOB_WAIT_S = 120.0
 """How long ``finish`` waits for a reply job: a bound on a hang, not a measure of speed."""
 
 
