@@ -17,8 +17,9 @@ from memora.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.reply_job import ReplyJob
+from memora.teaching.transcript import dumps_transcript
 from memora.ui import state as keys
-from tests.fakes import GatedBackend
+from tests.fakes import GatedBackend, ScriptedBackend
 from tests.helpers.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -209,19 +210,19 @@ def test_stop_during_a_reply_stops_it_and_gives_the_text_back(gated: GatedBacken
     assert len(at.chat_message) == 2
 
 
+def next_piece_once_cancelled(job: ReplyJob, gated: GatedBackend) -> None:
+    """Releases the held reply once ``job`` is cancelled: its next piece arrives while Reset or an import waits for it."""
+    while not job.cancelled:
+        time.sleep(0.01)
+    gated.release()
+
+
 def test_reset_during_a_reply_cancels_it_and_nothing_is_committed(gated: GatedBackend) -> None:
     at, old = held_reply(gated)
     reset = next(b for b in at.button if b.label == "Reset conversation")
     job = running_job(at)
     assert job is not None
-
-    def next_piece_once_cancelled() -> None:
-        # The reply's next piece arrives while Reset waits for the job: the job sees the cancel there.
-        while not job.cancelled:
-            time.sleep(0.01)
-        gated.release()
-
-    threading.Thread(target=next_piece_once_cancelled, daemon=True).start()
+    threading.Thread(target=next_piece_once_cancelled, args=(job, gated), daemon=True).start()
     reset.click().run()
     assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
     memory = at.session_state[keys.MEMORY]
@@ -241,3 +242,23 @@ def test_a_message_forced_through_during_a_reply_goes_back_to_the_input(gated: G
     finish(at)
     assert [m.content for m in memory.history][-2:] == ["A question whose reply is slow.", "reply 2"]
     assert len(gated.replies) == 2
+
+
+def test_an_import_during_a_reply_cancels_it_and_continues_from_the_file(gated: GatedBackend) -> None:
+    source = ShortTermMemory(ScriptedBackend())
+    with source.turn("A lesson from another day.") as turn:
+        turn.run()
+    at, old = held_reply(gated)
+    job = running_job(at)
+    assert job is not None
+    at.file_uploader(key=keys.IMPORT_INPUT).set_value(("lesson.json", dumps_transcript(source), "application/json")).run()
+    threading.Thread(target=next_piece_once_cancelled, args=(job, gated), daemon=True).start()
+    next(b for b in at.button if b.label == "Continue from this file").click().run()
+    assert not at.exception
+
+    assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
+    imported = at.session_state[keys.MEMORY]
+    assert imported.history == source.history and imported.backend is gated
+    assert [m.content for m in old.history] == ["First question.", "reply 1"], "the old memory was rolled back, not committed"
+    assert running_job(at) is None and at.chat_input[0].proto.value == ""
+    assert "Stopped" not in texts(at)
