@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -83,3 +84,48 @@ class ScriptedBackend:
         self.counts.append((instructions, tuple(messages)))
         self._maybe_fail("count")
         return LocalTokenCounter().count(model, instructions, messages)
+
+
+GATE_WAIT_S = 30.0
+"""How long a gated reply waits for its test to release it: a bound on a hang, not a measure of speed."""
+
+
+@dataclass
+class GatedBackend(ScriptedBackend):
+    """A ``ScriptedBackend`` whose replies stop after their first piece until the test calls ``release()``.
+
+    ``streaming`` is set once a reply's first piece has been taken by its reader
+    (so the page can show it); ``closed`` records each reply stream closed
+    before its Completion (a Stop or a Reset), by its index in ``replies``. A reply
+    still gated after ``GATE_WAIT_S`` goes on, so a broken test cannot hang.
+    """
+
+    gate: threading.Event = field(default_factory=threading.Event)
+    streaming: threading.Event = field(default_factory=threading.Event)
+    closed: list[int] = field(default_factory=list)
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        inner = super().stream_reply(request)
+        first = next(inner)  # records the request; a scripted "reply" fault raises here
+        index = len(self.replies) - 1
+        completed = False
+        try:
+            yield first
+            self.streaming.set()
+            self.gate.wait(GATE_WAIT_S)
+            for item in inner:
+                completed = isinstance(item, Completion)
+                yield item
+        except GeneratorExit:
+            if not completed:  # a reader leaves a finished stream after its Completion; that is no close
+                self.closed.append(index)
+            raise
+
+    def release(self) -> None:
+        """Lets held replies, and every later one, run to their end."""
+        self.gate.set()
+
+    def hold(self) -> None:
+        """Holds the next replies after their first piece again; ``streaming`` waits for the next one."""
+        self.gate.clear()
+        self.streaming.clear()

@@ -8,8 +8,6 @@ injects a backend or ``at.secrets``.
 from __future__ import annotations
 
 import pytest
-from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
-from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.testing.v1 import AppTest
 
 from memora.backends.base import BackendError
@@ -267,18 +265,6 @@ def test_failed_reply_is_rolled_back_and_its_text_goes_back_into_the_input(backe
     assert not at.error
 
 
-def test_stop_during_the_stream_rolls_back_and_restores_the_text(backend):
-    memory = ShortTermMemory(backend)
-    at = new_app(memory)
-    backend.fail_next("reply_midstream", StopException)
-    at.chat_input[0].set_value("Interrupted question.").run()
-    assert memory.history == []
-    assert at.session_state[keys.RESTORE_TEXT] == "Interrupted question."
-    at.run()  # the next run of the page, as the next click would cause
-    assert at.chat_input[0].proto.value == "Interrupted question."
-    assert "interrupted before it finished" in at.warning[0].value
-
-
 def test_a_message_over_the_budget_fails_before_any_request(backend):
     memory = ShortTermMemory(backend)
     at = new_app(memory)
@@ -322,18 +308,6 @@ def test_language_switch_translates_the_page():
     assert "離線模式" in at.info[0].value
     send(at, "/status foo")
     assert at.warning[0].value == "指令 /status 不接受參數（收到：foo）。"
-
-
-def test_rerun_during_the_stream_rolls_back_and_the_next_run_restores_the_text(backend):
-    memory = ShortTermMemory(backend)
-    at = new_app(memory)
-    send(at, "First question.")
-    backend.fail_next("reply_midstream", lambda: RerunException(RerunData()))
-    at.chat_input[0].set_value("Question cut by a rerun.").run()
-    assert not at.exception
-    assert [m.content for m in memory.history] == ["First question.", "reply 1"]
-    assert at.chat_input[0].proto.value == "Question cut by a rerun."
-    assert "interrupted before it finished" in at.warning[0].value
 
 
 def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):

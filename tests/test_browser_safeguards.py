@@ -1,4 +1,5 @@
-"""Issue 13 in a real browser: a real Stop mid-reply, and hostile Markdown that must fetch nothing.
+"""Issues 13 and 14 in a real browser: a real Stop mid-reply, clicks mid-reply that must not cut it,
+and hostile Markdown that must fetch nothing.
 
 Debian's Chromium through Playwright, against `streamlit run` talking to a
 local Responses server (tests/servers.py) through the real SDK. Skipped
@@ -58,6 +59,53 @@ def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(
         assert page.get_by_role("button", name="Stop").count() == 0
         assert [model.kind_of(r) for r in model.requests] == ["reply"]
         assert page.get_by_text("word59").count() == 0, "the reply was really cut off"
+
+
+def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: ResponsesServer) -> None:
+    """Issue 14's red-team clicks while a reply drips: open *Token usage*, switch the language, change
+    the budget. The reply goes on and is kept; the budget applies once it has finished, and says so
+    meanwhile; the translated radios keep their values after the switch."""
+    require_browser()
+    model.queue_for("reply", drip(0.3))  # 60 events, 0.3 s apart: about 18 s in flight
+    with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-clicks.log") as url, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        box = page.get_by_test_id("stChatInputTextArea")
+        box.wait_for()
+        box.fill("Tell me a long story.")
+        box.press("Enter")
+        page.get_by_text("word2").wait_for()
+        sidebar = page.get_by_test_id("stSidebar")
+
+        sidebar.locator("summary").filter(has_text="Token usage").click()
+        sidebar.get_by_text("繁體中文").click()
+        sidebar.locator("summary").filter(has_text="設定").wait_for()
+        sidebar.locator("summary").filter(has_text="設定").click()
+        budget = sidebar.get_by_role("spinbutton", name="輸入 Token 預算（max_input_tokens）")
+        budget.fill("1500")
+        budget.press("Enter")
+        sidebar.get_by_text("回覆正在產生中").wait_for()
+        assert page.get_by_text("word59").count() == 0, "the clicks came while the reply was still arriving"
+
+        page.get_by_text("word59").wait_for()
+        page.get_by_role("button", name="停止").wait_for(state="detached")  # the reply is committed: the whole page follows
+        wait_idle(page)
+        messages = page.get_by_test_id("stChatMessage")
+        assert messages.count() == 2
+        assert "word0" in messages.nth(1).inner_text() and "word59" in messages.nth(1).inner_text()
+        assert box.input_value() == ""
+        assert sidebar.get_by_text("回覆正在產生中").count() == 0, "the deferred budget was applied"
+        assert budget.input_value() == "1500"  # the memory's side: test_reply_job.py
+        assert [model.kind_of(r) for r in model.requests] == ["reply"]
+        # The translated radios still show what was chosen (their labels changed with the language).
+        checked = sidebar.locator("label:has(input[type=radio]:checked)")
+        assert checked.filter(has_text="繁體中文").count() == 1
+        assert checked.filter(has_text="視窗（文章的規則）").count() == 1, "MEMORA_FOLD_POLICY=window, not the first option"
+        assert checked.count() == 2, "the language and the fold policy each keep one choice"
+        backend = sidebar.get_by_test_id("stSelectbox").filter(has_text="後端")
+        assert backend.locator("input").input_value() == "OpenAI Responses API", backend.inner_html()
+        assert sidebar.get_by_text("已拒絕").count() == 0
 
 
 class _Recorder(BaseHTTPRequestHandler):

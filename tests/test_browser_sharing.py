@@ -145,11 +145,10 @@ def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_
 
 
 @pytest.mark.parametrize("page_fixture", ["shared_page", "fast_rerun_page"])
-def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str, model_server: ResponsesServer, request) -> None:
-    """While a slow reply streams, the student switches the language: Streamlit reruns the script
-    mid-turn, the turn is rolled back, and the rerun shows the text back in the input and why.
-    (Before chat.settle_interrupted_turn and TurnOutcome, the rerun drew the pending message and
-    the text was lost: the interrupted run could no longer write st.session_state.)"""
+def test_a_rerun_in_the_middle_of_a_reply_lets_it_finish(page_fixture: str, model_server: ResponsesServer, request) -> None:
+    """While a slow reply streams, the student switches the language: Streamlit reruns the script,
+    and the reply, which runs on the session's reply job, goes on and is kept, with or without
+    fastReruns. (Before memora.reply_job, the rerun cut the turn and only gave its text back.)"""
     with chromium() as browser:
         student = Student(browser, request.getfixturevalue(page_fixture))
         page = student.page
@@ -157,7 +156,9 @@ def test_a_rerun_in_the_middle_of_a_reply_gives_the_text_back(page_fixture: str,
         student.type("A question whose reply is slow.")
         page.get_by_text("Hello").first.wait_for()  # the first words are on the page
         page.get_by_test_id("stSidebar").get_by_text("繁體中文").click()
-        page.get_by_text("回覆在完成前被中斷").wait_for()
+        page.get_by_text("Hello there!").wait_for()
+        page.get_by_role("button", name="停止").wait_for(state="detached")  # the reply is committed: the whole page follows
         wait_idle(page)
-        assert page.get_by_test_id("stChatInputTextArea").input_value() == "A question whose reply is slow."
-        assert page.get_by_test_id("stChatMessage").count() == 0
+        messages = page.get_by_test_id("stChatMessage")
+        assert messages.count() == 2 and "Hello there!" in messages.nth(1).inner_text()
+        assert page.get_by_test_id("stChatInputTextArea").input_value() == ""

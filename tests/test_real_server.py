@@ -259,6 +259,8 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
 def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
+    from tests.helpers.app import finish
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     for name, value in settings_for(server).items():
@@ -266,7 +268,7 @@ def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=300).run()
     for turn in range(3):
-        at.chat_input[0].set_value(message(turn, 1)).run()
+        finish(at.chat_input[0].set_value(message(turn, 1)).run())  # the reply runs on the session's job
         assert not at.exception, at.exception
     memory = at.session_state["memory"]
     assert len(memory.history) == 6 and memory.summary

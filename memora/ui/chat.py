@@ -1,8 +1,10 @@
 """The chat column: history, one turn at a time, commands, notices and the input box.
 
-A submitted message is queued by the input's callback and handled in the
-next script run, above the input box; the input is drawn last, so a failed
-turn can put the user's text back into it in the same run.
+A submitted message is queued by the input's callback and handled at the
+top of the next script run: a command is drawn above the input box, and a
+message becomes the session's reply job (``memora.ui.reply_tail``), which
+the page draws as it grows. The input is drawn last, so a refused message can
+put the user's text back into it in the same run.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory, TurnStats
-from memora.ui import render
+from memora.ui import render, reply_tail
 from memora.ui import state as keys
 from memora.ui.i18n import error_message, t
-from memora.ui.state import Notice, TurnOutcome
+from memora.ui.state import Notice
 from memora.ui.views import message_marks, parse_command, run_command
 
 RECENT_MESSAGES = 20
@@ -29,13 +31,14 @@ def render_header(memory: ShortTermMemory, lang: str) -> None:
         render.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
 
 
-def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESSAGES) -> None:
-    """Every message of the history; the oldest beyond ``recent`` only when their expander is open.
+def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
+    """The first ``shown`` messages of the history (all by default); the oldest beyond ``recent`` only when their expander is open.
 
     The split point is kept even so that a user message and its reply stay together.
     """
     marks = message_marks(memory)
-    split = max(0, len(memory.history) - recent)
+    shown = len(memory.history) if shown is None else shown
+    split = max(0, shown - recent)
     split -= split % 2
     if split:
         older = st.expander(t(lang, "chat.older", count=split), key=keys.OLDER_MESSAGES_OPEN, on_change="rerun", icon=":material/history:")
@@ -44,8 +47,8 @@ def render_history(memory: ShortTermMemory, lang: str, recent: int = RECENT_MESS
                 for index in range(split):
                     _render_message(memory, index, marks[index], lang)
             else:
-                render.caption(t(lang, "chat.older_hint", count=len(memory.history) - split))
-    for index in range(split, len(memory.history)):
+                render.caption(t(lang, "chat.older_hint", count=shown - split))
+    for index in range(split, shown):
         _render_message(memory, index, marks[index], lang)
 
 
@@ -100,16 +103,20 @@ def queue_submission() -> None:
     state[keys.COMMAND] = None
 
 
-INTERRUPTED_TURN_WAIT_S = 15.0
-"""How long a run waits for an interrupted run's turn to roll back before it draws the page."""
+def handle_pending(memory: ShortTermMemory) -> None:
+    """Takes the queued message: a command, a notice for an empty one, or a reply job.
 
-
-def handle_pending(memory: ShortTermMemory, lang: str) -> None:
-    """Runs the queued message: a command, a notice for an empty one, or a model turn."""
+    A message that arrives while a reply is still being written (the input is
+    disabled then, but a request can be crafted) goes back to the input, and the page says why.
+    """
     state = st.session_state
     text = state[keys.PENDING_TEXT]
     state[keys.PENDING_TEXT] = None
     if text is None:
+        return
+    if reply_tail.replying():
+        state[keys.NOTICE] = Notice("warning", "notice.busy")
+        state[keys.RESTORE_TEXT] = text
         return
     if not text.strip():
         state[keys.NOTICE] = Notice("warning", "notice.empty")
@@ -120,35 +127,7 @@ def handle_pending(memory: ShortTermMemory, lang: str) -> None:
     if command is not None:
         state[keys.COMMAND] = command
         return
-    run_turn(memory, text, lang)
-
-
-def stop_clicked() -> None:
-    """The Stop button's callback, run before the next run: that run says the turn was stopped."""
-    st.session_state[keys.STOP_CLICKED] = True
-
-
-def settle_interrupted_turn(memory: ShortTermMemory, wait_s: float = INTERRUPTED_TURN_WAIT_S) -> None:
-    """Brings back the text and the reason of a turn that an interrupted run could not report.
-
-    A run interrupted mid-turn rolls its turn back and writes the outcome to the
-    session's ``TurnOutcome``. Under ``runner.fastReruns`` (on unless
-    .streamlit/config.toml turns it off) Streamlit starts the next run at once,
-    while the old one may still wait for the model's next bytes with its user
-    message pending; this run then waits, up to ``wait_s``, for that rollback, so
-    it neither draws the half-finished turn nor starts a second one on top of it.
-    The page calls it first, before anything reads the memory.
-    """
-    # The old run holds the memory's lock for its whole turn: taking it waits for the rollback, without polling.
-    if memory.lock.acquire(timeout=wait_s):
-        memory.lock.release()
-    state = st.session_state
-    outcome: TurnOutcome = state[keys.TURN_OUTCOME]
-    if outcome.restore_text is not None:
-        state[keys.RESTORE_TEXT] = outcome.restore_text
-        state[keys.NOTICE] = Notice("info", "notice.stopped") if state[keys.STOP_CLICKED] else outcome.notice
-        outcome.restore_text = outcome.notice = None
-    state[keys.STOP_CLICKED] = False
+    reply_tail.start(memory, text)
 
 
 def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
@@ -169,40 +148,6 @@ def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
         state[keys.RESTORE_TEXT] = text
         return True
     return False
-
-
-def run_turn(memory: ShortTermMemory, text: str, lang: str) -> None:
-    """Streams one turn into the chat, then reruns so the whole page shows the new state.
-
-    The memory's ``turn`` rolls the user message back on any failure,
-    BaseException included (Streamlit's stop and rerun), so the ``finally``
-    here only has to give the text back to the input box and say why.
-    """
-    state = st.session_state
-    # Fetched now: once Streamlit stops this run, st.session_state can no longer be written.
-    outcome: TurnOutcome = state[keys.TURN_OUTCOME]
-    committed = False
-    try:
-        with st.chat_message("user"):
-            render.markdown(text)
-        with st.chat_message("assistant"):
-            # A click reruns the page: Streamlit interrupts this run at the reply's next word, the turn
-            # rolls back, and the next run draws the page at once (Streamlit's own Stop leaves it half-drawn).
-            st.button(t(lang, "chat.stop"), key=keys.STOP_BUTTON, on_click=stop_clicked, icon=":material/stop_circle:")
-            with memory.turn(text) as turn:
-                render.stream(turn.stream())
-            committed = turn.committed
-    except Exception as error:
-        outcome.notice = Notice("error", "notice.restored", error=error)
-    finally:
-        if not committed:
-            outcome.restore_text = text
-            outcome.notice = outcome.notice or Notice("warning", "notice.interrupted")
-            # Shown in this run's last moments when Streamlit allows it; settle_interrupted_turn
-            # brings them back in the next run in any case.
-            state[keys.RESTORE_TEXT] = text
-            state[keys.NOTICE] = outcome.notice
-    st.rerun()
 
 
 def render_command(memory: ShortTermMemory, lang: str) -> None:
@@ -229,12 +174,12 @@ def render_notice(lang: str) -> None:
     render.alert(notice.level, t(lang, notice.key, **params))
 
 
-def render_input(lang: str) -> None:
-    """The chat input, drawn last; refilled with the text of a turn that failed."""
+def render_input(lang: str, disabled: bool = False) -> None:
+    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while a reply is written."""
     state = st.session_state
     restore = state[keys.RESTORE_TEXT]
     if restore is not None:
         # Setting a chat_input's value through its key before it is drawn needs Streamlit 1.47+.
         state[keys.CHAT_INPUT] = restore
         state[keys.RESTORE_TEXT] = None
-    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=queue_submission, submit_mode="disable")
+    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=queue_submission, submit_mode="disable", disabled=disabled)

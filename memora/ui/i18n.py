@@ -49,7 +49,7 @@ CATALOG: dict[str, dict[str, str]] = {
         # notices
         "notice.empty": "The message is empty. Write something first.",
         "notice.restored": "Your message was not sent: {reason} Its text is back in the input box.",
-        "notice.interrupted": "The reply was interrupted before it finished, so this turn was not kept. Its text is back in the input box.",
+        "notice.busy": "A reply is still being written. Your message is back in the input box: send it when the reply has finished.",
         "notice.reset": "The conversation was reset.",
         # conversation persistence (memora/ui/conversation.py)
         "conversation.saved": "Conversation `{id}`: kept, so a reload or a server restart brings it back. This is *conversation persistence* (this one chat's log), not long-term memory: no other conversation remembers any of it.",
@@ -173,6 +173,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.max_recent_turns": "Recent turns kept verbatim (max_recent_turns)",
         "settings.limits_help": "Applied from the next message.",
         "settings.refused": "Refused: {reason}",
+        "settings.deferred": "A reply is being written: this change applies as soon as it has finished.",
         "settings.api_key": "OpenAI API key",
         "settings.api_key_help": "Kept only in this browser session's memory; never shown or saved.",
         "settings.api_key_configured": "An API key is configured through {source}.",
@@ -291,6 +292,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
         "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
         "chat.stop": "Stop",
+        "chat.waiting": "Waiting for the model's first words…",
         "notice.stopped": "Stopped. The reply was not kept; your message is back in the input box.",
     },
     "zh-TW": {
@@ -323,7 +325,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "stats.value": "數值",
         "notice.empty": "訊息是空的，請先輸入內容。",
         "notice.restored": "你的訊息沒有送出：{reason} 原文已放回輸入框。",
-        "notice.interrupted": "回覆在完成前被中斷，因此這一輪沒有保留。原文已放回輸入框。",
+        "notice.busy": "回覆還在產生中。你的訊息已放回輸入框，等回覆完成後再送出。",
         "notice.reset": "對話已重設。",
         "conversation.saved": "對話 `{id}`：已保存，重新整理頁面或伺服器重啟後都會回來。這是*對話的保存*（這一段對話的聊天紀錄），不是長期記憶：其他對話不會記得這裡的任何事。",
         "conversation.unsaved": "新的對話：從第一個回覆起保存，之後網址列會出現它的 id。這是*對話的保存*（這一段對話的聊天紀錄），不是長期記憶。",
@@ -439,6 +441,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.max_recent_turns": "保留原文的最近輪數（max_recent_turns）",
         "settings.limits_help": "從下一則訊息開始套用。",
         "settings.refused": "已拒絕：{reason}",
+        "settings.deferred": "回覆正在產生中：這項變更會在回覆完成後立即套用。",
         "settings.api_key": "OpenAI API 金鑰",
         "settings.api_key_help": "只保存在這個瀏覽器工作階段的記憶體中，不會顯示也不會儲存。",
         "settings.api_key_configured": "已透過 {source} 設定 API 金鑰。",
@@ -552,6 +555,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
         "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
         "chat.stop": "停止",
+        "chat.waiting": "正在等待模型的第一個字…",
         "notice.stopped": "已停止。這則回覆沒有保留；你的訊息已放回輸入框。",
     },
 }

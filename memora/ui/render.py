@@ -10,7 +10,6 @@ the browser fetch an image.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Literal
 
 import streamlit as st
@@ -49,22 +48,6 @@ def plain(text: str) -> None:
 def alert(level: Level, text: str, **options: Any) -> None:
     """``st.info``, ``st.success``, ``st.warning`` or ``st.error``, by ``level``."""
     getattr(st, level)(shown(text), **options)
-
-
-def stream(deltas: Iterable[str]) -> str:
-    """Draws a reply as it arrives and returns its whole text.
-
-    The whole text so far is redacted and made inert on every update, never a
-    delta alone: a key or an image opener split across two deltas is caught
-    once both have arrived (a run of fewer than ``MIN_SECRET_RUN`` characters
-    of a key may show until the next delta completes it).
-    """
-    slot = st.empty()
-    text = ""
-    for delta in deltas:
-        text += delta
-        slot.markdown(shown(text))
-    return text
 
 
 def code(text: str, **options: Any) -> None:

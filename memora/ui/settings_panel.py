@@ -2,14 +2,20 @@
 
 Every change is applied in a widget callback, before the script reruns, so the
 panels and the next turn already see it. A refused change leaves the memory as
-it was, puts the widget back to the memory's value and says why.
+it was, puts the widget back to the memory's value and says why. While a reply
+is being written (``memora.reply_job``), a change that would alter the memory
+under it (backend, model, key, budget, window, fold policy) is kept in its
+widget and applied when the reply ends (``apply_deferred``); the page says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import streamlit as st
 
 from memora.memory import ShortTermMemory
+from memora.reply_job import ReplyJob
 from memora.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
 from memora.ui import render
 from memora.ui import state as keys
@@ -27,6 +33,26 @@ def render_language() -> None:
     )
 
 
+def chosen_option(key: str, options: Sequence[str], label: Callable[[str, str], str], fallback: str) -> None:
+    """Re-asserts, before its widget is drawn, the option chosen in the radio or selectbox ``key``.
+
+    Streamlit 1.67 sends a radio's or selectbox's choice as the option's label and
+    maps it back through the format_func of the run that draws the widget. After a
+    language switch the browser still sends the old language's label, which maps
+    to no option: Streamlit then hands over the label itself as the value, the
+    widget shows nothing chosen, and a callback would read a label (found in
+    Chromium). Read before the widget is drawn, the value is still the option;
+    set again through session state, it wins over the browser's stale label. A
+    value that is already a label (``label(lang, option)`` in any language) is
+    mapped back; anything else becomes ``fallback``.
+    """
+    state = st.session_state
+    value = state.get(key)
+    if value not in options:
+        value = next((option for option in options for lang in LANGUAGES if label(lang, option) == value), fallback)
+    state[key] = value
+
+
 def is_locked() -> bool:
     """Whether the teacher locked the settings (MEMORA_LOCK_SETTINGS); read from the server-side settings only."""
     return bool(st.session_state[keys.SETTINGS].locked)
@@ -34,11 +60,13 @@ def is_locked() -> bool:
 
 def render_settings(lang: str) -> None:
     state = st.session_state
+    memory: ShortTermMemory = state[keys.MEMORY]
     locked = is_locked()
     with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
         if locked:
             render.alert("info", t(lang, "settings.locked"), icon=":material/lock:")
         # Backends added to memora.settings.BACKENDS appear here without a change to the page.
+        chosen_option(keys.BACKEND_INPUT, BACKENDS, backend_label, state[keys.BACKEND_NAME])
         st.selectbox(
             t(lang, "settings.backend"),
             options=list(BACKENDS),
@@ -66,6 +94,7 @@ def render_settings(lang: str) -> None:
             on_change=_apply_limits,
             disabled=locked,
         )
+        chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.fold_policy)
         st.radio(
             t(lang, "settings.fold_policy"),
             options=list(FOLD_POLICIES),
@@ -126,10 +155,46 @@ def _refuse_when_locked() -> bool:
     return True
 
 
+def _deferred_while_replying(change: str) -> bool:
+    """Keeps ``change`` (``"limits"`` or ``"backend"``) for ``apply_deferred`` while a job runs; True when it did."""
+    state = st.session_state
+    job: ReplyJob | None = state[keys.REPLY_JOB]
+    if job is None or job.progress.finished:
+        return False
+    state[keys.DEFERRED_SETTINGS] = state[keys.DEFERRED_SETTINGS] | {change}
+    state[keys.SETTINGS_NOTICE] = Notice("info", "settings.deferred")
+    return True
+
+
+def apply_deferred() -> None:
+    """Applies the changes kept while a job ran, from their widgets' current values; call once it has finished."""
+    state = st.session_state
+    deferred = state[keys.DEFERRED_SETTINGS]
+    state[keys.DEFERRED_SETTINGS] = frozenset()
+    if "backend" in deferred:
+        _apply_backend()
+    if "limits" in deferred:
+        _apply_limits()
+
+
+DISCARD_WAIT_S = 5.0
+"""How long Reset or an import waits for a cancelled job to let go of the old memory before going on without it."""
+
+
+def discard_job() -> None:
+    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For Reset and import."""
+    state = st.session_state
+    job: ReplyJob | None = state[keys.REPLY_JOB]
+    state[keys.REPLY_JOB] = None
+    if job is not None:
+        job.cancel()
+        job.wait(DISCARD_WAIT_S)
+
+
 def _apply_limits() -> None:
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
-    if _refuse_when_locked():
+    if _refuse_when_locked() or _deferred_while_replying("limits"):
         return
     try:
         memory.update_limits(
@@ -166,7 +231,7 @@ def _apply_backend() -> None:
     """Swaps the memory's backend and model; the conversation is kept."""
     state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
-    if _refuse_when_locked():
+    if _refuse_when_locked() or _deferred_while_replying("backend"):
         return
     name = state[keys.BACKEND_INPUT]
     model = state[keys.MODEL_INPUT].strip() or memory.model
@@ -186,8 +251,9 @@ def _apply_backend() -> None:
 
 
 def _reset() -> None:
-    """A new, empty memory on the same backend, model and limits."""
+    """A new, empty memory on the same backend, model and limits; a reply in progress is cancelled, never committed."""
     state = st.session_state
+    discard_job()
     old: ShortTermMemory = state[keys.MEMORY]
     settings = state[keys.SETTINGS].with_changes(
         model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.fold_policy
@@ -197,4 +263,5 @@ def _reset() -> None:
     state[keys.RESTORE_TEXT] = None
     state[keys.COMMAND] = None
     state[keys.SETTINGS_NOTICE] = None
+    state[keys.DEFERRED_SETTINGS] = frozenset()
     state[keys.NOTICE] = Notice("info", "notice.reset")

@@ -46,9 +46,10 @@ PROBE_SCENARIO_INPUT = "probe_scenario_input"
 PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
-TURN_OUTCOME = "turn_outcome"
+# The reply in progress (memora/ui/reply_tail.py) and the settings changed while it runs.
+REPLY_JOB = "reply_job"
 STOP_BUTTON = "stop_button"
-STOP_CLICKED = "stop_clicked"
+DEFERRED_SETTINGS = "deferred_settings"
 # Conversation persistence (memora/ui/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
@@ -68,20 +69,6 @@ class Notice:
     key: str
     params: Mapping[str, Any] = field(default_factory=dict)
     error: BaseException | None = None
-
-
-@dataclass
-class TurnOutcome:
-    """What a turn that did not complete leaves for the next run: its text and why.
-
-    Mutable on purpose, and fetched before the turn starts: when Streamlit stops a
-    run (the Stop button, or a rerun under ``runner.fastReruns``), every later
-    ``st.session_state`` access in that run raises StopException again, so the
-    failed turn writes here, with plain attribute assignments that cannot be interrupted.
-    """
-
-    restore_text: str | None = None
-    notice: Notice | None = None
 
 
 def read_secrets() -> tuple[dict[str, Any], str | None]:
@@ -184,10 +171,10 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
-        STOP_CLICKED: False,
+        REPLY_JOB: None,
+        DEFERRED_SETTINGS: frozenset(),
         CONVERSATION: None,
         CONVERSATION_OPENED: False,
-        TURN_OUTCOME: TurnOutcome(),  # a new one per session: the dict is built on every call
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():

@@ -30,6 +30,7 @@ from memora.teaching.transcript import (
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
+from memora.ui.settings_panel import discard_job
 from memora.ui.state import Notice, token_counter_for
 
 DEFAULT_SCENARIO = "article-b1-travel"
@@ -201,8 +202,9 @@ def import_uploaded() -> None:
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
         return
+    discard_job()  # a reply in flight belongs to the old memory: cancelled, never committed
     state[keys.MEMORY] = memory
-    # The limit widgets follow the imported memory; the turn in flight, if any, belonged to the old one.
+    # The limit widgets follow the imported memory.
     state[keys.BUDGET_INPUT] = memory.max_input_tokens
     state[keys.WINDOW_INPUT] = memory.max_recent_turns
     state[keys.PENDING_TEXT] = None

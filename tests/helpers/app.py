@@ -7,6 +7,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from memora.memory import ShortTermMemory
+from memora.reply_job import ReplyJob
 from memora.ui import state as keys
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
@@ -33,19 +34,46 @@ CLASSROOM_KEY = "sk-test-classroom-9b7e2c41"
 """The teacher's key in the classroom tests: it must never reach a page, a log or an export."""
 
 
+JOB_WAIT_S = 120.0
+"""How long ``finish`` waits for a reply job: a bound on a hang, not a measure of speed."""
+
+
 def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
-    """The page after its first run, with ``memory`` in session state and ``secrets`` as st.secrets."""
+    """The page after its first run, with ``memory`` in session state and ``secrets`` as st.secrets.
+
+    A conversation long enough to fold is summarized ahead on opening; that job is waited for.
+    """
     at = AppTest.from_file(APP, default_timeout=30)
     for name, value in secrets.items():
         at.secrets[name] = value
     if memory is not None:
         at.session_state[keys.MEMORY] = memory
-    return at.run()
+    return finish(at.run())
 
 
 def send(at: AppTest, text: str) -> AppTest:
+    """Sends ``text`` and waits for its reply job to finish and the page to show its outcome."""
     at.chat_input[0].set_value(text).run()
     assert not at.exception, at.exception
+    return finish(at)
+
+
+def running_job(at: AppTest) -> ReplyJob | None:
+    return at.session_state.get(keys.REPLY_JOB)
+
+
+def finish(at: AppTest) -> AppTest:
+    """Waits for the session's reply job, then runs the page as the job's last redraw would, until no job is left.
+
+    That run settles the job (the reply drawn in the history, or the text back in
+    the input and why); it may start a summary-only job, which is waited for too.
+    """
+    job = running_job(at)
+    while job is not None:
+        assert job.wait(JOB_WAIT_S), "the reply job did not finish"
+        at.run()
+        assert not at.exception, at.exception
+        job = running_job(at)
     return at
 
 
