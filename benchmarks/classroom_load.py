@@ -70,6 +70,7 @@ import websockets  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
+from tests.processes import stop  # noqa: E402
 from tests.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
 
 OFFLINE_OPENING = "Offline mode, no language model"
@@ -201,12 +202,7 @@ def streamlit_server(app_dir: Path, env: dict[str, str], ttl_s: int, log: Path) 
             wait_until_healthy(url, process)
             yield url, process.pid
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen | None = None, limit_s: float = 90) -> None:
