@@ -12,6 +12,16 @@ Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, as
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
 carrying the chat input's value), waiting a random think time (uniform, 0.5-1.5x
 ``--think``) before each, and for its reply and the page to settle after each. The
+reply is written on a thread the session owns and drawn by a ``run_every`` fragment;
+in Streamlit the fragment's periodic runs are driven by the browser, so a student does
+what Streamlit's frontend (``App.tsx``) does: an ``auto_rerun`` ForwardMsg starts a
+timer per fragment id that sends a ``rerun_script`` with that ``fragment_id`` and
+``is_auto_rerun`` every interval (registering the same interval again leaves the timer
+alone); ``stop_auto_rerun`` cancels the named timers, and the ``new_session`` of a full
+run (one whose metadata names no fragment) cancels them all, since that run registers
+afresh the fragments it still draws. The page is settled, and the next message may be
+sent, once a full run has finished with the chat input drawn enabled after the reply
+was whole (the input is disabled while a reply is written). The
 model is a streaming OpenAI-compatible chat server in a child process (the tests'
 ``ChatServer``, paced): the first token comes ``--latency`` seconds after the request,
 then ``--rate`` tokens per second.
@@ -20,12 +30,15 @@ Measured per turn, on the client's clock:
 
 - **first token**: send to the first ForwardMsg delta that carries reply text (the
   fake model's reply starts with ``Answer to <nonce>``, so the user's own message and
-  earlier replies, redrawn by every run, are never mistaken for it).
-- **done**: send to the delta that carries the reply's last token.
+  earlier replies, redrawn by every run, are never mistaken for it). It arrives in a
+  run of the tail fragment, so it includes the wait for the next timer tick.
+- **done**: send to the delta that carries the reply's last token (in a fragment run,
+  or in the full run that follows the reply's commit, whichever draws it first).
 - In ``--offline`` mode there is no model: the offline engine explains the request it
-  would have sent, computed at once and drawn word by word. "First token" is then the
-  first delta of that explanation after the user's message was drawn, and "done" the end
-  of the run that drew it; both measure the server alone (queueing and script time).
+  would have sent, computed at once. "First token" is then the first delta of that
+  explanation after the user's message was drawn, and "done" the moment the page is
+  settled again (a full run finished with the input enabled); both measure the server
+  alone (queueing, script and fragment time).
 
 Measured on the server, from ``/proc/PID``: CPU-seconds (user + system) per turn, over
 the whole message phase divided by the turns sent; the CPU of opening the page, per
@@ -264,6 +277,11 @@ class Student:
     turns: list[TurnTiming] = field(default_factory=list)
     chat_input_id: str | None = None
     page_script_hash: str = ""
+    # The browser's run_every timers: fragment id -> (interval s, the task sending its reruns).
+    _timers: dict[str, tuple[float, asyncio.Task]] = field(default_factory=dict)
+    _ws: Any = None
+    # Whether the full run in progress drew the chat input enabled.
+    _input_enabled: bool = False
     # Per turn:
     _nonce: str | None = None
     _sent_at: float = 0.0
@@ -286,6 +304,7 @@ class Student:
             open_timeout=120,
             additional_headers={"Cookie": cookies} if cookies else None,
         ) as ws:
+            self._ws = ws
             reader = asyncio.create_task(self._read(ws))
             try:
                 await ws.send(self._rerun())
@@ -298,6 +317,7 @@ class Student:
                 await finished.wait()  # every student stays connected until the last one is done, as a class would
             finally:
                 reader.cancel()
+                self._cancel_timers(list(self._timers))
 
     async def _turn(self, ws: Any, index: int) -> None:
         self._nonce = f"s{self.number}m{index}"
@@ -314,11 +334,15 @@ class Student:
         self.turns.append(self._timing)
         self._timing = None
 
-    def _rerun(self, text: str | None = None) -> bytes:
+    def _rerun(self, text: str | None = None, fragment_id: str = "") -> bytes:
+        """A full run (with the chat input's value when ``text`` is given), or a fragment's auto-rerun."""
         message = BackMsg()
         client_state = message.rerun_script
         client_state.query_string = ""
         client_state.page_script_hash = self.page_script_hash
+        if fragment_id:
+            client_state.fragment_id = fragment_id
+            client_state.is_auto_rerun = True
         if text is not None:
             if self.chat_input_id is None:
                 raise RuntimeError("the page drew no chat input")
@@ -337,15 +361,46 @@ class Student:
         kind = message.WhichOneof("type")
         if kind == "new_session":
             self.page_script_hash = message.new_session.page_script_hash
+            if not message.metadata.run.fragment_ids:  # a full run: it registers again the fragments it draws
+                self._cancel_timers(list(self._timers))
+                self._input_enabled = False
+        elif kind == "auto_rerun":
+            self._start_timer(message.auto_rerun.fragment_id, message.auto_rerun.interval)
+        elif kind == "stop_auto_rerun":
+            self._cancel_timers(message.stop_auto_rerun.fragment_ids)
         elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
             self._on_element(message.delta.new_element, now)
         elif kind == "script_finished":
-            self._on_finished(now)
+            self._on_finished(message.script_finished, now)
+
+    def _start_timer(self, fragment_id: str, interval_s: float) -> None:
+        """As the browser does: one timer per fragment; the same interval registered again keeps its countdown."""
+        if not fragment_id or interval_s <= 0:
+            return  # the frontend ignores these too
+        current = self._timers.get(fragment_id)
+        if current is not None and current[0] == interval_s:
+            return
+        self._cancel_timers([fragment_id])
+        self._timers[fragment_id] = (interval_s, asyncio.get_running_loop().create_task(self._tick(fragment_id, interval_s)))
+
+    async def _tick(self, fragment_id: str, interval_s: float) -> None:
+        # setInterval: a request every interval, whether or not the last one's run has finished (the server coalesces).
+        with contextlib.suppress(websockets.ConnectionClosed):
+            while True:
+                await asyncio.sleep(interval_s)
+                await self._ws.send(self._rerun(fragment_id=fragment_id))
+
+    def _cancel_timers(self, fragment_ids: Sequence[str]) -> None:
+        for fragment_id in fragment_ids:
+            timer = self._timers.pop(fragment_id, None)
+            if timer is not None:
+                timer[1].cancel()
 
     def _on_element(self, element: Any, now: float) -> None:
         which = element.WhichOneof("type")
         if which == "chat_input":
             self.chat_input_id = element.chat_input.id
+            self._input_enabled = not element.chat_input.disabled
             return
         timing = self._timing
         if timing is None or which not in ("markdown", "text", "alert", "exception"):
@@ -368,14 +423,16 @@ class Student:
         if which == "alert" and element.alert.format in (1, 2):  # ERROR, WARNING: a refused or failed turn
             timing.error = timing.error or f"alert: {body[:80]}"
 
-    def _on_finished(self, now: float) -> None:
+    def _on_finished(self, status: int, now: float) -> None:
+        if status != ForwardMsg.FINISHED_SUCCESSFULLY:
+            return  # a fragment run, or a run cut short for the next: the page is not settled by it
         self._idle.set()
         timing = self._timing
-        if timing is None:
+        if timing is None or not self._input_enabled:
             return
         if self.offline and timing.first_token_s is not None and timing.done_s is None:
-            timing.done_s = now - self._sent_at  # the run that drew the explanation has ended
-        # A run that ends after the reply is whole leaves the page ready for the next message.
+            timing.done_s = now - self._sent_at  # the explanation is committed and the page takes the next message
+        # A full run that ends with the input enabled after the reply is whole leaves the page ready for the next message.
         if timing.done_s is not None or timing.error is not None:
             self._settled.set()
 
