@@ -279,6 +279,7 @@ class Student:
     page_script_hash: str = ""
     # The browser's run_every timers: fragment id -> (interval s, the task sending its reruns).
     _timers: dict[str, tuple[float, asyncio.Task]] = field(default_factory=dict)
+    fragment_reruns: int = 0  # auto-reruns sent, over the whole session
     _ws: Any = None
     # Whether the full run in progress drew the chat input enabled.
     _input_enabled: bool = False
@@ -389,6 +390,7 @@ class Student:
             while True:
                 await asyncio.sleep(interval_s)
                 await self._ws.send(self._rerun(fragment_id=fragment_id))
+                self.fragment_reruns += 1
 
     def _cancel_timers(self, fragment_ids: Sequence[str]) -> None:
         for fragment_id in fragment_ids:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 
-from benchmarks.classroom_load import PacedChatServer, wave
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+from benchmarks.classroom_load import PacedChatServer, Student, wave
 from tests.processes import streamlit_run
 
 
@@ -40,6 +44,8 @@ def test_a_simulated_student_chats_with_the_model_through_the_real_page(tmp_path
     for turn in student.turns:
         assert turn.first_token_s is not None and turn.done_s is not None
         assert 0.2 <= turn.first_token_s <= turn.done_s  # no earlier text on the page passed for the reply
+    # The reply was drawn by the tail fragment, whose runs the student asked for as a browser does.
+    assert student.fragment_reruns > 0
 
 
 def test_a_simulated_student_gets_the_offline_explanation(tmp_path):
@@ -50,3 +56,56 @@ def test_a_simulated_student_gets_the_offline_explanation(tmp_path):
     for turn in student.turns:
         assert turn.first_token_s is not None and turn.done_s is not None
         assert turn.first_token_s <= turn.done_s
+
+
+class RecordingSocket:
+    """Records the BackMsgs a student sends, as the server would receive them."""
+
+    def __init__(self) -> None:
+        self.sent: list[BackMsg] = []
+
+    async def send(self, raw: bytes) -> None:
+        message = BackMsg()
+        message.ParseFromString(raw)
+        self.sent.append(message)
+
+
+def forward(kind: str, run_of: tuple[str, ...] = (), **fields) -> ForwardMsg:
+    message = ForwardMsg()
+    if kind == "new_session":
+        message.new_session.page_script_hash = "page"
+        message.metadata.run.fragment_ids.extend(run_of)  # the fragments this run is for; none for a full run
+    elif kind == "auto_rerun":
+        message.auto_rerun.interval = fields["interval"]
+        message.auto_rerun.fragment_id = fields["fragment_id"]
+    elif kind == "stop_auto_rerun":
+        message.stop_auto_rerun.fragment_ids.extend(fields["fragment_ids"])
+    return message
+
+
+def test_a_student_keeps_the_fragment_timers_as_the_browser_does():
+    """auto_rerun starts one timer per fragment; stop_auto_rerun and a full run's new_session end them."""
+
+    async def scenario() -> tuple[list[tuple[str, bool]], list[set[str]]]:
+        student = Student(1, "ws://unused", offline=False, messages=0, think_s=0.0, rng=random.Random(0))
+        student._ws = socket = RecordingSocket()
+        alive: list[set[str]] = []
+        student._on_message(forward("new_session"), 0.0)
+        student._on_message(forward("auto_rerun", interval=0.05, fragment_id="tail"), 0.0)
+        student._on_message(forward("auto_rerun", interval=0.05, fragment_id="other"), 0.0)
+        await asyncio.sleep(0.12)
+        student._on_message(forward("new_session", run_of=("tail",)), 0.0)  # a fragment's own run keeps every timer
+        alive.append(set(student._timers))
+        student._on_message(forward("stop_auto_rerun", fragment_ids=["other"]), 0.0)
+        alive.append(set(student._timers))
+        student._on_message(forward("new_session"), 0.0)  # a full run: its fragments register again
+        alive.append(set(student._timers))
+        sent = len(socket.sent)
+        await asyncio.sleep(0.12)
+        assert len(socket.sent) == sent  # no timer fires once cancelled
+        return [(m.rerun_script.fragment_id, m.rerun_script.is_auto_rerun) for m in socket.sent], alive
+
+    sent, alive = asyncio.run(scenario())
+    assert alive == [{"tail", "other"}, {"tail"}, set()]
+    assert {"tail", "other"} == {fragment for fragment, _ in sent}
+    assert all(auto for _, auto in sent)
