@@ -39,6 +39,8 @@ Measured per turn, on the client's clock:
   explanation after the user's message was drawn, and "done" the moment the page is
   settled again (a full run finished with the input enabled); both measure the server
   alone (queueing, script and fragment time).
+- **fragment reruns per turn**: the auto-reruns the students sent, over the turns: how
+  often the tail fragment ran for each reply.
 
 Measured on the server, from ``/proc/PID``: CPU-seconds (user + system) per turn, over
 the whole message phase divided by the turns sent; the CPU of opening the page, per
@@ -460,6 +462,7 @@ class LoadResult:
     rss_second_loaded: float
     rss_second_closed: float
     client_cpu_s: float
+    fragment_reruns_per_turn: float
     errors: tuple[str, ...]
 
 
@@ -527,6 +530,7 @@ def measure(label: str, http_url: str, pids: Sequence[int], students: int, args:
         rss_second_loaded=second["after_turns"].rss_mib,
         rss_second_closed=second_closed.rss_mib,
         client_cpu_s=time.process_time() - client_before,
+        fragment_reruns_per_turn=sum(s.fragment_reruns for s in crowd) / max(len(turns), 1),
         errors=tuple(sorted({t.error for t in turns if t.error})),
     )
 
@@ -584,8 +588,8 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
         f"{args.messages} messages per student, think time {args.think * 0.5:g}-{args.think * 1.5:g} s; {mode}",
         "",
         "| app | students | turns (failed) | first token median / p95 s | done median / p95 s | CPU-s per turn | CPU-s per page open "
-        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | wall s |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | fragment reruns per turn | wall s |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
         per_session = (r.rss_loaded - r.rss_warm) / r.students
@@ -594,7 +598,7 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
             f"| {median(r.done):.2f} / {p95(r.done):.2f} | {r.turn_cpu_s:.3f} | {r.page_cpu_s:.3f} "
             f"| {r.rss_idle:.0f} / {r.rss_warm:.0f} / {r.rss_loaded:.0f} / {r.rss_closed:.0f} "
             f"/ {r.rss_second_loaded:.0f} / {r.rss_second_closed:.0f} "
-            f"| {per_session:.2f} | {r.wall_s:.0f} |"
+            f"| {per_session:.2f} | {r.fragment_reruns_per_turn:.1f} | {r.wall_s:.0f} |"
         )
     labels = list(dict.fromkeys(r.label for r in results))
     if len(labels) > 1:
