@@ -36,6 +36,16 @@ def test_message_marks_follow_the_pointer_and_the_pending_turn(backend):
     assert list(frame["State"])[-1] == "current" and frame["Tokens"].gt(0).all()
 
 
+def test_marks_follow_the_copy_the_page_draws_while_a_reply_job_appends(backend):
+    """The page copies the history once per drawing; a job appending the next user message meanwhile changes no mark of that copy."""
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "one", "two", "three")
+    drawn = list(memory.history)
+    memory.add_user_message("four")  # the reply job's turn begins after the copy
+    assert message_marks(memory, drawn) == ["summarized", "summarized", "window", "window", "window", "window"]
+    assert message_marks(memory) == [*message_marks(memory, drawn), "current"]
+
+
 def test_commands_reject_arguments_and_unknown_names(backend):
     memory = ShortTermMemory(backend)
     assert run_command(memory, "history", "", "en").body == "(empty)"

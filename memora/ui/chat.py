@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory, TurnStats
+from memora.messages import Message
 from memora.ui import render, reply_tail
 from memora.ui import state as keys
 from memora.ui.i18n import error_message, t
@@ -36,8 +37,9 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
 
     The split point is kept even so that a user message and its reply stay together.
     """
-    marks = message_marks(memory)
-    shown = len(memory.history) if shown is None else shown
+    history = list(memory.history)  # one copy: a reply job may append to the memory while this draws
+    marks = message_marks(memory, history)
+    shown = len(history) if shown is None else min(shown, len(history))
     split = max(0, shown - recent)
     split -= split % 2
     if split:
@@ -45,15 +47,14 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
         with older:
             if older.open:
                 for index in range(split):
-                    _render_message(memory, index, marks[index], lang)
+                    _render_message(memory, index, history[index], marks[index], lang)
             else:
                 render.caption(t(lang, "chat.older_hint", count=shown - split))
     for index in range(split, shown):
-        _render_message(memory, index, marks[index], lang)
+        _render_message(memory, index, history[index], marks[index], lang)
 
 
-def _render_message(memory: ShortTermMemory, index: int, mark: str, lang: str) -> None:
-    message = memory.history[index]
+def _render_message(memory: ShortTermMemory, index: int, message: Message, mark: str, lang: str) -> None:
     with st.chat_message(message.role):
         if mark == "summarized":
             render.caption(":material/inventory_2: " + t(lang, "chat.folded"))

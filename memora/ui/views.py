@@ -6,12 +6,14 @@ DataFrames, so the page's content can be tested without a browser.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import pandas as pd
 
 from memora.memory import ShortTermMemory
+from memora.messages import Message
 from memora.tokens import count_message
 from memora.ui.i18n import t
 
@@ -19,30 +21,34 @@ Mark = Literal["summarized", "window", "current"]
 COMMANDS = ("history", "context", "summary", "status")
 
 
-def message_marks(memory: ShortTermMemory) -> list[Mark]:
-    """One mark per history message.
+def message_marks(memory: ShortTermMemory, history: Sequence[Message] | None = None) -> list[Mark]:
+    """One mark per message of ``history`` (the memory's own by default).
 
     ``summarized``: folded into the summary (before the pointer). ``current``:
     the pending user message of a turn in progress. ``window``: every other
     message, which stays verbatim until it is folded.
+    A reply job may append to the memory while the page draws it, so a caller that
+    reads the history more than once passes one copy, and the marks follow that copy.
     """
+    history = memory.history if history is None else history
     pointer = memory.summarized_message_count
-    marks: list[Mark] = ["summarized" if i < pointer else "window" for i in range(len(memory.history))]
-    if memory.has_pending_turn:
+    marks: list[Mark] = ["summarized" if i < pointer else "window" for i in range(len(history))]
+    if history and history[-1].role == "user":
         marks[-1] = "current"
     return marks
 
 
 def history_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
-    """The full history as a table: number, role, mark, tokens, content."""
-    marks = message_marks(memory)
+    """The full history as a table: number, role, mark, tokens, content; one copy of it, however a reply job changes it meanwhile."""
+    history = list(memory.history)
+    marks = message_marks(memory, history)
     return pd.DataFrame(
         {
-            t(lang, "col.number"): range(1, len(memory.history) + 1),
-            t(lang, "col.role"): [m.role for m in memory.history],
+            t(lang, "col.number"): range(1, len(history) + 1),
+            t(lang, "col.role"): [m.role for m in history],
             t(lang, "col.state"): [t(lang, f"mark.{mark}") for mark in marks],
-            t(lang, "col.tokens"): [count_message(m.role, m.content) for m in memory.history],
-            t(lang, "col.content"): [m.content for m in memory.history],
+            t(lang, "col.tokens"): [count_message(m.role, m.content) for m in history],
+            t(lang, "col.content"): [m.content for m in history],
         }
     )
 
@@ -126,8 +132,8 @@ def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> Com
         return CommandOutput("/" + name, t(lang, "cmd.no_args", command="/" + name, args=args), error=True)
     empty = t(lang, "cmd.empty")
     if name == "history":
-        marks = message_marks(memory)
-        numbered = enumerate(zip(memory.history, marks, strict=True), start=1)
+        history = list(memory.history)
+        numbered = enumerate(zip(history, message_marks(memory, history), strict=True), start=1)
         lines = [f"{i:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in numbered]
         return CommandOutput(t(lang, "cmd.history_title"), "\n".join(lines) or empty)
     if name == "context":
