@@ -12,13 +12,16 @@ import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import pytest
 
 from tests.helpers.browser import chromium, require_browser, wait_idle
 from tests.processes import ROOT, streamlit_run
 from tests.servers import ResponsesServer, drip
+
+if TYPE_CHECKING:  # the browser helpers skip these tests when Playwright is missing, so it is imported only for types
+    from playwright.sync_api import Browser, Locator, Page
 
 KEY = "sk-test-browser-4f1a9c22d7"
 
@@ -28,6 +31,19 @@ def model() -> Iterator[ResponsesServer]:
     deltas = tuple(f"word{n} " for n in range(60))
     with ResponsesServer(deltas=deltas) as server:
         yield server
+
+
+def send_and_wait_for_words(browser: Browser, url: str, text: str) -> tuple[Page, Locator]:
+    """Opens the page, sends ``text`` and returns once the dripping reply has begun to show; the page and its chat input."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(30_000)
+    page.goto(url)
+    box = page.get_by_test_id("stChatInputTextArea")
+    box.wait_for()
+    box.fill(text)
+    box.press("Enter")
+    page.get_by_text("word2").wait_for()
+    return page, box
 
 
 def page_env(model: ResponsesServer, **extra: str) -> dict[str, str]:
@@ -41,14 +57,7 @@ def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(
     require_browser()
     model.queue_for("reply", drip(0.4))  # 60 events, 0.4 s apart: the reply is in flight for about 25 s
     with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-stop.log") as url, chromium() as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.goto(url)
-        box = page.get_by_test_id("stChatInputTextArea")
-        box.wait_for()
-        box.fill("Tell me a very long story.")
-        box.press("Enter")
-        page.get_by_text("word2").wait_for()
+        page, box = send_and_wait_for_words(browser, url, "Tell me a very long story.")
         stop = page.get_by_role("button", name="Stop")
         assert stop.is_visible()
         stop.click()
@@ -68,14 +77,7 @@ def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: R
     require_browser()
     model.queue_for("reply", drip(0.3))  # 60 events, 0.3 s apart: about 18 s in flight
     with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-clicks.log") as url, chromium() as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.goto(url)
-        box = page.get_by_test_id("stChatInputTextArea")
-        box.wait_for()
-        box.fill("Tell me a long story.")
-        box.press("Enter")
-        page.get_by_text("word2").wait_for()
+        page, box = send_and_wait_for_words(browser, url, "Tell me a long story.")
         sidebar = page.get_by_test_id("stSidebar")
 
         sidebar.locator("summary").filter(has_text="Token usage").click()
