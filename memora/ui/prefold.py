@@ -5,8 +5,9 @@ commit, while the user reads the reply; the next message's ``prepare()`` then
 finds nothing to fold and its reply request goes out at once. A small status in
 the sidebar says a summary is being updated, or why it could not be.
 
-A fold is tried once per committed reply (and once for a conversation the page
-opens with, see ``reply_tail.settle``), not on every rerun. A failure changes
+A fold is tried once per committed reply (and once for a history that changed
+with no job, see ``reply_tail.settle``; a restored or imported conversation sends
+nothing until its next message), not on every rerun. A failure changes
 nothing in the memory (``prefold`` is transactional); the next ``prepare()``
 folds the same messages itself.
 """

@@ -38,8 +38,9 @@ def settle(memory: ShortTermMemory) -> Progress | None:
     Call first on every run, before anything reads the memory. A failed turn's
     text goes back to the input with the reason; a stopped one with
     "Stopped". Settings changed while the job ran are applied now. With no
-    job running, a conversation the page has not summarized ahead yet (one just
-    opened with a long history) gets a summary-only job, once per history length.
+    job running, a history the page has not summarized ahead yet (one changed with
+    no job) gets a summary-only job, once per history length; a restore or an import
+    marks its history as done, so opening a conversation sends nothing.
     """
     state = st.session_state
     job: ReplyJob | None = state[keys.REPLY_JOB]
