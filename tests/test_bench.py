@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
 from memora.bench.__main__ import main
 from memora.bench.article import ArticleMemory
-from memora.bench.recording import SUMMARY_TOKEN_CAP, RecordingBackend
+from memora.bench.recording import SUMMARY_TOKEN_CAP, RecordingBackend, recent_pairs
 from memora.bench.run import replay, strategies, token_figures
 from memora.bench.script import make_script
 from memora.bench.strategies import Limits
@@ -76,13 +77,43 @@ def test_figures_come_from_the_recorded_requests():
     figures = {}
     for name in ("full-history", "article-v0.7", "memora", "memora-batch3+prefold"):
         strategy, _ = replay(factories[name], script, Limits())
-        figures[name] = token_figures(name, strategy.backend, script.turns, 1000)
+        figures[name] = token_figures(name, strategy.backend, script.turns, 1000, 3)
 
     assert figures["full-history"].over_budget > 0 and figures["full-history"].calls["summary"] == 0
     assert figures["article-v0.7"].calls["count"] >= script.turns
     assert figures["memora"].calls["count"] == 0 and figures["memora"].over_budget == 0
     assert figures["memora"].most_summaries_in_one_turn <= 1
     assert figures["memora-batch3+prefold"].summaries_after_reply > 0
+    # Full history sends every previous pair, whole.
+    assert figures["full-history"].mean_recent_pairs == statistics.fmean(range(script.turns))
+    assert figures["full-history"].short_of_recent == 0
+
+
+def test_recent_pairs_counts_whole_previous_pairs_in_order_before_the_current_message():
+    said = [(Message("user", f"q{i}"), Message("assistant", f"a{i}")) for i in range(4)]
+    history = [m for pair in said for m in pair]
+    now = Message("user", "q4")
+    summary = Message("developer", "summary of q0 and a0")
+
+    assert recent_pairs([*history, now], said) == 4
+    assert recent_pairs([summary, *history[2:], now], said) == 3
+    assert recent_pairs([now], said) == 0 and recent_pairs([now], []) == 0
+    # A cut reply ends the run: the pairs before it no longer count.
+    cut = [*history[:5], Message("assistant", "a2 [cut]"), *history[6:], now]
+    assert recent_pairs(cut, said) == 1
+    # Out of order is not verbatim history.
+    assert recent_pairs([*history[6:], *history[4:6], now], said) == 0
+
+
+def test_recording_backend_records_the_recent_pairs_each_reply_request_sent():
+    backend = RecordingBackend(replies=("r0", "r1", "r2"))
+    first = (Message("user", "q0"),)
+    drain(backend.stream_reply(ReplyRequest("m", SYSTEM_PROMPT, first)))
+    drain(backend.stream_reply(ReplyRequest("m", SYSTEM_PROMPT, (*first, Message("assistant", "r0"), Message("user", "q1")))))
+    drain(backend.stream_reply(ReplyRequest("m", SYSTEM_PROMPT, (Message("user", "q2"),))))
+
+    assert [c.recent_pairs for c in backend.calls] == [0, 1, 0]
+    assert backend.said[-1] == (Message("user", "q2"), Message("assistant", "r2"))
 
 
 def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):

@@ -94,9 +94,11 @@ def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary():
     assert count_text(recorder.summarize([peers.Message("user", "\n".join(recorder.pending))])) <= SUMMARY_TOKEN_CAP
 
 
-def _peer_params():
+def _peer_params(holdable_only: bool = False):
     missing = peers.missing_libraries()
-    for key, (library, _) in peers.PEERS.items():
+    for key, (library, cls) in peers.PEERS.items():
+        if holdable_only and not cls.holdable:
+            continue
         reason = f"{peers.LIBRARIES[library].label}: {library} is not installed (pip install -r requirements-bench.txt)"
         yield pytest.param(key, marks=pytest.mark.skipif(library in missing, reason=reason), id=key)
 
@@ -109,7 +111,7 @@ def test_installed_peer_replays_the_script_and_records_what_it_sends(key):
     limits = Limits(600, 3)
     for fitted in (False, True):
         peer, _ = replay(lambda b, lim, cls=cls, fitted=fitted: cls(b, lim, fitted), script, limits)
-        figures = token_figures(key, peer.backend, 40, limits.max_input_tokens)
+        figures = token_figures(key, peer.backend, 40, limits.max_input_tokens, limits.max_recent_turns)
         assert figures.calls["reply"] == 40
         assert figures.input_tokens > 0 and figures.usd_per_100_turns["total"] > 0
         # Every summary it asked for came from the recording fake, capped like Memora's.
@@ -118,3 +120,31 @@ def test_installed_peer_replays_the_script_and_records_what_it_sends(key):
         if "summary" in key or key in ("langmem", "langchain-middleware"):
             assert summaries, f"{key} never summarized 40 turns at a 600-token budget"
             assert peer.recorder.summary
+
+
+@pytest.mark.parametrize("key", list(_peer_params(holdable_only=True)))
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_lowered_peer_runs_its_fitted_knob_lower_and_says_so(key):
+    script = make_script(40, seed=3)
+    limits = Limits(600, 3)
+    fitted, _ = replay(peers.peer_factories()[f"{key}-fitted"], script, limits)
+    lowered, _ = replay(peers.lowered_peer(key, 100), script, limits)
+
+    assert "lowered (" in lowered.name and lowered.name.startswith(fitted.name.removesuffix(", fitted"))
+    knob = int(lowered.name.rsplit("=", 1)[1].rstrip(")").replace(",", ""))
+    sent = [c.input_tokens for c in lowered.backend.calls if c.kind == "reply"]
+    assert len(sent) == 40 and knob > 0
+    # Less room for history: it never sends more in all than the fitted run.
+    assert sum(sent) <= sum(c.input_tokens for c in fitted.backend.calls if c.kind == "reply")
+
+
+def test_only_a_fitted_token_knob_can_be_lowered():
+    class TokenKnob(peers._Peer):
+        holdable = True
+
+    backend = RecordingBackend(("r",))
+    with pytest.raises(ValueError, match="only a fitted token knob"):
+        peers._Peer(backend, Limits(), True, lower_by=50)
+    with pytest.raises(ValueError, match="only a fitted token knob"):
+        TokenKnob(backend, Limits(), False, lower_by=50)
+    assert TokenKnob(backend, Limits(), True, lower_by=50).lower_by == 50

@@ -13,7 +13,13 @@ strategies, so ``run.token_figures`` reads them alike.
 Where a library takes a token counter, it gets o200k_base; what is left is
 what its count leaves out. Each peer runs twice: ``budget`` (its knob named as
 the budget B, default 1,000 tokens, and R = 3 recent turns where a knob exists)
-and ``fitted`` (the knob lowered for what the library's count leaves out).
+and ``fitted`` (the knob lowered for what the library's count leaves out). A
+peer whose knob counts tokens (``holdable``) runs a third time, ``lowered``: its
+fitted knob lowered by 5% of B at a time until none of its reply requests goes
+over B on the script it is measured on (``run.lowest_holding``), so that it is
+compared at its best with a memory that never goes over. Trimming its knob
+trims what it sends verbatim: the bench reports, beside the cost, how many
+previous pairs each reply request sent whole (``Call.recent_pairs``).
 F is the system prompt with its framing and the reply priming (what Memora's
 count adds to every request), S a summary at the cap with its message framing,
 A a typical current message (the median scripted user message), T the
@@ -204,12 +210,26 @@ class _Peer:
     """Plays a turn as an app would: the memory's messages, the reply request, then the memory's update."""
 
     name = "peer"
+    holdable = False
+    """Whether its knob is a token count that ``lower_by`` can lower (see ``lowered_peer``)."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
+        if lower_by and not (fitted and self.holdable):
+            raise ValueError(f"{type(self).__name__}: only a fitted token knob can be lowered")
         self.backend = backend
         self.limits = limits
         self.fitted = fitted
+        self.lower_by = lower_by
         self.recorder = SummaryRecorder(backend)
+
+    def _knob(self, label: str, knob: str, value: int) -> int:
+        """The knob's value less ``lower_by``; names the peer after its variant and, when lowered, the value."""
+        value -= self.lower_by
+        if self.lower_by:
+            self.name = f"{label}, lowered ({knob}={value:,})"
+        else:
+            self.name = label + (", fitted" if self.fitted else "")
+        return value
 
     def _reply(self, messages: Sequence[Message], began: float) -> tuple[str, float]:
         request = ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, tuple(messages))
@@ -227,19 +247,17 @@ class _Peer:
 class LangmemSummarize(_Peer):
     """langmem's ``summarize_messages`` (what LangGraph's ``SummarizationNode`` runs), stateless: the app keeps the list."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
-        super().__init__(backend, limits, fitted)
-        self.name = "langmem summarize_messages" + (", fitted" if fitted else "")
+    holdable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
+        super().__init__(backend, limits, fitted, lower_by)
         self.model = _langchain_fake(self.recorder)
         self.messages: list[Any] = []
         self.running: Any = None
-        budget = limits.max_input_tokens
-        self.knobs: dict[str, int] = {"max_tokens": budget}
+        max_tokens = limits.max_input_tokens - (_fixed_tokens() if fitted else 0)
+        self.knobs: dict[str, int] = {"max_tokens": self._knob("langmem summarize_messages", "max_tokens", max_tokens)}
         if fitted:
-            self.knobs = {
-                "max_tokens": budget - _fixed_tokens(),
-                "max_summary_tokens": _summary_tokens("Summary of the conversation so far: "),
-            }
+            self.knobs["max_summary_tokens"] = _summary_tokens("Summary of the conversation so far: ")
 
     def play_turn(self, user_text: str) -> float:
         from langchain_core.messages import AIMessage, HumanMessage
@@ -260,14 +278,16 @@ class LangmemSummarize(_Peer):
 class LangchainSummaryBuffer(_Peer):
     """LangChain's ``ConversationSummaryBufferMemory`` (langchain-classic), messages returned as messages."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    holdable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
         from langchain_classic.memory import ConversationSummaryBufferMemory
 
-        super().__init__(backend, limits, fitted)
-        self.name = "LangChain ConversationSummaryBufferMemory" + (", fitted" if fitted else "")
+        super().__init__(backend, limits, fitted, lower_by)
         limit = limits.max_input_tokens
         if fitted:
             limit -= _fixed_tokens() + _summary_tokens() + typical_message_tokens()
+        limit = self._knob("LangChain ConversationSummaryBufferMemory", "max_token_limit", limit)
         self.memory = ConversationSummaryBufferMemory(llm=_langchain_fake(self.recorder), max_token_limit=limit, return_messages=True)
 
     def play_turn(self, user_text: str) -> float:
@@ -282,12 +302,14 @@ class LangchainSummaryBuffer(_Peer):
 class LangchainMiddleware(_Peer):
     """LangChain v1 ``SummarizationMiddleware``; its ``before_model`` hook is run on the agent state as the agent would."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    holdable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
         from langchain.agents.middleware import SummarizationMiddleware
 
-        super().__init__(backend, limits, fitted)
-        self.name = "LangChain v1 SummarizationMiddleware" + (", fitted" if fitted else "")
+        super().__init__(backend, limits, fitted, lower_by)
         trigger = limits.max_input_tokens - (_fixed_tokens() if fitted else 0)
+        trigger = self._knob("LangChain v1 SummarizationMiddleware", "trigger tokens", trigger)
         self.middleware = SummarizationMiddleware(
             _langchain_fake(self.recorder),
             trigger=("tokens", trigger),
@@ -331,37 +353,41 @@ class _LlamaIndexPeer(_Peer):
 class LlamaChatSummary(_LlamaIndexPeer):
     """LlamaIndex's ``ChatSummaryMemoryBuffer``: the user message is put, then ``get()`` gives the messages to send."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    holdable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
         from llama_index.core.memory import ChatSummaryMemoryBuffer
 
-        super().__init__(backend, limits, fitted)
-        self.name = "LlamaIndex ChatSummaryMemoryBuffer" + (", fitted" if fitted else "")
+        super().__init__(backend, limits, fitted, lower_by)
         limit = limits.max_input_tokens
         if fitted:
             limit -= _fixed_tokens() + _summary_tokens() + TOKENS_PER_MESSAGE * (2 * limits.max_recent_turns + 2)
+        limit = self._knob("LlamaIndex ChatSummaryMemoryBuffer", "token_limit", limit)
         self.memory = ChatSummaryMemoryBuffer.from_defaults(llm=_llama_fake(self.recorder), token_limit=limit, tokenizer_fn=_o200k_ids)
 
 
 class LlamaMemory(_LlamaIndexPeer):
     """LlamaIndex's ``Memory`` with no memory blocks: a token-limited short-term queue (nothing is summarized)."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    holdable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
         from llama_index.core.memory import Memory
 
-        super().__init__(backend, limits, fitted)
-        self.name = "LlamaIndex Memory (no blocks)" + (", fitted" if fitted else "")
+        super().__init__(backend, limits, fitted, lower_by)
         limit = limits.max_input_tokens if not fitted else int((limits.max_input_tokens - _fixed_tokens()) / 0.7)
+        limit = self._knob("LlamaIndex Memory (no blocks)", "token_limit", limit)
         self.memory = Memory.from_defaults(token_limit=limit, tokenizer_fn=_o200k_ids)
 
 
 class AgentsTrimmingSession(_Peer):
     """The OpenAI Agents SDK's ``SQLiteSession`` with ``SessionSettings(limit=N)``: the last N items, then the new input."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
         from agents import SQLiteSession
         from agents.memory import SessionSettings
 
-        super().__init__(backend, limits, fitted)
+        super().__init__(backend, limits, fitted, lower_by)
         self.name = "OpenAI Agents SDK trimming session" + (", fitted" if fitted else "")
         limit = 2 * limits.max_recent_turns - (2 if fitted else 0)
         self.session = SQLiteSession("bench", session_settings=SessionSettings(limit=limit))
@@ -398,6 +424,17 @@ PEERS: dict[str, tuple[str, type[_Peer]]] = {
     "agents-trimming": ("openai-agents", AgentsTrimmingSession),
 }
 """Peer key -> (library key in ``LIBRARIES``, class)."""
+
+
+def lowered_peer(key: str, lower_by: int) -> Callable[[RecordingBackend, Limits], _Peer]:
+    """A factory of peer ``key``, fitted, with its token knob ``lower_by`` tokens lower (``_Peer.holdable`` ones only)."""
+    cls = PEERS[key][1]
+    return lambda b, lim: cls(b, lim, True, lower_by)
+
+
+def holdable_peers(missing: Sequence[str] = ()) -> list[str]:
+    """The installed peers whose knob counts tokens, so that lowering it can hold their requests to the budget."""
+    return [key for key, (library, cls) in PEERS.items() if cls.holdable and library not in missing]
 
 
 def peer_factories(missing: Sequence[str] = ()) -> dict[str, Callable[[RecordingBackend, Limits], _Peer]]:

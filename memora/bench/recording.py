@@ -37,6 +37,9 @@ class Call:
     Count calls bill no tokens, but each is a round trip, so it is a model call.
     ``after_reply`` marks requests made after the turn's reply (prefolding):
     they are off the critical path of that turn and of the next.
+    ``recent_pairs`` (reply requests only) is how many of the conversation's
+    previous (user, reply) pairs the request sent verbatim, whole and in order,
+    right before the current message; ``None`` for other kinds.
     """
 
     turn: int
@@ -44,6 +47,7 @@ class Call:
     input_tokens: int
     output_tokens: int
     after_reply: bool = False
+    recent_pairs: int | None = None
 
 
 @dataclass
@@ -56,6 +60,8 @@ class RecordingBackend:
     time-to-first-token. ``busy_s`` accumulates the time spent inside the
     backend, so that callers can subtract it from a turn's wall time.
     ``turn`` and ``after_reply`` are set by the driver and stamped on each record.
+    ``said`` is the conversation as the backend saw it: each reply request's
+    current message with the reply it was given.
     """
 
     replies: Sequence[str]
@@ -66,6 +72,7 @@ class RecordingBackend:
     turn: int = 0
     after_reply: bool = False
     calls: list[Call] = field(default_factory=list)
+    said: list[tuple[Message, Message]] = field(default_factory=list)
     busy_s: float = 0.0
     _next_reply: int = 0
     _counter: LocalTokenCounter = field(default_factory=LocalTokenCounter)
@@ -75,7 +82,9 @@ class RecordingBackend:
         text = self.replies[self._next_reply % len(self.replies)]
         self._next_reply += 1
         usage = Usage(self._counter.count(request.model, request.instructions, request.messages), count_text(text))
-        self.calls.append(Call(self.turn, "reply", usage.input_tokens, usage.output_tokens))
+        pairs = recent_pairs(request.messages, self.said)
+        self.calls.append(Call(self.turn, "reply", usage.input_tokens, usage.output_tokens, recent_pairs=pairs))
+        self.said.append((request.messages[-1], Message("assistant", text)))
         head, _, tail = text.partition(" ")
         deltas = [head, " " + tail] if tail else [head]
         completion = Completion(text, usage)
@@ -108,3 +117,18 @@ class RecordingBackend:
     def _wait(self) -> None:
         if self.delay_s:
             time.sleep(self.delay_s)
+
+
+def recent_pairs(messages: Sequence[Message], said: Sequence[tuple[Message, Message]]) -> int:
+    """How many of ``said``'s last pairs end ``messages``, verbatim and in order, before its last (current) message.
+
+    A pair counts only whole: a cut, merged or summarized message ends the run.
+    A memory that sends no history gets 0.
+    """
+    kept = 0
+    end = len(messages) - 1
+    for user, reply in reversed(said):
+        if end < 2 or messages[end - 2] != user or messages[end - 1] != reply:
+            break
+        kept, end = kept + 1, end - 2
+    return kept

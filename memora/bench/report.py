@@ -69,7 +69,10 @@ def _peer_tables(report: Report) -> list[str]:
         f"## Peer memory libraries, {turns}-turn conversation",
         "",
         f"Each peer with its own memory class and its own fake model, returning the same extractive summary; `fitted`: its knob "
-        f"lowered for what its own count leaves out (see `memora/bench/peers.py`). $ at {PRICED_MODEL} list prices "
+        f"lowered for what its own count leaves out (see `memora/bench/peers.py`); `lowered`: a token knob lowered further, in steps "
+        f"of 5% of the budget, until none of its replies went over on this very script. The page's memory also runs with fewer "
+        f"recent turns. Recent pairs: how many of the previous (user, reply) pairs each reply request sent whole, just "
+        f"before the current message. $ at {PRICED_MODEL} list prices "
         f"(${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), no prompt cache.",
     ]
     if report.peers_missing:
@@ -81,14 +84,16 @@ def _peer_tables(report: Report) -> list[str]:
             f"### Budget {budget:,} tokens, {report.recent_turns} recent turns",
             "",
             "| strategy | summary requests per turn | input tokens (x Memora) | reply requests over budget (largest) "
-            "| replies that waited on a summary | $ per 100 turns (x Memora) | of which summary input / output |",
-            "|---|---:|---:|---:|---:|---:|---|",
+            f"| replies that waited on a summary | recent pairs sent verbatim: mean, replies with fewer than {report.recent_turns} "
+            "| $ per 100 turns (x Memora) | of which summary input / output |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         for r in rows:
             usd, ref = r.usd_per_100_turns, memora.usd_per_100_turns
             lines.append(
                 f"| {r.strategy} | {r.calls_per_turn['summary']:.2f} | {r.input_tokens:,} ({_x(r.input_tokens / memora.input_tokens)}) "
                 f"| {r.over_budget} ({r.largest_reply_input:,}) | {r.turns_waiting_on_summary} "
+                f"| {r.mean_recent_pairs:.2f}, {r.short_of_recent} "
                 f"| ${usd['total']:.4f} ({_x(usd['total'] / ref['total'])}) | ${usd['summary_input']:.4f} / ${usd['summary_output']:.4f} |"
             )
     return lines
@@ -114,16 +119,23 @@ def _bookkeeping_table(report: Report) -> list[str]:
         cells = [f"{by_n[n]:,.0f} µs ({_x(by_n[n] / ref[n])})" for n in sizes]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_x(by_n[sizes[-1]] / by_n[sizes[0]])} |")
     if report.tokenization_us:
-        unit = report.tokenization_us
-        lines += [
-            "",
-            f"As a ratio to one tokenization of the turn's new message ({unit:,.1f} µs, uncached o200k_base, same messages):",
-            "",
-            "| strategy | " + " | ".join(f"{n} turns of history" for n in sizes) + " |",
-            "|---|" + "---:|" * len(sizes),
-        ]
-        for name, by_n in report.bookkeeping.items():
-            lines.append(f"| {name} | " + " | ".join(f"{by_n[n] / unit:.2f}x" for n in sizes) + " |")
+        lines += _ratio_table(report, report.tokenization_us, "one tokenization of the turn's new message")
+    if report.new_text_us:
+        lines += _ratio_table(report, report.new_text_us, "one tokenization of the turn's new text, its message and its reply")
+    return lines
+
+
+def _ratio_table(report: Report, unit: float, what: str) -> list[str]:
+    sizes = list(next(iter(report.bookkeeping.values())))
+    lines = [
+        "",
+        f"As a ratio to {what} ({unit:,.1f} µs, uncached o200k_base, same turns):",
+        "",
+        "| strategy | " + " | ".join(f"{n} turns of history" for n in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for name, by_n in report.bookkeeping.items():
+        lines.append(f"| {name} | " + " | ".join(f"{by_n[n] / unit:.2f}x" for n in sizes) + " |")
     return lines
 
 

@@ -8,7 +8,8 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from memora.bench.recording import Call, RecordingBackend
 from memora.bench.script import Script, make_script
@@ -18,6 +19,8 @@ from memora.tokens import o200k_base
 
 Factory = Callable[[RecordingBackend, Limits], Strategy]
 REFERENCE = "article-v0.7"
+PAGE = "memora-watermark+prefold"
+"""The strategy the page runs: the watermark policy with a prefold after each reply."""
 KINDS = ("reply", "summary", "count")
 PRICED_MODEL = "gpt-5-mini"
 COST_PARTS = ("reply_input", "reply_output", "summary_input", "summary_output")
@@ -72,6 +75,9 @@ class TokenFigures:
     ``most_summaries_in_one_turn`` counts the summary requests one reply waited
     for, ``turns_waiting_on_summary`` the turns whose reply waited for at least
     one; ``summaries_after_reply`` counts those made after a reply (prefolds).
+    ``mean_recent_pairs`` is the mean number of previous pairs each reply request
+    sent verbatim (``Call.recent_pairs``); ``short_of_recent`` counts the reply
+    requests, of those with at least ``recent_turns`` previous pairs, that sent fewer.
     """
 
     strategy: str
@@ -86,6 +92,8 @@ class TokenFigures:
     most_summaries_in_one_turn: int
     turns_waiting_on_summary: int
     summaries_after_reply: int
+    mean_recent_pairs: float
+    short_of_recent: int
     ratio_to_article: dict[str, float | None] = field(default_factory=dict)
     usd_per_100_turns: dict[str, float] = field(default_factory=dict)
     """At ``PRICED_MODEL`` list prices; see ``usd_per_100_turns``."""
@@ -101,8 +109,9 @@ def replay(factory: Factory, script: Script, limits: Limits, delay_s: float = 0.
     return strategy, firsts
 
 
-def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int) -> TokenFigures:
+def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int, recent_turns: int) -> TokenFigures:
     calls = backend.calls
+    pairs = [c.recent_pairs or 0 for c in calls if c.kind == "reply"]
     billed = [c for c in calls if c.kind != "count"]
     by_kind = Counter(c.kind for c in calls)
     replies = [c.input_tokens for c in calls if c.kind == "reply"]
@@ -122,6 +131,8 @@ def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int)
         most_summaries_in_one_turn=max(per_turn.values(), default=0),
         turns_waiting_on_summary=len(per_turn),
         summaries_after_reply=sum(1 for c in calls if c.kind == "summary" and c.after_reply),
+        mean_recent_pairs=statistics.fmean(pairs) if pairs else 0.0,
+        short_of_recent=sum(1 for previous, kept in enumerate(pairs) if previous >= recent_turns and kept < recent_turns),
         usd_per_100_turns=usd_per_100_turns(calls, turns, list_price()),
     )
 
@@ -187,13 +198,15 @@ def bookkeeping_us(
     return {name: {turns: statistics.median(samples[name, turns]) * 1e6 for turns in history_turns} for name in factories}
 
 
-def tokenization_us(*, block: int = 12, repeats: int = 7) -> float:
+def tokenization_us(*, block: int = 12, repeats: int = 7, with_reply: bool = False) -> float:
     """One uncached o200k_base tokenization of a turn's new user message, in microseconds.
 
     The same fresh messages ``bookkeeping_us`` plays, each encoded directly (no
     cache), the fastest of five tries each; the median over repeats of the mean
     per message of a block. It is the unit of the bookkeeping ratio: the least
-    work a turn can do is tokenize its new message once. The fastest try is a
+    work a turn can do is tokenize its new message once. With ``with_reply``,
+    each message and then its scripted reply: the turn's new text, all of which
+    the memory must count (the reply for the next turn's plan). The fastest try is a
     best case (the same text, hot in the CPU's caches); the memory tokenizes each
     text once, so its own tokenizations cost more per token than this unit.
     """
@@ -201,16 +214,22 @@ def tokenization_us(*, block: int = 12, repeats: int = 7) -> float:
     encoding.encode_ordinary("warm up")
     means = []
     for repeat in range(repeats):
+        fresh = make_script(block, seed=10_000 + repeat)
         times = []
-        for text in make_script(block, seed=10_000 + repeat).user_messages:
-            tries = []
-            for _ in range(5):
-                began = time.perf_counter()
-                encoding.encode_ordinary(text)
-                tries.append(time.perf_counter() - began)
-            times.append(min(tries))
+        for message, reply in zip(fresh.user_messages, fresh.replies, strict=True):
+            texts = (message, reply) if with_reply else (message,)
+            times.append(sum(_fastest_encode(encoding, text) for text in texts))
         means.append(statistics.fmean(times))
     return statistics.median(means) * 1e6
+
+
+def _fastest_encode(encoding: Any, text: str, tries: int = 5) -> float:
+    fastest = float("inf")
+    for _ in range(tries):
+        began = time.perf_counter()
+        encoding.encode_ordinary(text)
+        fastest = min(fastest, time.perf_counter() - began)
+    return fastest
 
 
 def _block_mean(strategy: Strategy, fresh: Script) -> float:
@@ -272,6 +291,8 @@ class Report:
     peers_missing: list[str] = field(default_factory=list)
     tokenization_us: float = 0.0
     """One tokenization of a turn's new message (``tokenization_us``): the unit of the bookkeeping ratio."""
+    new_text_us: float = 0.0
+    """One tokenization of a turn's message and its reply (``tokenization_us(with_reply=True)``): the second unit."""
 
     def as_json(self) -> dict:
         return {
@@ -281,6 +302,7 @@ class Report:
             "tokens": {str(turns): [asdict(r) for r in rows] for turns, rows in self.tokens.items()},
             "bookkeeping_us_per_turn": {name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()},
             "tokenization_us": round(self.tokenization_us, 2),
+            "new_text_tokenization_us": round(self.new_text_us, 2),
             "ttft": [asdict(t) for t in self.ttft],
             "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
             "summary_requests_by_budget": {
@@ -316,13 +338,14 @@ def run(
         rows = []
         for name, factory in factories.items():
             strategy, _ = replay(factory, script, limits)
-            rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens))
+            rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens, limits.max_recent_turns))
         tokens[turns] = with_ratios(rows)
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
     report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
     report.tokenization_us = tokenization_us(repeats=repeats)
+    report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
     base = limits.max_input_tokens
     for budget in budgets if budgets is not None else (base, base * 3 // 2, base * 2):
         roomier = Limits(budget, limits.max_recent_turns)
@@ -332,19 +355,33 @@ def run(
             counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
         report.batch_by_budget[budget] = (counts[0], counts[1])
     if peer_budgets:
-        from memora.bench.peers import missing_libraries, peer_factories
+        from memora.bench.peers import holdable_peers, missing_libraries, peer_factories
 
-        report.peers_missing = missing_libraries()
-        report.peers = peer_comparison(peer_factories(report.peers_missing), factories, batch, longest, limits, peer_budgets)
+        report.peers_missing = missing = missing_libraries()
+        peers = peer_factories(missing)
+        report.peers = peer_comparison(peers, factories, batch, longest, limits, peer_budgets, holdable_peers(missing))
     report.goals = goals(report) + peer_goals(report)
     report.seconds = time.perf_counter() - began
     return report
 
 
 def peer_comparison(
-    peers: dict[str, Factory], factories: dict[str, Factory], batch: int, script: Script, limits: Limits, budgets: Sequence[int]
+    peers: dict[str, Factory],
+    factories: dict[str, Factory],
+    batch: int,
+    script: Script,
+    limits: Limits,
+    budgets: Sequence[int],
+    lowered: Sequence[str] = (),
 ) -> dict[int, list[TokenFigures]]:
-    """Memora's strategies and the peers on one script, at each budget (same recent turns)."""
+    """Memora's strategies and the peers on one script, at each budget (same recent turns).
+
+    The page's memory also runs with each smaller number of recent turns (its
+    rows still count ``short_of_recent`` against ``limits``' number), and each
+    peer in ``lowered`` (``peers.holdable_peers``) once more with its knob
+    lowered until it holds to the budget (``lowest_holding``). Together they show
+    what each memory costs against how much recent history it sends verbatim.
+    """
     ours = {
         name: factories[name]
         for name in ("memora", f"memora-batch{batch}", "memora+prefold", "memora-watermark", "memora-watermark+prefold", REFERENCE)
@@ -354,10 +391,42 @@ def peer_comparison(
         roomier = Limits(budget, limits.max_recent_turns)
         rows = []
         for name, factory in {**ours, **peers}.items():
-            strategy, _ = replay(factory, script, roomier)
-            rows.append(token_figures(getattr(strategy, "name", name), strategy.backend, len(script.user_messages), budget))
+            rows.append(_figures(name, factory, script, roomier))
+            if name == PAGE:
+                for recent in range(limits.max_recent_turns - 1, 0, -1):
+                    row = _figures(PAGE, factory, script, Limits(budget, recent), recent_turns=limits.max_recent_turns)
+                    rows.append(replace(row, strategy=f"{PAGE}, {recent} recent turn{'s' if recent > 1 else ''}"))
+            if name.removesuffix("-fitted") in lowered and name.endswith("-fitted"):
+                rows.append(lowest_holding(name.removesuffix("-fitted"), script, roomier))
         out[budget] = rows
     return out
+
+
+def _figures(name: str, factory: Factory, script: Script, limits: Limits, recent_turns: int | None = None) -> TokenFigures:
+    strategy, _ = replay(factory, script, limits)
+    turns, recent = len(script.user_messages), recent_turns or limits.max_recent_turns
+    return token_figures(getattr(strategy, "name", name), strategy.backend, turns, limits.max_input_tokens, recent)
+
+
+LOWERING_STEP = 0.05
+"""``lowest_holding`` lowers a peer's knob in steps of this share of the budget, at most down by half the budget."""
+
+
+def lowest_holding(key: str, script: Script, limits: Limits) -> TokenFigures:
+    """Peer ``key``, fitted, its token knob lowered step by step until none of its reply requests went over the budget.
+
+    Returns the first such run; a peer that still goes over with its knob half
+    the budget lower returns that last run (its row shows it still over).
+    Tuned on the very script it is measured on: the most favourable knob for the peer, on this grid.
+    """
+    from memora.bench.peers import lowered_peer
+
+    step = max(1, int(limits.max_input_tokens * LOWERING_STEP))
+    for lower_by in range(step, limits.max_input_tokens // 2 + 1, step):
+        row = _figures(key, lowered_peer(key, lower_by), script, limits)
+        if row.over_budget == 0:
+            break
+    return row
 
 
 def goals(report: Report) -> list[tuple[str, bool, str]]:
@@ -394,7 +463,14 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
                 f"flat from {lo} to {hi} turns (within 1.5x)",
                 max(ratios.values()) <= 3 and ratios[hi] / ratios[lo] <= 1.5,
                 ", ".join(f"{ratio:.2f}x at {n}" for n, ratio in ratios.items())
-                + f" turns (one tokenization {report.tokenization_us:.1f} µs)",
+                + f" turns (one tokenization {report.tokenization_us:.1f} µs); "
+                + (
+                    "to the turn's new text, its message and its reply: "
+                    + ", ".join(f"{us / report.new_text_us:.2f}x at {n}" for n, us in page.items())
+                    + f" ({report.new_text_us:.1f} µs)"
+                    if report.new_text_us
+                    else ""
+                ),
             )
         )
     default = rows["memora"]
@@ -439,10 +515,6 @@ def goals(report: Report) -> list[tuple[str, bool, str]]:
     return out
 
 
-PAGE = "memora-watermark+prefold"
-"""The strategy the page runs: the watermark policy with a prefold after each reply."""
-
-
 def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
     """Issue 11's goals for the page's memory, from the ``--peers`` tables (none without them)."""
     out = []
@@ -459,6 +531,21 @@ def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
                     f"{cheapest.strategy} ${cheapest.usd_per_100_turns['total']:.4f}, {cheapest.over_budget} of {cheapest.turns} over",
                 )
             )
+        held = sorted((r for r in rivals if r.over_budget == 0), key=lambda r: r.usd_per_100_turns["total"])
+        better = [
+            r
+            for r in held
+            if r.usd_per_100_turns["total"] < page.usd_per_100_turns["total"] and r.mean_recent_pairs >= page.mean_recent_pairs
+        ]
+        out.append(
+            (
+                f"No summarizing peer that holds to {budget:,} tokens is both cheaper than the page's memory "
+                "and sends as many recent pairs verbatim",
+                not better,
+                f"the page ${page.usd_per_100_turns['total']:.4f} with {page.mean_recent_pairs:.2f} pairs; "
+                + "; ".join(f"{r.strategy} ${r.usd_per_100_turns['total']:.4f} with {r.mean_recent_pairs:.2f}" for r in held),
+            )
+        )
         out.append(
             (
                 f"The page's memory at {budget:,} tokens: at most 0.25 summary requests per turn and 5% of replies waiting",
