@@ -128,7 +128,12 @@ def recent_pairs(messages: Sequence[Message], said: Sequence[tuple[Message, Mess
     kept = 0
     end = len(messages) - 1
     for user, reply in reversed(said):
-        if end < 2 or messages[end - 2] != user or messages[end - 1] != reply:
+        if end < 2 or not (_same(messages[end - 2], user) and _same(messages[end - 1], reply)):
             break
         kept, end = kept + 1, end - 2
     return kept
+
+
+def _same(a: Message, b: Message) -> bool:
+    # Message == Message goes through Mapping.__eq__, which builds two dicts.
+    return a.content == b.content and a.role == b.role
