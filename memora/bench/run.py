@@ -422,7 +422,7 @@ def lowest_holding(key: str, script: Script, limits: Limits) -> TokenFigures:
     from memora.bench.peers import lowered_peer
 
     step = max(1, int(limits.max_input_tokens * LOWERING_STEP))
-    for lower_by in range(step, limits.max_input_tokens // 2 + 1, step):
+    for lower_by in range(step, max(step, limits.max_input_tokens // 2) + 1, step):
         row = _figures(key, lowered_peer(key, lower_by), script, limits)
         if row.over_budget == 0:
             break
