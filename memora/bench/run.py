@@ -396,8 +396,9 @@ def peer_comparison(
                 for recent in range(limits.max_recent_turns - 1, 0, -1):
                     row = _figures(PAGE, factory, script, Limits(budget, recent), recent_turns=limits.max_recent_turns)
                     rows.append(replace(row, strategy=f"{PAGE}, {recent} recent turn{'s' if recent > 1 else ''}"))
-            if name.removesuffix("-fitted") in lowered and name.endswith("-fitted"):
-                rows.append(lowest_holding(name.removesuffix("-fitted"), script, roomier))
+            peer = name.removesuffix("-fitted")
+            if peer != name and peer in lowered:
+                rows.append(lowest_holding(peer, script, roomier))
         out[budget] = rows
     return out
 
