@@ -3,4 +3,7 @@
 from memora.memory import ContextBudgetError, ShortTermMemory, Turn
 from memora.messages import Message
 
+__version__ = "0.8.0"
+"""The one version string: pyproject.toml reads it, and the REPL's banner prints it."""
+
 __all__ = ["ContextBudgetError", "Message", "ShortTermMemory", "Turn"]

@@ -10,11 +10,13 @@ memory folds in the background what the next turn is certain to fold
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
 
+from memora import __version__
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
@@ -59,6 +61,10 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
         actual = f"{stats.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
     else:
         actual = f"{stats.input_tokens} (billed by the server)"
+    if offline:
+        gap = "none to show (offline: both figures are local counts)"
+    else:
+        gap = format_gap(stats.counted_input_tokens, stats.input_tokens, stats.estimated)
     notes = []
     if stats.cut:
         notes.append("Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished.")
@@ -71,7 +77,7 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
             f"Context messages sent: {stats.context_messages}",
             f"Counted input tokens: {stats.counted_input_tokens}",
             f"Actual input tokens: {actual}",
-            f"Estimate gap (counted - actual): {format_gap(stats.counted_input_tokens, stats.input_tokens, stats.estimated)}",
+            f"Estimate gap (counted - actual): {gap}",
             f"Output tokens: {stats.output_tokens}",
             f"Summary update tokens: {stats.summary_token_usage}",
             f"Session total tokens: {stats.session_total_tokens}",
@@ -186,7 +192,7 @@ def repl(
     ``write`` writes a line. ``write_part`` writes a piece of a streamed reply with no
     line break; without it the reply is written as one line once it is complete.
     """
-    write("Memora v0.7")
+    write(f"Memora {__version__} (the article's v0.7 loop)")
     model = "" if memory.backend.offline else f" · model {memory.model}"
     write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label}")
     write("Commands: " + ", ".join(COMMANDS))
@@ -195,6 +201,7 @@ def repl(
         try:
             user_input = read("\nYou: ")
         except EOFError:
+            write("")  # the cursor is still on the "You: " prompt line
             write("Bye!")
             return
         finally:
@@ -248,7 +255,20 @@ def _print_part(text: str) -> None:
     sys.stdout.flush()
 
 
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """``--help`` and ``--version``; the REPL takes no other arguments, its settings come from the environment."""
+    parser = argparse.ArgumentParser(
+        prog="python -m memora",
+        description="Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "
+        f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or MEMORA_BACKEND=chat) is set; "
+        "the README lists every MEMORA_* variable.",
+    )
+    parser.add_argument("--version", action="version", version=f"Memora {__version__}")
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    parse_args(argv)
     try:
         memory = build_memory(load_settings())
     except (SettingsError, ValueError) as error:

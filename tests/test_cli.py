@@ -67,7 +67,8 @@ def test_repl_ends_on_end_of_input(backend):
 
     output = []
     repl(ShortTermMemory(backend), read=read, write=output.append)
-    assert output[-1] == "Bye!"
+    # The cursor was left on the "You: " prompt: the farewell gets a line of its own.
+    assert output[-2:] == ["", "Bye!"]
 
 
 def clean_env():
@@ -85,7 +86,26 @@ def test_python_m_memora_runs_offline():
     assert "Offline mode, no language model." in result.stdout
     assert "(counted locally: the offline engine has no server to bill)" in result.stdout
     assert "billed by the server" not in result.stdout
+    assert "the server reported no usage" not in result.stdout, "offline, there is no server to speak of"
+    assert "none to show (offline: both figures are local counts)" in result.stdout
     assert "History messages: 2" in result.stdout
+
+
+def test_python_m_memora_help_and_version_answer_without_starting_the_repl():
+    import tomllib
+
+    import memora
+
+    for flag, expected in (("--help", "usage: python -m memora"), ("--version", f"Memora {memora.__version__}")):
+        # No input at all: a REPL started by mistake would print its banner and "Bye!" on end of input.
+        result = subprocess.run(
+            [sys.executable, "-m", "memora", flag], input="", capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert expected in result.stdout
+        assert "Bye!" not in result.stdout and "You:" not in result.stdout
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" in project["dynamic"], "one version string: memora.__version__"
 
 
 def test_the_articles_main_loop_runs_against_the_package():
