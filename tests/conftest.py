@@ -1,3 +1,18 @@
+"""Shared fixtures, and the suite's tiers.
+
+Every test belongs to one tier, a pytest marker (registered in pyproject.toml):
+
+- ``unit``: the memory, the planner, formats, settings and the teaching tools; pure Python in one process,
+  no socket and no Streamlit runtime. ``python -m pytest -m unit`` is the fast loop while editing.
+- ``page``: the page through Streamlit's ``AppTest`` (one process, a scripted backend).
+- ``integration``: real sockets and servers: the backends over HTTP on 127.0.0.1, Prism, llama.cpp, PostgreSQL.
+- ``browser``: Chromium against a real ``streamlit run``.
+
+A module's tier is ``MODULE_TIERS``'s; a test that names PostgreSQL (in its name, or as its store parameter)
+needs the real database, so it is ``integration`` whatever its module. A module missing from the map
+stops the run: a new test file must say which tier it is in.
+"""
+
 import pytest
 
 from tests.fakes import ScriptedBackend
@@ -22,3 +37,72 @@ def no_secrets(tmp_path, monkeypatch):
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
     assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
+
+
+MODULE_TIERS = {
+    **dict.fromkeys(
+        (
+            "test_audit",
+            "test_bench",
+            "test_bench_peers",
+            "test_classroom_settings",
+            "test_cli",
+            "test_fold_batch",
+            "test_i18n",
+            "test_limits",
+            "test_memory",
+            "test_memory_properties",
+            "test_offline",
+            "test_prefold",
+            "test_prices",
+            "test_recent_window_guarantee",
+            "test_settings",
+            "test_store",
+            "test_token_calibration",
+            "test_tokens",
+            "test_transcript",
+            "test_ui_views",
+            "test_usage",
+        ),
+        "unit",
+    ),
+    **dict.fromkeys(
+        (
+            "test_app",
+            "test_app_tools",
+            "test_classroom_safeguards",
+            "test_conversation_page",
+            "test_fold_policy",
+            "test_reliability_page",
+            "test_reply_job",
+        ),
+        "page",
+    ),
+    **dict.fromkeys(
+        (
+            "test_backends_http",
+            "test_bounded_requests",
+            "test_cli_backends",
+            "test_contract",
+            "test_fault_matrix",
+            "test_probe",
+            "test_real_server",
+        ),
+        "integration",
+    ),
+    **dict.fromkeys(
+        ("test_browser", "test_browser_persistence", "test_browser_safeguards", "test_browser_sharing", "test_classroom_load"), "browser"
+    ),
+}
+TIERS = ("unit", "page", "integration", "browser")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        tier = MODULE_TIERS.get(module)
+        if tier is None:
+            raise pytest.UsageError(f"tests/{module}.py has no tier: add it to MODULE_TIERS in tests/conftest.py")
+        if "postgres" in item.nodeid.lower():
+            tier = "integration"
+        item.add_marker(tier)
