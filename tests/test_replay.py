@@ -109,7 +109,8 @@ def test_without_the_real_summaries_the_replay_still_folds_when_and_what_really_
     for text in SHORT_TURNS:
         chat(memory, text)
         memory.prefold()
-    run = replay(memory.finished_message_tokens(), "window", policy_sizes(memory, "window"), budget=memory.local_budget(), max_recent_turns=2)
+    sizes = policy_sizes(memory, "window")
+    run = replay(memory.finished_message_tokens(), "window", sizes, budget=memory.local_budget(), max_recent_turns=2)
     assert [(r.turn, r.span) for r in run.requests if r.kind == "summary"] == [(v.turn, v.folded) for v in memory.summary_versions]
     assert run.estimated
 
