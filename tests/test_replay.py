@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memora.backends import OfflineBackend
-from memora.memory import ShortTermMemory
+from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.memory.replay import (
     PolicySizes,
     ReplayedRequest,
@@ -14,6 +16,7 @@ from memora.memory.replay import (
     replay,
     replay_full_history,
 )
+from tests.fakes import ScriptedBackend
 from tests.helpers.memory import chat
 
 # Sizes small enough to count by hand: instructions 10, summary preamble 5, summary cap 20 (so a full summary
@@ -121,3 +124,35 @@ def test_the_policy_sizes_follow_each_policys_summary_cap():
     assert (window.summary_cap, watermark.summary_cap) == (200, 60)
     assert window.fixed == watermark.fixed and window.full_summary - watermark.full_summary == 140
     assert window.full_summary == memory._sizes().full_summary
+
+
+words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "🙂", "please", "why?", "I live in Taipei."])
+texts = st.one_of(st.lists(words, min_size=1, max_size=12).map(" ".join), st.integers(1, 300).map(lambda n: "travel " * n))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.lists(st.tuples(texts, texts), min_size=1, max_size=16),
+    budget=st.integers(min_value=500, max_value=2000),
+    recent=st.integers(min_value=0, max_value=3),
+    policy=st.sampled_from(["window", "watermark"]),
+    prefold=st.booleans(),
+)
+def test_any_conversation_replayed_under_its_own_policy_is_what_really_happened(turns, budget, recent, policy, prefold):
+    replies = iter(reply for _, reply in turns)
+    memory = ShortTermMemory(ScriptedBackend(reply_text=lambda request: next(replies)), max_input_tokens=budget,
+                             max_recent_turns=recent, fold_policy=policy)  # fmt: skip
+    for text, _ in turns:
+        try:
+            chat(memory, text)
+        except ContextBudgetError:
+            break  # a refused message leaves its folds standing; the replay is of what came before
+        if prefold:
+            memory.prefold()
+    else:
+        sizes = policy_sizes(memory, policy)
+        run = replay(memory.finished_message_tokens(), policy, sizes, budget=memory.local_budget(), max_recent_turns=recent,
+                     prefold=prefold, real_folds=real_folds(memory))  # fmt: skip
+        happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
+        assert [(r.turn, r.kind, r.input_tokens, r.output_tokens) for r in run.requests] == happened
+        assert run.over_budget == 0 and not run.estimated
