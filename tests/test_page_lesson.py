@@ -11,6 +11,7 @@ from memora.memory import ShortTermMemory
 from memora.settings import FOLD_POLICIES, Settings, build_memory, load_settings
 from memora.teaching.what_if import what_if
 from memora.ui import state as keys
+from memora.ui.i18n import t
 from tests.helpers.app import expander, new_app, send, texts
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -52,7 +53,8 @@ def test_the_watermark_is_one_click_away_in_the_status_panel_with_what_it_saves(
     status = expander(at, "Status")
     radio = next(r for r in status.radio if r.key == keys.FOLD_POLICY_INPUT)
     assert radio.value == "window" and radio.options == ["Window (the article's rule)", "Watermark (fewer summaries)"]
-    assert "0.52×" in str(radio.proto)  # the watermark's caption: what it saves on the bench
+    # Each option's caption: what the window teaches, what the watermark saves (a bench figure the README quotes).
+    assert list(radio.proto.captions) == [t("en", "policy.window_caption"), t("en", "policy.watermark_caption")]
     radio.set_value("watermark").run()
     assert at.session_state[keys.MEMORY].fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
 
