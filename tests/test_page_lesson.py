@@ -69,16 +69,16 @@ def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_wit
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
     table = expander(at, WHAT_IF).dataframe[0].value
-    assert list(table.columns) == ["Figure", "Window (yours)", "Watermark (replay estimate)", "Full history (replay)"]
+    assert list(table.columns) == ["Figure", "Window (yours)", "Watermark (estimate)", "Full history"]
     rows = table.set_index("Figure")
     # Yours is what happened: every request of the ledger, its summaries, its counted input.
     summaries = [r for r in memory.ledger if r.kind == "summary"]
     assert rows.loc["Requests", "Window (yours)"] == f"{len(memory.ledger):,}"
     assert rows.loc["Summary requests", "Window (yours)"] == f"{len(summaries):,}"
     assert rows.loc["Tokens sent", "Window (yours)"] == f"{sum(r.counted_input_tokens for r in memory.ledger):,}"
-    assert rows.loc["Summary requests", "Full history (replay)"] == "0"
-    assert rows.loc["Tokens sent", "Full history (replay)"] == f"{sum(r.full_history_tokens for r in memory.ledger if r.kind == 'reply'):,}"
-    assert set(rows.loc["Cost $ (input and summaries)"]) == {"tokens only"}  # offline: no price
+    assert rows.loc["Summary requests", "Full history"] == "0"
+    assert rows.loc["Tokens sent", "Full history"] == f"{sum(r.full_history_tokens for r in memory.ledger if r.kind == 'reply'):,}"
+    assert set(rows.loc["$"]) == {"tokens only"}  # offline: no price
     caption = texts(at)
     assert "Replay estimate" in caption and "no model call" in caption
     assert len(memory.ledger) == requests, "the replay sent nothing"
@@ -106,7 +106,7 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
     table = expander(at, "如果換一種做法：另一種策略，或送出完整 History").dataframe[0].value
-    assert list(table.columns) == ["項目", "視窗（你的）", "水位線（重播估計）", "完整 History（重播）"]
+    assert list(table.columns) == ["項目", "視窗（你的）", "水位線（估計）", "完整 History"]
 
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):

@@ -111,13 +111,13 @@ WATERMARK = Replay(
 def test_a_replay_line_is_its_turns_input_and_summaries_plus_the_real_reply_output():
     records = [record(1, "reply", 100, 20, 120), record(2, "summary", 80, 30), record(2, "reply", 150, 25, 260)]
     frame = usage_chart_frame(records, 1000, "en", [WATERMARK])
-    line = frame[frame.series == "Watermark (replay estimate)"]
+    line = frame[frame.series == "Watermark (estimate)"]
     assert list(line.turn) == [1, 2] and list(line.tokens) == [100 + 20, 50 + 10 + 90 + 25]
     assert set(line.mark) == {"line"}
     spec = usage_chart_spec("en", ["watermark"])
     assert set(frame.series) == set(spec["layer"][0]["encoding"]["color"]["scale"]["domain"])
     dashed = spec["layer"][1]["encoding"]["strokeDash"]["condition"]["test"]["oneOf"]
-    assert dashed == ["Watermark (replay estimate)"]
+    assert dashed == ["Watermark (estimate)"]
     assert "strokeDash" not in usage_chart_spec("en")["layer"][1]["encoding"]
 
 
@@ -127,7 +127,7 @@ def test_a_turn_the_replay_has_not_reached_has_no_point_on_its_line():
     assert per_turn.iloc[0] == 45 and pd.isna(per_turn.iloc[1])
     records = [record(1, "reply", 40, 5, 45), record(2, "summary", 60, 10)]
     frame = usage_chart_frame(records, 1000, "en", [Replay("window", 1, (ReplayedRequest(1, "reply", 40),))])
-    assert list(frame[frame.series == "Window (replay estimate)"].turn) == [1]
+    assert list(frame[frame.series == "Window (estimate)"].turn) == [1]
 
 
 def test_the_what_if_table_puts_the_strategies_side_by_side():
@@ -136,15 +136,15 @@ def test_the_what_if_table_puts_the_strategies_side_by_side():
     outcomes = (Outcome(window, None, True), Outcome(WATERMARK, None, False), Outcome(full, 0.0003125, False))
     comparison = WhatIf(2, outcomes, "gpt-5-mini", 60)
     table = what_if_frame(comparison, "en").set_index("Figure")
-    assert list(table.columns) == ["Window (yours)", "Watermark (replay estimate)", "Full history (replay)"]
-    assert table["Watermark (replay estimate)"].to_dict() == {
+    assert list(table.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
+    assert table["Watermark (estimate)"].to_dict() == {
         "Requests": "3",
         "Summary requests": "1",
         "Tokens sent": "240",
-        "Summary tokens written": "10",
-        "Replies over the budget": "0",
-        "Cost $ (input and summaries)": "tokens only",
+        "Summary tokens": "10",
+        "Over budget": "0",
+        "$": "tokens only",
     }
-    assert table.loc["Tokens sent", "Full history (replay)"] == "1,350"
-    assert table.loc["Replies over the budget", "Full history (replay)"] == "1"
-    assert table.loc["Cost $ (input and summaries)", "Full history (replay)"] == "$0.000313"
+    assert table.loc["Tokens sent", "Full history"] == "1,350"
+    assert table.loc["Over budget", "Full history"] == "1"
+    assert table.loc["$", "Full history"] == "$0.000313"
