@@ -65,12 +65,12 @@ def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_wit
         at = send(at, text)
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
     requests = len(memory.ledger)
-    assert not expander(at, WHAT_IF).get("arrow_data_frame"), "drawn only once opened"
+    assert not expander(at, WHAT_IF).get("arrow_table"), "drawn only once opened"
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    table = expander(at, WHAT_IF).dataframe[0].value
-    assert list(table.columns) == ["Figure", "Window (yours)", "Watermark (estimate)", "Full history"]
-    rows = table.set_index("Figure")
+    rows = expander(at, WHAT_IF).table[0].value
+    assert list(rows.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
+    assert rows.index.name == "Figure"
     # Yours is what happened: every request of the ledger, its summaries, its counted input.
     summaries = [r for r in memory.ledger if r.kind == "summary"]
     assert rows.loc["Requests", "Window (yours)"] == f"{len(memory.ledger):,}"
@@ -105,8 +105,8 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    table = expander(at, "如果換一種做法：另一種策略，或送出完整 History").dataframe[0].value
-    assert list(table.columns) == ["項目", "視窗（你的）", "水位線（估計）", "完整 History"]
+    table = expander(at, "如果換一種做法：另一種策略，或送出完整 History").table[0].value
+    assert list(table.columns) == ["視窗（你的）", "水位線（估計）", "完整 History"] and table.index.name == "項目"
 
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):

@@ -131,7 +131,9 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "whatif.empty"))
             return
         render.caption(t(lang, "whatif.intro"))
-        st.dataframe(what_if_frame(comparison, lang), hide_index=True)
+        # A static table: it wraps its headers to the sidebar's width, where a data grid would scroll sideways.
+        table = what_if_frame(comparison, lang)
+        st.table(table.set_index(table.columns[0]))
         priced = comparison.model is not None
         render.caption(t(lang, "whatif.priced", model=comparison.model) if priced else t(lang, "whatif.unpriced"))
         render.caption(t(lang, "whatif.assumptions", cap=f"{comparison.other_cap:,}"))
