@@ -1,7 +1,8 @@
 """The terminal REPL: the article's Memora v0.7 loop on the same memory.
 
 Commands: history, context, summary, status, usage, exit. Offline unless a key is set;
-``memora.settings`` lists the variables that choose the backend.
+``memora.settings`` lists the variables that choose the backend. It folds by the article's
+window, as the page does by default (``MEMORA_FOLD_POLICY=watermark`` for the other policy).
 
 Replies are printed as they stream in. While the user types the next message, the
 memory folds in the background what the next turn is certain to fold

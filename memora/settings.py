@@ -27,10 +27,11 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
 - ``MEMORA_MAX_REPLY_TOKENS``: the output cap of one reply; default 1,000. A reply
   stopped there is kept and marked as cut.
-- ``MEMORA_FOLD_POLICY``: ``watermark`` (fold when a request would pass the window-only
-  request plus 600 tokens, never over the budget; then every pair older than the window,
-  with a summary capped at 6% of the budget: fewer, larger, cheaper summaries; the
-  default) or ``window`` (the article's fixed recent window).
+- ``MEMORA_FOLD_POLICY``: ``window`` (the article's rule: from the turn after the recent
+  window is full, its oldest pair is folded; the default, since it is the lesson the page
+  teaches) or ``watermark`` (fold when a request would pass the window-only request plus
+  600 tokens, never over the budget; then every pair older than the window, with a
+  summary capped at 6% of the budget: fewer, larger, cheaper summaries).
 - ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
   ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 
@@ -85,7 +86,7 @@ BACKEND_LABELS: dict[BackendName, str] = {
     "openai": "OpenAI (Responses API)",
     "chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
 }
-FOLD_POLICIES: tuple[FoldPolicy, ...] = ("watermark", "window")
+FOLD_POLICIES: tuple[FoldPolicy, ...] = ("window", "watermark")  # the default first: the page's radio lists them so
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
 DEFAULT_TIMEOUT_S = 120.0
@@ -111,7 +112,7 @@ class Settings:
     max_recent_turns: int = MAX_RECENT_TURNS
     max_reply_tokens: int = MAX_REPLY_TOKENS
     context_window: int | None = None
-    fold_policy: FoldPolicy = "watermark"
+    fold_policy: FoldPolicy = "window"
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     chat_api_key: str | None = field(default=None, repr=False)

@@ -32,7 +32,7 @@ def no_secrets(tmp_path, monkeypatch):
     """
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    # The page tests fold by the article's window; the watermark default is tested in test_fold_policy.py.
+    # The page tests fold by the article's window, the default, set so a configured environment cannot change it.
     monkeypatch.setenv("MEMORA_FOLD_POLICY", "window")
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)

@@ -33,7 +33,7 @@ def server():
     """`streamlit run` on a free local port, offline (no key in its environment), stopped at teardown."""
     require_browser()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MEMORA_BACKEND")}
-    env["MEMORA_FOLD_POLICY"] = "window"  # the article's window: folds within the few turns a browser test types
+    env["MEMORA_FOLD_POLICY"] = "window"  # the article's window (the default): folds within the few turns a browser test types
     with streamlit_run(env, ROOT / "test-output" / "streamlit-server.log") as url:
         yield url
 

@@ -48,8 +48,9 @@ def send_and_wait_for_words(browser: Browser, url: str, text: str) -> tuple[Page
 
 def page_env(model: ResponsesServer, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMORA_"))}
-    # The article's window policy, so the summary is folded (and drawn) within a few turns.
-    env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=model.url, MEMORA_MAX_RETRIES="0", MEMORA_FOLD_POLICY="window", **extra)
+    # The article's window policy (the default, set so the environment cannot change it): the summary is folded
+    # (and drawn) within a few turns. ``extra`` may set another.
+    env.update({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": model.url, "MEMORA_MAX_RETRIES": "0", "MEMORA_FOLD_POLICY": "window"} | extra)
     return env
 
 
@@ -76,7 +77,9 @@ def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: R
     meanwhile; the translated radios keep their values after the switch."""
     require_browser()
     model.queue_for("reply", drip(0.3))  # 60 events, 0.3 s apart: about 18 s in flight
-    with streamlit_run(page_env(model), ROOT / "test-output" / "streamlit-clicks.log") as url, chromium() as browser:
+    # The watermark, which is not the radio's first option: a translated radio must keep a choice that is not its default.
+    env = page_env(model, MEMORA_FOLD_POLICY="watermark")
+    with streamlit_run(env, ROOT / "test-output" / "streamlit-clicks.log") as url, chromium() as browser:
         page, box = send_and_wait_for_words(browser, url, "Tell me a long story.")
         sidebar = page.get_by_test_id("stSidebar")
 
@@ -103,7 +106,7 @@ def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: R
         # The translated radios still show what was chosen (their labels changed with the language).
         checked = sidebar.locator("label:has(input[type=radio]:checked)")
         assert checked.filter(has_text="繁體中文").count() == 1
-        assert checked.filter(has_text="視窗（文章的規則）").count() == 1, "MEMORA_FOLD_POLICY=window, not the first option"
+        assert checked.filter(has_text="水位線（摘要較少）").count() == 1, "MEMORA_FOLD_POLICY=watermark, not the first option"
         assert checked.count() == 2, "the language and the fold policy each keep one choice"
         backend = sidebar.get_by_test_id("stSelectbox").filter(has_text="後端")
         assert backend.locator("input").input_value() == "OpenAI Responses API", backend.inner_html()

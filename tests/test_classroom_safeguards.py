@@ -27,7 +27,7 @@ CLASSROOM_CAPS = {"MEMORA_MAX_TURNS": "5", "MEMORA_MAX_SESSION_TOKENS": "3000", 
 @pytest.fixture(autouse=True)
 def clean_env(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # These page tests fold by the article's window; the watermark default is tested in test_fold_policy.py.
+    # These page tests fold by the article's window, the default, set so a configured environment cannot change it.
     monkeypatch.setenv("MEMORA_FOLD_POLICY", "window")
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in (*ENV_NAMES, *CLASSROOM_ENV, "MEMORA_MAX_SERVER_TOKENS", "MEMORA_DATA_DIR"):

@@ -113,11 +113,12 @@ def test_the_watermark_keeps_the_window_verbatim_after_a_fold(backend):
     assert len(backend.replies[-1].messages) >= 2 * 2 + 2  # summary, two whole pairs, the message
 
 
-def test_the_page_and_the_repl_default_to_the_watermark_and_the_articles_constructor_to_the_window(backend):
-    assert load_settings(environ={}).fold_policy == "watermark"
-    assert build_memory(Settings(), backend=backend).fold_policy == "watermark"
+def test_the_page_the_repl_and_the_articles_constructor_all_default_to_the_window(backend):
+    assert load_settings(environ={}).fold_policy == "window"
+    assert build_memory(Settings(), backend=backend).fold_policy == "window"
     assert ShortTermMemory(backend).fold_policy == "window"
-    assert load_settings(environ={"MEMORA_FOLD_POLICY": "window"}).fold_policy == "window"
+    assert load_settings(environ={"MEMORA_FOLD_POLICY": "watermark"}).fold_policy == "watermark"
+    assert build_memory(Settings(fold_policy="watermark"), backend=backend).fold_policy == "watermark"
 
 
 def test_a_bad_fold_policy_names_the_variable():
@@ -150,15 +151,16 @@ def test_the_history_is_never_lost_by_a_policy_switch_mid_conversation(backend):
     assert Message("user", "after the switch") == backend.replies[-1].messages[-1]
 
 
-def test_the_page_opens_on_the_watermark_policy_and_its_setting_switches_it(monkeypatch, tmp_path):
+def test_the_page_opens_on_the_configured_watermark_and_its_setting_switches_it(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
     from tests.helpers.app import APP, ENV_NAMES, texts
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    for name in (*ENV_NAMES, "MEMORA_FOLD_POLICY"):
+    for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMORA_FOLD_POLICY", "watermark")  # the window is the default (tests/test_page_lesson.py)
     at = AppTest.from_file(APP, default_timeout=30).run()
     memory = at.session_state["memory"]
     assert memory.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def clean_env(tmp_path, monkeypatch):
     """As tests/test_app.py: no secrets file, no key, no classroom settings, unless a test sets them."""
     monkeypatch.chdir(tmp_path)
-    # These page tests fold by the article's window; the watermark default is tested in test_fold_policy.py.
+    # These page tests fold by the article's window, the default, set so a configured environment cannot change it.
     monkeypatch.setenv("MEMORA_FOLD_POLICY", "window")
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in (*ENV_NAMES, *CLASSROOM_ENV):

@@ -6,8 +6,11 @@ import pandas as pd
 
 from memora.backends.offline import OfflineBackend
 from memora.memory import ShortTermMemory
+from memora.memory.replay import Replay, ReplayedRequest
+from memora.teaching.what_if import Outcome, WhatIf
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
-from memora.ui.views import history_frame, message_marks, parse_command, run_command
+from memora.ui.frames import replay_per_turn
+from memora.ui.views import history_frame, message_marks, parse_command, run_command, what_if_frame
 from memora.usage import UsageRecord
 
 
@@ -96,3 +99,52 @@ def test_usage_chart_spec_colours_every_series_the_frame_holds():
     assert isinstance(frame, pd.DataFrame) and frame.tokens.ge(0).all()
     budget = frame[frame.series == "Budget"].tokens
     assert (budget == memory.max_input_tokens).all()
+
+
+WATERMARK = Replay(
+    "watermark",
+    2,
+    (ReplayedRequest(1, "reply", 100), ReplayedRequest(2, "summary", 50, 10, (0, 2), True), ReplayedRequest(2, "reply", 90)),
+)
+
+
+def test_a_replay_line_is_its_turns_input_and_summaries_plus_the_real_reply_output():
+    records = [record(1, "reply", 100, 20, 120), record(2, "summary", 80, 30), record(2, "reply", 150, 25, 260)]
+    frame = usage_chart_frame(records, 1000, "en", [WATERMARK])
+    line = frame[frame.series == "Watermark (estimate)"]
+    assert list(line.turn) == [1, 2] and list(line.tokens) == [100 + 20, 50 + 10 + 90 + 25]
+    assert set(line.mark) == {"line"}
+    spec = usage_chart_spec("en", ["watermark"])
+    assert set(frame.series) == set(spec["layer"][0]["encoding"]["color"]["scale"]["domain"])
+    dashed = spec["layer"][1]["encoding"]["strokeDash"]["condition"]["test"]["oneOf"]
+    assert dashed == ["Watermark (estimate)"]
+    assert "strokeDash" not in usage_chart_spec("en")["layer"][1]["encoding"]
+
+
+def test_a_turn_the_replay_has_not_reached_has_no_point_on_its_line():
+    """A reply in progress: the ledger has its turn's fold, the replay only the finished turns."""
+    per_turn = replay_per_turn(Replay("window", 1, (ReplayedRequest(1, "reply", 40),)), pd.Series([5, 0], index=[1, 2]))
+    assert per_turn.iloc[0] == 45 and pd.isna(per_turn.iloc[1])
+    records = [record(1, "reply", 40, 5, 45), record(2, "summary", 60, 10)]
+    frame = usage_chart_frame(records, 1000, "en", [Replay("window", 1, (ReplayedRequest(1, "reply", 40),))])
+    assert list(frame[frame.series == "Window (estimate)"].turn) == [1]
+
+
+def test_the_what_if_table_puts_the_strategies_side_by_side():
+    full = Replay("full_history", 2, (ReplayedRequest(1, "reply", 100), ReplayedRequest(2, "reply", 1_250, fits=False)))
+    window = Replay("window", 2, (ReplayedRequest(1, "reply", 100), ReplayedRequest(2, "reply", 120)))
+    outcomes = (Outcome(window, None, True), Outcome(WATERMARK, None, False), Outcome(full, 0.0003125, False))
+    comparison = WhatIf(2, outcomes, "gpt-5-mini", 60)
+    table = what_if_frame(comparison, "en").set_index("Figure")
+    assert list(table.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
+    assert table["Watermark (estimate)"].to_dict() == {
+        "Requests": "3",
+        "Summary requests": "1",
+        "Tokens sent": "240",
+        "Summary tokens": "10",
+        "Over budget": "0",
+        "$": "tokens only",
+    }
+    assert table.loc["Tokens sent", "Full history"] == "1,350"
+    assert table.loc["Over budget", "Full history"] == "1"
+    assert table.loc["$", "Full history"] == "$0.000313"

@@ -270,6 +270,12 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             self.last_fold_plan = plan  # only once something was folded: the Status panel says why
             return version
 
+    def finished_message_tokens(self) -> tuple[int, ...]:
+        """Each message's local tokens, as planning counts them, for the finished user/reply pairs (a pending
+        message is left out); a copy, safe to read while a reply job appends (``memora.memory.replay``)."""
+        counts = tuple(self._history_counts)
+        return counts[: len(counts) - len(counts) % 2]
+
     def full_history_tokens(self) -> int:
         """What one request with every message in history would cost, instructions included."""
         return self._sizes().fixed + self._history_tokens

@@ -7,6 +7,7 @@ from dataclasses import asdict, fields
 
 import pandas as pd
 
+from memora.memory.replay import Replay
 from memora.usage import UsageRecord
 
 LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
@@ -43,3 +44,13 @@ def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
         }
     )
     return per_turn.fillna(0).astype("int64").rename_axis("turn")
+
+
+def replay_per_turn(run: Replay, reply_output: pd.Series) -> pd.Series:
+    """What ``run`` would have spent on each turn of ``reply_output``'s index: its requests' input and summaries
+    (``Replay.tokens_per_turn``) plus the turn's real reply output, the same under every strategy.
+
+    A turn past the replay's last finished turn (a reply in progress) is NaN: the line has no point there.
+    """
+    replayed = pd.Series(run.tokens_per_turn(), index=pd.RangeIndex(1, run.turns + 1), dtype="float64")
+    return replayed.reindex(reply_output.index) + reply_output.astype("float64")

@@ -1,8 +1,9 @@
-"""The sidebar panels: status, summary, last request context, full history, token usage.
+"""The sidebar panels: status, summary, last request context, full history, token usage, what if.
 
-Each is an expander. The full history and the token usage grow with the
-conversation, so their expanders track their state and draw only while open:
-a rerun then costs the same at turn 500 as at turn 10.
+Each is an expander. The full history, the token usage and the "what if" replays
+grow with the conversation, so their expanders track their state and draw only
+while open: a rerun then costs the same at turn 500 as at turn 10. The replays are
+also kept per history length (``what_if_for``), so a rerun with no new turn redoes none.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory
+from memora.teaching.what_if import WhatIf, cache_key, what_if
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
 from memora.ui.i18n import t
+from memora.ui.settings_panel import render_fold_policy
 from memora.ui.summary_audit import render_summary_audit
-from memora.ui.views import calibration_note, context_frame, fold_note, history_frame, last_context_rows, status_figures
+from memora.ui.views import calibration_note, context_frame, fold_note, history_frame, last_context_rows, status_figures, what_if_frame
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -25,6 +28,7 @@ def render_panels(memory: ShortTermMemory, lang: str) -> None:
     render_context(memory, lang)
     render_history(memory, lang)
     render_usage(memory, lang)
+    render_what_if(memory, lang)
 
 
 def render_status(memory: ShortTermMemory, lang: str) -> None:
@@ -36,6 +40,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
         full = f"{memory.full_history_tokens():,}"
         render.caption(t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
         render.caption(fold_note(memory, lang))
         render.caption(calibration_note(memory, lang))
         ledger = getattr(memory.backend, "server_ledger", None)
@@ -85,8 +90,10 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         if not memory.ledger:
             render.caption(t(lang, "panel.usage_empty"))
             return
-        frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, lang)
-        st.vega_lite_chart(frame, usage_chart_spec(lang), width="stretch")
+        other = what_if_for(memory).other.replay
+        frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, lang, [other])
+        st.vega_lite_chart(frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
+        render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
         render_costs(memory.ledger, lang)
         render.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
         ledger = ledger_table(memory.ledger)
@@ -100,3 +107,33 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             mime="text/csv",
             icon=":material/download:",
         )
+
+
+def what_if_for(memory: ShortTermMemory) -> WhatIf:
+    """``what_if(memory)``, replayed again only when the history, its folds or a setting changed since the last time."""
+    state = st.session_state
+    key = cache_key(memory)
+    cached = state[keys.WHAT_IF]
+    if cached is None or cached[0] != key:
+        cached = (key, what_if(memory))
+        state[keys.WHAT_IF] = cached
+    return cached[1]
+
+
+def render_what_if(memory: ShortTermMemory, lang: str) -> None:
+    panel = st.expander(t(lang, "panel.what_if"), key=keys.WHAT_IF_PANEL_OPEN, on_change="rerun", icon=":material/compare_arrows:")
+    with panel:
+        if not panel.open:
+            render.caption(t(lang, "panel.lazy_hint"))
+            return
+        comparison = what_if_for(memory)
+        if not comparison.turns:
+            render.caption(t(lang, "whatif.empty"))
+            return
+        render.caption(t(lang, "whatif.intro"))
+        # A static table: it wraps its headers to the sidebar's width, where a data grid would scroll sideways.
+        table = what_if_frame(comparison, lang)
+        st.table(table.set_index(table.columns[0]))
+        priced = comparison.model is not None
+        render.caption(t(lang, "whatif.priced", model=comparison.model) if priced else t(lang, "whatif.unpriced"))
+        render.caption(t(lang, "whatif.assumptions", cap=f"{comparison.other_cap:,}"))

@@ -1,4 +1,5 @@
-"""The sidebar's language switch and settings: backend, model, key, limits, reset.
+"""The sidebar's language switch and settings: backend, model, key, limits, reset; the fold policy's radio,
+which the Status panel draws.
 
 Every change is applied in a widget callback, before the script reruns, so the
 panels and the next turn already see it. A refused change leaves the memory as
@@ -60,7 +61,6 @@ def is_locked() -> bool:
 
 def render_settings(lang: str) -> None:
     state = st.session_state
-    memory: ShortTermMemory = state[keys.MEMORY]
     locked = is_locked()
     with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
         if locked:
@@ -94,20 +94,31 @@ def render_settings(lang: str) -> None:
             on_change=_apply_limits,
             disabled=locked,
         )
-        chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.fold_policy)
-        st.radio(
-            t(lang, "settings.fold_policy"),
-            options=list(FOLD_POLICIES),
-            format_func=lambda policy: t(lang, f"policy.{policy}"),
-            key=keys.FOLD_POLICY_INPUT,
-            help=t(lang, "settings.fold_policy_help"),
-            on_change=_apply_limits,
-            disabled=locked,
-        )
         notice: Notice | None = state[keys.SETTINGS_NOTICE]
         if notice is not None:
             _show(notice, lang)
         st.button(t(lang, "settings.reset"), help=t(lang, "settings.reset_help"), on_click=_reset, icon=":material/restart_alt:")
+
+
+def render_fold_policy(lang: str) -> None:
+    """The fold policy's radio, in the Status panel (open by default), so the other policy is one click away.
+
+    The article's window comes first, as the default; each option's caption says what it teaches or saves.
+    It changes the memory as the budget and window do (``_apply_limits``): refused when locked, kept for later
+    while a reply is being written.
+    """
+    memory: ShortTermMemory = st.session_state[keys.MEMORY]
+    chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.fold_policy)
+    st.radio(
+        t(lang, "settings.fold_policy"),
+        options=list(FOLD_POLICIES),
+        format_func=lambda policy: t(lang, f"policy.{policy}"),
+        captions=[t(lang, f"policy.{policy}_caption") for policy in FOLD_POLICIES],
+        key=keys.FOLD_POLICY_INPUT,
+        help=t(lang, "settings.fold_policy_help"),
+        on_change=_apply_limits,
+        disabled=is_locked(),
+    )
 
 
 def _render_key_field(lang: str, locked: bool) -> None:

@@ -50,6 +50,9 @@ IMPORT_NOTICE = "import_notice"
 REPLY_JOB = "reply_job"
 STOP_BUTTON = "stop_button"
 DEFERRED_SETTINGS = "deferred_settings"
+# "What if" replays (memora/ui/panels.py, issue 21): whether their panel is open, and the last replay with its cache key.
+WHAT_IF_PANEL_OPEN = "what_if_panel_open"
+WHAT_IF = "what_if"
 # Conversation persistence (memora/ui/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
@@ -167,6 +170,8 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
+        WHAT_IF_PANEL_OPEN: False,
+        WHAT_IF: None,
         PREFOLD_AT: None,
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,

@@ -14,6 +14,8 @@ import pandas as pd
 
 from memora.memory import ShortTermMemory
 from memora.messages import Message
+from memora.teaching.prices import format_usd
+from memora.teaching.what_if import WhatIf
 from memora.tokens import count_message
 from memora.ui.i18n import t
 
@@ -175,3 +177,21 @@ def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
             t(lang, "col.content"): [r.content for r in rows],
         }
     )
+
+
+WHAT_IF_ROWS = ("requests", "summary_requests", "tokens_sent", "summary_written", "over_budget", "usd")
+
+
+def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
+    """The strategies side by side: one column each (yours, the other policy's replay, the full history's), one row per
+    figure, every cell a formatted string; ``$`` reads "tokens only" where nothing is priced."""
+    columns: dict[str, list[str]] = {t(lang, "whatif.row"): [t(lang, f"whatif.{row}") for row in WHAT_IF_ROWS]}
+    for outcome in what_if.outcomes:
+        run = outcome.replay
+        name = t(lang, f"whatif.{run.strategy}")
+        kind = "col_live" if outcome.live else "col_full" if run.strategy == "full_history" else "col_replay"
+        usd = t(lang, "whatif.tokens_only") if outcome.usd is None else format_usd(outcome.usd)
+        requests = run.reply_requests + run.summary_requests
+        figures = (requests, run.summary_requests, run.input_tokens, run.summary_output_tokens, run.over_budget)
+        columns[t(lang, f"whatif.{kind}", strategy=name)] = [*(f"{figure:,}" for figure in figures), usd]
+    return pd.DataFrame(columns)

@@ -1,0 +1,297 @@
+"""What a fold policy would have done with a conversation: the planner, replayed on its token counts.
+
+A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
+same pure planner (``planner.plan_folds``, ``certain_fold``, ``expected_message``, ``fold_pieces``) what each
+request would have sent. A student can then see what the other policy, or sending the full history, would have
+done with their own conversation.
+
+What every figure rests on (the page labels them a replay estimate):
+
+- **The same conversation.** Every policy gets the same messages and the same replies. A real model sent
+  another context would have answered a little differently; a replay cannot know how.
+- **Local tokens, in the planner's arithmetic.** A reply request sends ``fixed + summary + recent messages +
+  message``, each message at its own o200k_base count (exact in the OpenAI layout; a server that takes the summary
+  inside its one system message merges a few tokens across the join). The budget is the memory's local budget.
+- **Today's settings.** The whole conversation is replayed under the current budget and window, even where they
+  changed midway.
+- **Folding ahead.** The page and the REPL fold after every reply what the next turn is certain to need
+  (``ShortTermMemory.prefold``); ``prefold=False`` replays the article's own loop, which folds only in ``prepare``.
+- **Summaries that really happened are taken as they were.** ``real_folds`` are the conversation's own summary
+  requests, oldest first. While the replay's summary requests fold the same spans in the same order as they did,
+  each takes its real input, output and resulting summary, so a replay of the policy the conversation ran under
+  reproduces what was sent. From the first request that differs, every summary is estimated.
+- **A summary that never existed is estimated** at the length of what it summarizes (the old summary's text plus
+  the folded messages), up to the policy's summary cap: never longer than its cap, as a real one is cut there.
+  That is the planner's own reservation once a conversation has more to summarize than the cap, an upper bound for
+  a model that writes less. Its request's input is the request's fixed part (instructions, layout, priming), the
+  old summary's text and the folded messages at their own counts (a transcript line costs about what its message
+  does), at most the request's room for messages, as a real fold cuts the largest messages to fit.
+- **Replies' output is left out.** It is the same under every policy, so the replays compare what differs:
+  every request's input, and the summaries written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from memora.memory.planner import certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
+from memora.memory.sizes import request_sizes
+from memora.memory.values import FoldPolicy
+from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
+from memora.tokens import count_message
+from memora.usage import RequestKind
+
+if TYPE_CHECKING:
+    from memora.memory.core import ShortTermMemory
+
+Strategy = Literal["window", "watermark", "full_history"]
+"""What a replay sends: one of the two fold policies, or the whole history with every reply (no summary)."""
+
+
+@dataclass(frozen=True)
+class PolicySizes:
+    """The fixed local token sizes one fold policy plans with (``sizes.Sizes`` under the policy's summary cap).
+
+    ``fixed``: the instructions and the reply's priming. ``preamble``: the summary message without its text.
+    ``summary_cap``: the most tokens a summary's text may have. ``summary_request``: a summary request with no
+    summary and no messages (its instructions, layout and priming). ``fold_room``: the tokens one summary request
+    has for the messages it folds.
+    """
+
+    fixed: int
+    preamble: int
+    summary_cap: int
+    summary_request: int
+    fold_room: int
+
+    @property
+    def full_summary(self) -> int:
+        """A summary message at its full length, as the planner reserves it (``Sizes.full_summary``)."""
+        return self.preamble + self.summary_cap + 1
+
+
+@dataclass(frozen=True)
+class RealFold:
+    """A summary request that really happened: the history ``span`` it folded, its counted ``input_tokens``, its
+    ``output_tokens``, and the tokens of the summary message it left (``summary_tokens``, preamble included)."""
+
+    span: tuple[int, int]
+    input_tokens: int
+    output_tokens: int
+    summary_tokens: int
+
+
+@dataclass(frozen=True)
+class ReplayedRequest:
+    """One request of a replay. ``turn`` is the user turn it serves (a fold ahead counts for the turn whose reply it
+    follows, as the ledger does). A summary's ``output_tokens`` is the summary written; a reply's is 0 (left out).
+    ``span`` is the history range a summary folded. ``estimated`` is True for a summary that never existed.
+    ``fits`` is False for a reply over the budget: a policy would have refused it, sending the full history does not.
+    """
+
+    turn: int
+    kind: RequestKind
+    input_tokens: int
+    output_tokens: int = 0
+    span: tuple[int, int] | None = None
+    estimated: bool = False
+    fits: bool = True
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Every request one strategy would have sent for a conversation of ``turns`` finished turns."""
+
+    strategy: Strategy
+    turns: int
+    requests: tuple[ReplayedRequest, ...]
+
+    @property
+    def reply_requests(self) -> int:
+        return sum(r.kind == "reply" for r in self.requests)
+
+    @property
+    def summary_requests(self) -> int:
+        return sum(r.kind == "summary" for r in self.requests)
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens sent: the input of every request, replies and summaries."""
+        return sum(r.input_tokens for r in self.requests)
+
+    @property
+    def summary_output_tokens(self) -> int:
+        """Tokens of every summary written."""
+        return sum(r.output_tokens for r in self.requests if r.kind == "summary")
+
+    @property
+    def over_budget(self) -> int:
+        """Replies that would not have fit the budget."""
+        return sum(not r.fits for r in self.requests)
+
+    @property
+    def estimated(self) -> bool:
+        """Whether any summary in it is an estimate (see the module's docstring)."""
+        return any(r.estimated for r in self.requests)
+
+    def tokens_per_turn(self) -> tuple[int, ...]:
+        """For turns 1..``turns``: the input of every request of the turn plus the summaries it wrote."""
+        totals = [0] * self.turns
+        for r in self.requests:
+            totals[r.turn - 1] += r.input_tokens + r.output_tokens
+        return tuple(totals)
+
+
+def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Replay:
+    """Every reply sends the instructions and the whole history so far: no summary, and no budget held.
+
+    ``counts`` are the tokens of each finished message, user and reply pairs in order; ``fixed`` the instructions
+    and the reply's priming. A reply over ``budget`` is marked, not refused. Raises ValueError for an odd count.
+    """
+    _check_pairs(counts)
+    requests, sent = [], fixed
+    for index in range(0, len(counts), 2):
+        tokens = sent + counts[index]
+        requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=tokens <= budget))
+        sent += counts[index] + counts[index + 1]
+    return Replay("full_history", len(counts) // 2, tuple(requests))
+
+
+def replay(
+    counts: Sequence[int],
+    policy: FoldPolicy,
+    sizes: PolicySizes,
+    *,
+    budget: int,
+    max_recent_turns: int,
+    prefold: bool = True,
+    real_folds: Sequence[RealFold] = (),
+) -> Replay:
+    """What ``policy`` would have sent for a conversation whose finished messages have ``counts`` tokens.
+
+    ``counts`` are user and reply pairs, in order (the pending message of a turn in progress is left out by the
+    caller). ``budget`` is the local budget; ``sizes`` the policy's fixed sizes (``policy_sizes``). Each turn
+    folds ahead after the previous reply when ``prefold`` (as the page does), then plans its own message and folds
+    what that plan says, in as many summary requests as ``fold_pieces`` needs. A message too long to send even alone
+    with the instructions sends nothing, as the page refuses it. See the module's docstring for the assumptions,
+    and for ``real_folds``. Raises ValueError for an odd count.
+    """
+    _check_pairs(counts)
+    run = _Run(counts, policy, sizes, budget, max_recent_turns, list(real_folds))
+    for turn in range(1, len(counts) // 2 + 1):
+        run.reply(turn)
+        if prefold:
+            run.fold_ahead(turn)
+    return Replay(policy, len(counts) // 2, tuple(run.requests))
+
+
+class _Run:
+    """The state of one replay: what is folded, the summary so far, the requests made. Mutable, private."""
+
+    def __init__(
+        self, counts: Sequence[int], policy: FoldPolicy, sizes: PolicySizes, budget: int, recent: int, real: list[RealFold]
+    ) -> None:
+        self.counts, self.policy, self.sizes, self.budget, self.recent = counts, policy, sizes, budget, recent
+        self.real = real  # consumed from the front while the replay folds as reality did; emptied at the first difference
+        self.pointer = 0
+        self.summary = 0  # the summary message's tokens, preamble included; 0 for no summary
+        self.requests: list[ReplayedRequest] = []
+
+    def plan(self, end: int, message: int):  # -> planner.Plan
+        return plan_folds(
+            self.policy, self.counts[self.pointer : end], message=message, fixed=self.sizes.fixed, summary=self.summary,
+            full_summary=self.sizes.full_summary, budget=self.budget, max_recent_turns=self.recent,
+        )  # fmt: skip
+
+    def alone_fits(self, message: int) -> bool:
+        return self.sizes.fixed + message <= self.budget
+
+    def reply(self, turn: int) -> None:
+        current = 2 * (turn - 1)
+        message = self.counts[current]
+        if not self.alone_fits(message):
+            return
+        plan = self.plan(current, message)
+        if plan.fold:
+            self.fold_through(self.pointer + plan.fold, turn)
+        tokens = self.sizes.fixed + self.summary + sum(self.counts[self.pointer : current]) + message
+        self.requests.append(ReplayedRequest(turn, "reply", tokens, fits=tokens <= self.budget))
+
+    def fold_ahead(self, turn: int) -> None:
+        """``ShortTermMemory._prefold_plan`` after the reply of ``turn``: the expected message decides."""
+        end = 2 * turn
+        unfolded = self.counts[self.pointer : end]
+        message = expected_message(self.policy, unfolded[::2])
+        if not self.alone_fits(message):
+            return
+        expected = self.plan(end, message)
+        if not expected.fold:
+            return
+        shortest = self.plan(end, expected_message("window", ()))
+        fold = certain_fold(self.policy, expected, shortest, max(0, len(unfolded) - 2 * self.recent))
+        if fold:
+            self.fold_through(self.pointer + fold, turn)
+
+    def fold_through(self, end: int, turn: int) -> None:
+        counts, start = self.counts, self.pointer
+        pairs = [counts[i] + counts[i + 1] for i in range(start, end, 2)]
+        for pieces in fold_pieces(pairs, self.sizes.fold_room):
+            span = (start, start + 2 * pieces)
+            self.requests.append(self.summarize(span, turn))
+            start = span[1]
+        self.pointer = end
+
+    def summarize(self, span: tuple[int, int], turn: int) -> ReplayedRequest:
+        if self.real and self.real[0].span == span:
+            fold = self.real.pop(0)
+            self.summary = fold.summary_tokens
+            return ReplayedRequest(turn, "summary", fold.input_tokens, fold.output_tokens, span)
+        self.real.clear()  # once the replay folds otherwise, no later real summary is the one it would have had
+        old = max(0, self.summary - self.sizes.preamble)
+        folded = sum(self.counts[span[0] : span[1]])
+        text = min(self.sizes.summary_cap, old + folded)
+        self.summary = self.sizes.preamble + text
+        tokens = self.sizes.summary_request + old + min(folded, self.sizes.fold_room)
+        return ReplayedRequest(turn, "summary", tokens, text, span, estimated=True)
+
+
+def _check_pairs(counts: Sequence[int]) -> None:
+    if len(counts) % 2:
+        raise ValueError(f"a replay needs finished user/reply pairs, not {len(counts)} messages")
+
+
+# -- from a live memory ---------------------------------------------------------------------------------------------
+
+
+def policy_sizes(memory: ShortTermMemory, policy: FoldPolicy) -> PolicySizes:
+    """``memory``'s fixed sizes had it run under ``policy``: its summary cap and the instructions' word limit follow."""
+    cap = summary_cap(policy, memory.max_input_tokens, memory.max_summary_tokens)
+    sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
+    preamble = count_message("developer", SUMMARY_PREAMBLE)
+    request = sizes.summarizer.overhead() - cap - 1  # the overhead reserves a full summary; a replay adds the real one
+    return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(memory.local_budget()))
+
+
+def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
+    """``memory``'s summary requests that left a summary, oldest first, with the ledger's counted input and output.
+
+    A version is matched to the first summary record after the previous match with its turn and total tokens
+    (a request whose summary came back empty has a record and no version). Stops at a version with no record.
+    """
+    versions = list(memory.summary_versions)
+    records = [r for r in list(memory.ledger) if r.kind == "summary"]
+    folds, index = [], 0
+    for version in versions:
+        if version.folded[0] == version.folded[1]:
+            continue
+        while index < len(records) and (records[index].turn, records[index].total_tokens) != (version.turn, version.tokens):
+            index += 1
+        if index == len(records):
+            break
+        record = records[index]
+        index += 1
+        summary = count_message("developer", SUMMARY_PREAMBLE + version.text) if version.text else 0
+        folds.append(RealFold(version.folded, record.counted_input_tokens, record.output_tokens or 0, summary))
+    return tuple(folds)

@@ -1,0 +1,89 @@
+"""What if: the live conversation replayed under both fold policies and under "send the full history", with money.
+
+Pure and model-free: ``memora.memory.replay`` does the replaying, and its docstring states what every figure rests
+on. The policy the conversation runs under is replayed with its real summaries, so its column is what was sent
+(unless a setting changed midway); the other policy's summaries never existed and are estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memora.memory import ShortTermMemory
+from memora.memory.replay import Replay, Strategy, policy_sizes, real_folds, replay, replay_full_history
+from memora.settings import FOLD_POLICIES
+from memora.teaching.prices import ModelPrice, PriceTable
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One strategy's replay, and its price in USD: every request's input at the input price plus the summaries
+    written at the output price, uncached (None when the model has no price, or the offline engine answers)."""
+
+    replay: Replay
+    usd: float | None
+    live: bool
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.replay.strategy
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The live policy first, then the other policy, then the full history; ``model`` is the priced model or None;
+    ``other_cap`` is the summary cap of the other policy's estimated summaries."""
+
+    turns: int
+    outcomes: tuple[Outcome, ...]
+    model: str | None
+    other_cap: int
+
+    def outcome(self, strategy: Strategy) -> Outcome:
+        return next(o for o in self.outcomes if o.strategy == strategy)
+
+    @property
+    def other(self) -> Outcome:
+        """The fold policy the conversation does not run under."""
+        return self.outcomes[1]
+
+
+def replay_cost(run: Replay, price: ModelPrice) -> float:
+    """USD of a replay's input and summaries at ``price``, with no prompt cache (a replay cannot know what hits)."""
+    return (run.input_tokens * price.input + run.summary_output_tokens * price.output) / 1_000_000
+
+
+def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf:
+    """``memory``'s finished turns replayed three ways, under its current settings, folding ahead as the page does.
+
+    A pending message (a reply in progress) is left out. Makes no request and changes nothing in ``memory``.
+    """
+    counts = memory.finished_message_tokens()
+    budget, recent = memory.local_budget(), memory.max_recent_turns
+    live = memory.fold_policy
+    other = next(p for p in FOLD_POLICIES if p != live)
+    sizes = {policy: policy_sizes(memory, policy) for policy in (live, other)}
+    runs = [
+        replay(counts, live, sizes[live], budget=budget, max_recent_turns=recent, real_folds=real_folds(memory)),
+        replay(counts, other, sizes[other], budget=budget, max_recent_turns=recent),
+        replay_full_history(counts, sizes[live].fixed, budget=budget),
+    ]
+    price = None if memory.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)
+    outcomes = tuple(Outcome(run, replay_cost(run, price) if price else None, run.strategy == live) for run in runs)
+    return WhatIf(len(counts) // 2, outcomes, price.model if price else None, sizes[other].summary_cap)
+
+
+def cache_key(memory: ShortTermMemory) -> Sequence[object]:
+    """What a ``what_if`` depends on: the history's length, its folds and requests, and the settings it replays."""
+    return (
+        len(memory.history),
+        len(memory.summary_versions),
+        len(memory.ledger),
+        memory.fold_policy,
+        memory.max_input_tokens,
+        memory.local_budget(),
+        memory.max_recent_turns,
+        memory.model,
+        memory.backend.offline,
+    )
