@@ -10,6 +10,7 @@ from __future__ import annotations
 from memora.backends.base import BackendError
 from memora.limits import LimitReached
 from memora.memory import ContextBudgetError, SummaryError
+from memora.server_budget import ServerBudgetUnavailable
 from memora.store import StoreError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}
@@ -289,11 +290,16 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "the conversation has more turns than this page allows.",
         "transcript.code.ledger_over_cap": "the conversation has already spent more tokens than this page allows.",
         "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
-        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
+        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens are spent or held for replies in progress, across every conversation on this server, and what is left cannot cover this message. Ask your teacher.",
         "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
         "chat.stop": "Stop",
         "chat.waiting": "Waiting for the model's first words…",
         "notice.stopped": "Stopped. The reply was not kept; your message is back in the input box.",
+        # the server budget as a reservation, and storage faults (issue 20, trust-budget)
+        "status.server_reserved": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent, {reserved} more held for replies in progress.",
+        "status.server_unreachable": "Classroom budget: its store cannot be read right now, so no request is sent until it is back.",
+        "budget.unsaved": "Not saved yet, will retry: the server's storage failed, so {tokens} billed tokens of the classroom budget are kept in memory (and counted) until it is back. Your replies are here.",
+        "error.server_budget_unavailable": "The classroom's shared budget could not be reached, so nothing was sent and nothing was billed. Try again in a moment; if it keeps happening, tell your teacher.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -552,11 +558,16 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "對話的回合數超過這個頁面允許的上限。",
         "transcript.code.ledger_over_cap": "這段對話已用掉的 Token 超過這個頁面允許的上限。",
         "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
-        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
+        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計已用或為進行中的回覆保留 {value} / {limit} 個 Token，剩下的不夠這則訊息使用。請告訴老師。",
         "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
         "chat.stop": "停止",
         "chat.waiting": "正在等待模型的第一個字…",
         "notice.stopped": "已停止。這則回覆沒有保留；你的訊息已放回輸入框。",
+        # the server budget as a reservation, and storage faults (issue 20, trust-budget)
+        "status.server_reserved": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token，另有 {reserved} 個保留給進行中的回覆。",
+        "status.server_unreachable": "全班預算：目前無法讀取它的儲存區，在恢復之前不會送出任何請求。",
+        "budget.unsaved": "尚未保存，稍後會重試：伺服器的儲存區發生錯誤，全班預算中 {tokens} 個已計費的 Token 暫存在記憶體中（仍然計入），等儲存區恢復後寫入。你的回覆都還在。",
+        "error.server_budget_unavailable": "無法連上全班共用的預算，所以訊息沒有送出，也沒有產生任何費用。請稍後再試；如果一直發生，請告訴老師。",
     },
 }
 
@@ -593,6 +604,8 @@ def error_message(lang: str, error: BaseException) -> str:
         return t(lang, "error.summary")
     if isinstance(error, BackendError):
         return t(lang, "error.backend", detail=str(error))
+    if isinstance(error, ServerBudgetUnavailable):
+        return t(lang, "error.server_budget_unavailable")
     if isinstance(error, StoreError):
         return t(lang, "error.store", detail=str(error))
     if isinstance(error, ValueError):

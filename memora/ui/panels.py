@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory
-from memora.ui import render
+from memora.ui import budget, render
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
@@ -38,9 +38,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         render.caption(t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
         render.caption(fold_note(memory, lang))
         render.caption(calibration_note(memory, lang))
-        ledger = getattr(memory.backend, "server_ledger", None)
-        if ledger is not None:
-            render.caption(t(lang, "status.server_spent", spent=f"{ledger.spent():,}", limit=f"{ledger.max_tokens:,}"))
+        budget.render_standing(memory, lang)
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:
