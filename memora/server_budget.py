@@ -169,9 +169,7 @@ class CappedSpend:
         try:
             booking = self._book(tokens, kind, extra)
         except StoreError as error:
-            raise ServerBudgetUnavailable(
-                f"the classroom's shared budget could not be reached, so nothing was sent ({error})"
-            ) from None
+            raise ServerBudgetUnavailable(f"the classroom's shared budget could not be reached, so nothing was sent ({error})") from None
         if booking.id is None:
             raise ServerBudgetReached(
                 "server_tokens",

@@ -322,7 +322,7 @@ def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> Non
 def test_the_server_ledger_is_safe_for_many_threads_at_once(tmp_path) -> None:
     import threading
 
-    from memora.server_budget import ServerLedger
+    from memora.server_budget import ServerLedger, Standing
 
     ledger = ServerLedger(tmp_path / "deep" / "usage.sqlite3", 10**9)
 
@@ -335,6 +335,4 @@ def test_the_server_ledger_is_safe_for_many_threads_at_once(tmp_path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert ledger.standing() == ledger.standing().__class__(8 * 40 * 3, 0, 0, 10**9)
-
-
+    assert ledger.standing() == Standing(8 * 40 * 3, 0, 0, 10**9)
