@@ -22,3 +22,13 @@ def no_secrets(tmp_path, monkeypatch):
     for name in ENV_NAMES:
         monkeypatch.delenv(name, raising=False)
     assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
+
+
+@pytest.fixture(autouse=True)
+def error_details_restored():
+    """A locked page sets ``client.showErrorDetails`` for the whole process, as on a server; each test starts as it was."""
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    yield
+    config.set_option("client.showErrorDetails", before)
