@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS requests (
 _MIGRATION = "ALTER TABLE requests ADD COLUMN settled INTEGER NOT NULL DEFAULT 1"
 
 log = logging.getLogger(__name__)
+_READY: set[Path] = set()
+"""Budget files whose table this process has made or migrated."""
 
 
 class ServerBudgetReached(LimitReached):
@@ -302,11 +304,15 @@ class ServerLedger(CappedSpend):
         connection = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():  # deleted for a new term while the server runs: its table is made again
+                _READY.discard(self.path)
             # 30 s: other sessions' writes are single bookings, so a wait this long means something is wrong.
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            connection.execute(_SCHEMA)
-            if "settled" not in {row[1] for row in connection.execute("PRAGMA table_info(requests)")}:
-                connection.execute(_MIGRATION)
+            if self.path not in _READY:  # once per file and process: the Status panel reads it on every run
+                connection.execute(_SCHEMA)
+                if "settled" not in {row[1] for row in connection.execute("PRAGMA table_info(requests)")}:
+                    connection.execute(_MIGRATION)
+                _READY.add(self.path)
             yield connection
         except (sqlite3.Error, OSError) as error:
             # An OSError's own text names the path: only its reason is kept, since students may read it.

@@ -213,3 +213,11 @@ def test_two_processes_keep_one_total_through_the_module_entry_point(tmp_path) -
     subprocess.run([sys.executable, "-m", "tests.helpers.budget", spec, "100000", "3", str(go), str(out)], check=True, cwd=os.getcwd())
     outcomes = Outcomes(**json.loads(out.read_text()))
     assert outcomes.sent == 3 and ledger_for(spec, 100_000).spent() == outcomes.billed
+
+
+def test_a_budget_file_deleted_for_a_new_term_starts_again_while_the_server_runs(tmp_path) -> None:
+    ledger = ServerLedger(tmp_path / "usage.sqlite3", 1_000)
+    ledger.settle(ledger.reserve(900, "reply"), 900)
+    (tmp_path / "usage.sqlite3").unlink()
+    ledger.settle(ledger.reserve(900, "reply"), 10)
+    assert ledger.standing() == Standing(10, 0, 0, 1_000)
