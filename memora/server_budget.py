@@ -66,9 +66,8 @@ class ServerBudgetUnavailable(StoreError):
 
 @dataclass(frozen=True)
 class Reservation:
-    """One request's booking: ``tokens`` is its largest possible cost, held until it is settled."""
+    """One request's booking (row ``id``): ``tokens`` is its largest possible cost, held until it is settled."""
 
-    place: str
     id: int
     tokens: int
     kind: str
@@ -180,7 +179,7 @@ class CappedSpend:
                 f"The classroom's shared budget cannot cover this request: {booking.total:,} of {self.max_tokens:,} tokens "
                 f"are spent or held for replies in progress, and this request may cost up to {tokens:,}.",
             )
-        return Reservation(self.place, booking.id, tokens, kind)
+        return Reservation(booking.id, tokens, kind)
 
     def settle(self, reservation: Reservation, tokens: int, *, estimated: bool = False) -> bool:
         """Replaces ``reservation`` with what the request cost; never raises.
