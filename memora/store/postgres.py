@@ -7,6 +7,7 @@ version check is in the UPDATE's WHERE clause: two processes saving the same ver
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import timedelta
 from typing import Any
@@ -43,7 +44,7 @@ class PostgresConnection:
     def __repr__(self) -> str:  # the URL may hold a password
         return f"PostgresConnection({self.place!r})"
 
-    @property
+    @functools.cached_property
     def place(self) -> str:
         """Host, port and database: names the database in logs and keys, never its credentials."""
         from memora.redaction import redact, url_secrets
