@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from memora.ui import chat, conversation, panels, prefold, reply_tail, settings_panel, tools
+from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, tools
 from memora.ui.state import LANG, MEMORY, setup_state
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
@@ -25,6 +25,7 @@ with st.sidebar:
 
 chat.render_header(memory, lang)
 conversation.render_status(keeper, lang)
+budget.render_unsaved(memory, lang)  # billed spend the storage could not take yet: "not saved yet, will retry"
 chat.render_history(memory, lang, reply_tail.history_shown(memory, progress))
 reply_tail.render_tail(progress, lang)
 chat.render_command(memory, lang)

@@ -146,6 +146,15 @@ class Settings:
         return ServerLedger.in_dir(self.data_dir, self.max_server_tokens)
 
     @property
+    def redacted_secrets(self) -> tuple[str, ...]:
+        """Every secret these settings hold, in each form it may be shown in: both keys, and the password of
+        the store's URL and of the server's URL (as written, percent-decoded and encoded); for ``redact``."""
+        from memora.redaction import url_secrets
+
+        keys = tuple(key for key in (self.api_key, self.chat_api_key) if key)
+        return keys + url_secrets(self.store_url) + url_secrets(self.base_url)
+
+    @property
     def limits(self) -> SessionLimits:
         """The per-session caps, for ``ShortTermMemory(limits=...)``."""
         return SessionLimits(self.max_message_chars, self.max_turns, self.max_session_tokens)

@@ -39,6 +39,16 @@ def no_secrets(tmp_path, monkeypatch):
     assert not (tmp_path / ".streamlit" / "secrets.toml").exists()
 
 
+@pytest.fixture(autouse=True)
+def error_details_restored():
+    """A locked page sets ``client.showErrorDetails`` for the whole process, as on a server; each test starts as it was."""
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    yield
+    config.set_option("client.showErrorDetails", before)
+
+
 MODULE_TIERS = {
     **dict.fromkeys(
         (
@@ -75,6 +85,8 @@ MODULE_TIERS = {
             "test_conversation_page",
             "test_fold_policy",
             "test_page_lesson",
+            "test_error_details",
+            "test_hostile_urls",
             "test_reliability_page",
             "test_reply_job",
         ),
@@ -87,8 +99,11 @@ MODULE_TIERS = {
             "test_cli_backends",
             "test_contract",
             "test_fault_matrix",
+            "test_postgres_outage",
             "test_probe",
             "test_real_server",
+            "test_server_budget",
+            "test_storage_faults",
         ),
         "integration",
     ),

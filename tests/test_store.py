@@ -366,20 +366,17 @@ def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
 
 def test_the_postgres_server_ledger_is_shared_by_every_process_and_enforced():
     from memora.server_budget import ServerBudgetReached
-    from memora.store.postgres import PostgresConnection
-    from memora.store.postgres_ledger import _SCHEMA, PostgresServerLedger
+    from memora.store.postgres_ledger import PostgresServerLedger
+    from tests.helpers.budget import isolated_postgres_url
 
-    url = postgres_url()
-    cleanup = PostgresConnection(url, _SCHEMA)
-    cleanup.run(lambda c: c.execute("DELETE FROM memora_server_requests"))
-    cleanup.close()
+    url = isolated_postgres_url(postgres_url())  # a schema of its own: the shared database's tables are not touched
     one, two = PostgresServerLedger(url, 1000), PostgresServerLedger(url, 1000)
-    one.record(600, "reply")
-    two.record(300, "summary", estimated=True)
+    one.settle(one.reserve(700, "reply"), 600)
+    two.settle(two.reserve(300, "summary"), 300, estimated=True)
     assert one.spent() == two.spent() == 900
-    two.check()
-    one.record(100, "reply")
+    booked = two.reserve(100, "reply")
     with pytest.raises(ServerBudgetReached):
-        two.check()
+        one.reserve(1, "reply")
+    two.settle(booked, 100)
     settings = load_settings({}, {"MEMORA_STORE_URL": url, "MEMORA_MAX_SERVER_TOKENS": "1000"})
     assert isinstance(settings.server_ledger, PostgresServerLedger) and settings.server_ledger.spent() == 1000

@@ -6,15 +6,15 @@ so an error that reaches these functions has already been retried.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable
 
 import openai
 
 from memora.backends.base import BackendError
+from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
 
-_SECRET = re.compile(r"(sk-|Bearer\s+)[\w\-*.]+")
+__all__ = ["MIN_SECRET_RUN", "ModelServerError", "explain_error", "redact", "stream_ended_early", "url_secrets"]
+
 _MAX_SERVER_TEXT = 300
 
 
@@ -29,55 +29,6 @@ class ModelServerError(BackendError):
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
-
-
-MIN_SECRET_RUN = 12
-"""Any run of this many consecutive characters of a secret is redacted, in any letter case."""
-_MIN_SECRET = 4
-_REDACTED = "[redacted]"
-
-
-def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with each of ``secrets`` removed in any form, and anything shaped like a key or bearer token.
-
-    A secret is found in any letter case, with or without its prefix
-    (``sk-``, ``sk-proj-``...): every run of ``MIN_SECRET_RUN`` or more
-    consecutive characters of it is replaced, so an upper-cased, cut or
-    re-prefixed key leaks none of its runs. A secret shorter than that is
-    matched whole, in any case. Secrets shorter than 4 characters are not
-    searched for; they would blank ordinary words.
-    """
-    spans: list[tuple[int, int]] = []
-    for secret in secrets:
-        if secret and len(secret) >= _MIN_SECRET:
-            pattern, width = _secret_pattern(secret)
-            spans.extend((m.start(), m.start() + width) for m in pattern.finditer(text))
-    if spans:
-        pieces, position = [], 0
-        for start, end in _merged(spans):
-            pieces += [text[position:start], _REDACTED]
-            position = end
-        text = "".join(pieces) + text[position:]
-    return _SECRET.sub(r"\1" + _REDACTED, text)
-
-
-@functools.lru_cache(maxsize=16)
-def _secret_pattern(secret: str) -> tuple[re.Pattern[str], int]:
-    """A pattern whose zero-width matches start every window of the secret, and the window's width."""
-    width = min(MIN_SECRET_RUN, len(secret))
-    windows = sorted({secret[i : i + width].lower() for i in range(len(secret) - width + 1)})
-    # A lookahead finds overlapping windows, so a run of any length is covered window by window.
-    return re.compile("(?=(?:" + "|".join(map(re.escape, windows)) + "))", re.IGNORECASE), width
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def explain_error(

@@ -139,6 +139,11 @@ class OpenAIResponsesBackend:
 
     # -- the Backend protocol -----------------------------------------------------
 
+    @staticmethod
+    def billed_output_cap(model: str, max_output_tokens: int) -> int:
+        """The most output tokens a request capped at ``max_output_tokens`` may be billed: a reasoning model's thinking too."""
+        return output_cap(model, max_output_tokens)
+
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """Yields text deltas, then one Completion whose usage is the final event's.
 

@@ -7,6 +7,7 @@ version check is in the UPDATE's WHERE clause: two processes saving the same ver
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import timedelta
 from typing import Any
@@ -28,30 +29,62 @@ SCHEMA_LOCK = 734_522_001
 
 
 class PostgresConnection:
-    """One lazily opened connection, its lock, and the tables it needs; shared by the store and the server ledger."""
+    """One lazily opened connection, its lock, and the tables it needs; shared by the store and the server ledger.
+
+    A connection opened before a database restart is found broken only when it is next used: ``run``
+    then opens a new one and tries once more, so the first page after the restart works. Every error
+    becomes a StoreError whose text has the URL's credentials redacted in any form.
+    """
 
     def __init__(self, url: str, schema: str) -> None:
         self.url, self.schema = url, schema
         self.lock = threading.Lock()
         self._connection: Any = None
 
+    def __repr__(self) -> str:  # the URL may hold a password
+        return f"PostgresConnection({self.place!r})"
+
+    @functools.cached_property
+    def place(self) -> str:
+        """Host, port and database: names the database in logs and keys, never its credentials."""
+        from memora.redaction import redact, url_secrets
+
+        netloc = self.url.partition("://")[2].rpartition("@")[2].partition("/")[0]
+        database = self.url.rpartition("/")[2].partition("?")[0]
+        return redact(f"postgresql://{netloc}/{database}", url_secrets(self.url))
+
     def run(self, work: Any) -> Any:
-        """``work(connection)`` inside one transaction, under the lock; psycopg's errors become StoreError."""
+        """``work(connection)`` inside one transaction, under the lock; psycopg's errors become StoreError.
+
+        A connection that was open before and is found broken (a database restart, an idle drop) is
+        replaced and ``work`` runs once more: its transaction never committed, so nothing runs twice.
+        """
         import psycopg
 
         with self.lock:
-            try:
-                connection = self._connect()
-                with connection.transaction():
-                    return work(connection)
-            except psycopg.Error as error:
-                self._drop()
-                # The URL (and its password) is not in the message: psycopg reports the server's words only.
-                raise StoreError(f"the PostgreSQL store failed: {type(error).__name__}: {error}") from error
+            for attempt in (1, 2):
+                reused = self._connection is not None and not self._connection.closed
+                try:
+                    connection = self._connect()
+                    with connection.transaction():
+                        return work(connection)
+                except psycopg.Error as error:
+                    broken = reused and self._connection is not None and self._connection.broken
+                    self._drop()
+                    if attempt == 1 and broken:
+                        continue
+                    raise StoreError(f"the PostgreSQL store failed: {self._safe(error)}") from None
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self.lock:
             self._drop()
+
+    def _safe(self, error: Exception) -> str:
+        # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
+        from memora.redaction import redact, url_secrets
+
+        return redact(f"{type(error).__name__}: {error}".strip(), url_secrets(self.url))
 
     def _connect(self) -> Any:
         import psycopg

@@ -1,18 +1,23 @@
 """The classroom's server-wide budget in PostgreSQL: every process that shares the conversation store shares it too.
 
-Same behaviour as ``memora.server_budget.ServerLedger`` (checked before each request, recorded after
-it, kept across restarts), in a table beside the conversations. Each call opens a short-lived
-connection, as the SQLite ledger does, so no session holds one between its requests. A database that
-cannot be reached fails the check with StoreError: the request is refused rather than sent unbudgeted.
+Same behaviour as ``memora.server_budget.ServerLedger`` (a booking before each request, settled after
+it, kept across restarts), in a table beside the conversations. A booking takes an advisory
+transaction lock, so that two processes cannot both read a total that leaves room for one request
+and both book it. Every ledger of one process on one database shares one connection
+(``PostgresConnection``: opened on first use, opened again once after a database restart), so a
+page's Status panel costs no new connection per run. A database that cannot be reached refuses the
+booking (``ServerBudgetUnavailable``): the request is refused rather than sent unbudgeted.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memora.server_budget import CappedSpend
+from memora.server_budget import Booking, CappedSpend, Settlement
 from memora.store.postgres import PostgresConnection
 
 _SCHEMA = """
@@ -21,9 +26,24 @@ CREATE TABLE IF NOT EXISTS memora_server_requests (
     at TIMESTAMPTZ NOT NULL,
     kind TEXT NOT NULL,
     tokens INTEGER NOT NULL,
-    estimated BOOLEAN NOT NULL
-)
+    estimated BOOLEAN NOT NULL,
+    settled BOOLEAN NOT NULL DEFAULT TRUE
+);
+ALTER TABLE memora_server_requests ADD COLUMN IF NOT EXISTS settled BOOLEAN NOT NULL DEFAULT TRUE
 """
+LEDGER_LOCK = 734_522_002
+"""The advisory lock every booking takes, so totals are read and booked one at a time across processes."""
+
+_connections: dict[str, PostgresConnection] = {}
+_connections_lock = threading.Lock()
+
+
+def shared_connection(url: str) -> PostgresConnection:
+    """This process's one ledger connection to ``url``."""
+    with _connections_lock:
+        if url not in _connections:
+            _connections[url] = PostgresConnection(url, _SCHEMA)
+        return _connections[url]
 
 
 @dataclass(frozen=True)
@@ -33,24 +53,42 @@ class PostgresServerLedger(CappedSpend):
     url: str = ""
     max_tokens: int = 0
 
-    def spent(self) -> int:
-        """Tokens recorded so far, by every session of every process sharing the database."""
-        return int(self._run(lambda c: c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests").fetchone()[0]))
+    def __repr__(self) -> str:  # the URL may hold a password
+        return f"PostgresServerLedger({self.place!r}, max_tokens={self.max_tokens})"
 
-    def record(self, tokens: int, kind: str, *, estimated: bool = False) -> None:
-        """Adds one request's tokens; ``estimated`` when the server reported none (a stopped stream, say)."""
-        if tokens <= 0:
-            return
-        at = datetime.now(UTC)
-        self._run(
-            lambda c: c.execute(
-                "INSERT INTO memora_server_requests (at, kind, tokens, estimated) VALUES (%s, %s, %s, %s)", (at, kind, tokens, estimated)
-            )
-        )
+    @property
+    def place(self) -> str:
+        return shared_connection(self.url).place
 
-    def _run(self, work: Any) -> Any:
-        db = PostgresConnection(self.url, _SCHEMA)
-        try:
-            return db.run(work)
-        finally:
-            db.close()
+    def _book(self, tokens: int, kind: str, extra: int) -> Booking:
+        def book(c: Any) -> Booking:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (LEDGER_LOCK,))
+            total = int(c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests").fetchone()[0]) + extra
+            if total + tokens > self.max_tokens:
+                return Booking(None, total)
+            row = c.execute(
+                "INSERT INTO memora_server_requests (at, kind, tokens, estimated, settled) VALUES (%s, %s, %s, FALSE, FALSE) RETURNING id",
+                (datetime.now(UTC), kind, tokens),
+            ).fetchone()
+            return Booking(int(row[0]), total)
+
+        return shared_connection(self.url).run(book)
+
+    def _write(self, settlements: Sequence[Settlement]) -> None:
+        now = datetime.now(UTC)
+
+        def write(c: Any) -> None:
+            with c.cursor() as cursor:
+                cursor.executemany(
+                    "UPDATE memora_server_requests SET tokens = %s, estimated = %s, settled = TRUE, at = %s WHERE id = %s AND NOT settled",
+                    [(s.tokens, s.estimated, now, s.reservation.id) for s in settlements],
+                )
+
+        shared_connection(self.url).run(write)
+
+    def _rows(self) -> tuple[int, dict[int, int]]:
+        def read(c: Any) -> tuple[int, dict[int, int]]:
+            spent = int(c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests WHERE settled").fetchone()[0])
+            return spent, {int(i): int(t) for i, t in c.execute("SELECT id, tokens FROM memora_server_requests WHERE NOT settled")}
+
+        return shared_connection(self.url).run(read)

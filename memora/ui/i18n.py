@@ -10,6 +10,7 @@ from __future__ import annotations
 from memora.backends.base import BackendError
 from memora.limits import LimitReached
 from memora.memory import ContextBudgetError, SummaryError
+from memora.server_budget import ServerBudgetUnavailable
 from memora.store import StoreError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}
@@ -289,7 +290,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "the conversation has more turns than this page allows.",
         "transcript.code.ledger_over_cap": "the conversation has already spent more tokens than this page allows.",
         "transcript.code.summary_over_cap": "a summary is longer than this page's summary limit.",
-        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens, across every conversation on this server. Ask your teacher.",
+        "error.limit.server_tokens": "The classroom's shared token budget is spent: {value} of {limit} tokens are spent or held for replies in progress, across every conversation on this server, and what is left cannot cover this message. Ask your teacher.",
         "status.server_spent": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent.",
         "chat.stop": "Stop",
         "chat.waiting": "Waiting for the model's first words…",
@@ -320,6 +321,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "whatif.assumptions": "Replay estimate: every strategy gets the same messages and replies, under today's budget and window, folding ahead after each reply as the page does. Your policy's column reuses your real summaries; a summary the other policy would have written is taken as long as what it summarizes, up to its cap ({cap} tokens).",
         "whatif.chart_line": "{strategy} (estimate)",
         "whatif.chart_note": "The dashed line is a replay estimate of what the {strategy} policy would have spent on each turn (its input and summaries, plus the reply's real output), to compare with the bar's height.",
+        # the server budget as a reservation, and storage faults (issue 20, trust-budget)
+        "status.server_reserved": "Classroom budget, every conversation on this server together: {spent} of {limit} tokens spent, {reserved} more held for replies in progress.",
+        "status.server_unreachable": "Classroom budget: its store cannot be read right now, so no request is sent until it is back.",
+        "budget.unsaved": "Not saved yet, will retry: the server's storage failed, so {tokens} billed tokens of the classroom budget are kept in memory (and counted) until it is back. Your replies are here.",
+        "error.server_budget_unavailable": "The classroom's shared budget could not be reached, so nothing was sent and nothing was billed. Try again in a moment; if it keeps happening, tell your teacher.",
     },
     "zh-TW": {
         "page.title": "Memora：聊天機器人的短期記憶",
@@ -578,7 +584,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "transcript.code.over_turn_cap": "對話的回合數超過這個頁面允許的上限。",
         "transcript.code.ledger_over_cap": "這段對話已用掉的 Token 超過這個頁面允許的上限。",
         "transcript.code.summary_over_cap": "有一個摘要超過這個頁面的摘要長度上限。",
-        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計 {value} / {limit} 個 Token。請告訴老師。",
+        "error.limit.server_tokens": "全班共用的 Token 預算已經用完：這台伺服器上所有對話合計已用或為進行中的回覆保留 {value} / {limit} 個 Token，剩下的不夠這則訊息使用。請告訴老師。",
         "status.server_spent": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token。",
         "chat.stop": "停止",
         "chat.waiting": "正在等待模型的第一個字…",
@@ -609,6 +615,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "whatif.assumptions": "重播估計：每種做法都拿到同樣的訊息與回覆，套用目前的預算與視窗，並像頁面一樣在每次回覆後先行摺疊。你的策略那一欄沿用真實的摘要；另一種策略會寫出的摘要，長度估計為它所摘要的內容，最多到上限（{cap} 個 Token）。",
         "whatif.chart_line": "{strategy}（估計）",
         "whatif.chart_note": "虛線是重播估計：{strategy} 策略在每一輪會花掉的 Token（輸入與摘要，加上回覆的真實輸出），可以和長條的高度比較。",
+        # the server budget as a reservation, and storage faults (issue 20, trust-budget)
+        "status.server_reserved": "全班預算（這台伺服器上所有對話合計）：已用 {spent} / {limit} 個 Token，另有 {reserved} 個保留給進行中的回覆。",
+        "status.server_unreachable": "全班預算：目前無法讀取它的儲存區，在恢復之前不會送出任何請求。",
+        "budget.unsaved": "尚未保存，稍後會重試：伺服器的儲存區發生錯誤，全班預算中 {tokens} 個已計費的 Token 暫存在記憶體中（仍然計入），等儲存區恢復後寫入。你的回覆都還在。",
+        "error.server_budget_unavailable": "無法連上全班共用的預算，所以訊息沒有送出，也沒有產生任何費用。請稍後再試；如果一直發生，請告訴老師。",
     },
 }
 
@@ -645,6 +656,8 @@ def error_message(lang: str, error: BaseException) -> str:
         return t(lang, "error.summary")
     if isinstance(error, BackendError):
         return t(lang, "error.backend", detail=str(error))
+    if isinstance(error, ServerBudgetUnavailable):
+        return t(lang, "error.server_budget_unavailable")
     if isinstance(error, StoreError):
         return t(lang, "error.store", detail=str(error))
     if isinstance(error, ValueError):

@@ -12,7 +12,7 @@ import streamlit as st
 
 from memora.memory import ShortTermMemory
 from memora.teaching.what_if import WhatIf, cache_key, what_if
-from memora.ui import render
+from memora.ui import budget, render
 from memora.ui import state as keys
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
@@ -43,9 +43,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
         render.caption(fold_note(memory, lang))
         render.caption(calibration_note(memory, lang))
-        ledger = getattr(memory.backend, "server_ledger", None)
-        if ledger is not None:
-            render.caption(t(lang, "status.server_spent", spent=f"{ledger.spent():,}", limit=f"{ledger.max_tokens:,}"))
+        budget.render_standing(memory, lang)
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:

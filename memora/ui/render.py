@@ -14,17 +14,17 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from memora.backends.openai_errors import redact
 from memora.markup import inert_markdown
+from memora.redaction import redact
 from memora.ui import state as keys
 
 Level = Literal["info", "success", "warning", "error"]
 
 
 def session_secrets() -> tuple[str | None, ...]:
-    """The keys this session's backend may use: the OpenAI key and the OpenAI-compatible server's."""
+    """The session's secrets: both keys, and the passwords of the store's and the server's URLs, in every form."""
     settings = st.session_state.get(keys.SETTINGS)
-    return () if settings is None else (settings.api_key, settings.chat_api_key)
+    return () if settings is None else settings.redacted_secrets
 
 
 def shown(text: str) -> str:

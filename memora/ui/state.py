@@ -105,7 +105,7 @@ def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemor
 
 def guarded(settings: Settings, backend: Any) -> GuardedBackend:
     """``backend`` behind the server-wide budget and the redaction of every key in ``settings``."""
-    return GuardedBackend(backend, secrets=(settings.api_key, settings.chat_api_key), server_ledger=settings.server_ledger)
+    return GuardedBackend(backend, secrets=settings.redacted_secrets, server_ledger=settings.server_ledger)
 
 
 def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
@@ -137,6 +137,18 @@ def _problem_notice(problem: str | None) -> Notice | None:
     return Notice("error", "page.settings_error", {"reason": problem}) if problem else None
 
 
+LOCKED_ERROR_DETAILS = "type"
+"""``client.showErrorDetails`` on a locked (classroom) page: an uncaught error shows students its type and
+Streamlit's generic sentence, never its message, traceback, source lines or server paths (those go to the
+server's log). On a laptop ``.streamlit/config.toml`` keeps ``full``: the person reading it runs the server."""
+
+
+def apply_error_details(settings: Settings) -> None:
+    """Hides error details from the page when the settings are locked; the option is the whole server's, as the lock is."""
+    if settings.locked:
+        st.set_option("client.showErrorDetails", LOCKED_ERROR_DETAILS)
+
+
 def setup_state(environ: Mapping[str, str] | None = None) -> Any:
     """Creates every session key on the first run; later runs leave them as they are.
 
@@ -147,6 +159,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         settings, memory, source, notice = _initial_memory(os.environ if environ is None else environ)
         state[SETTINGS] = settings
         state[MEMORY] = memory
+        apply_error_details(settings)
         state[BACKEND_NAME] = settings.backend
         state[KEY_SOURCE] = source
         state[NOTICE] = notice

@@ -1,0 +1,40 @@
+"""The classroom's server-wide budget on the page: where it stands, and spend not saved yet.
+
+Both degrade to a notice when the budget's store is down: a page never turns into a traceback
+because PostgreSQL or the data folder is out, and it draws normally on the first run after it is back.
+"""
+
+from __future__ import annotations
+
+from memora.memory import ShortTermMemory
+from memora.store import StoreError
+from memora.ui import render
+from memora.ui.i18n import t
+
+
+def render_standing(memory: ShortTermMemory, lang: str) -> None:
+    """The Status panel's line: spent (and held for replies in progress) of the cap, or that it cannot be read."""
+    ledger = getattr(memory.backend, "server_ledger", None)
+    if ledger is None:
+        return
+    try:
+        standing = ledger.standing()
+    except StoreError:
+        render.caption(":material/cloud_off: " + t(lang, "status.server_unreachable"))
+        return
+    figures = {"spent": f"{standing.spent:,}", "limit": f"{standing.max_tokens:,}"}
+    if standing.reserved:
+        render.caption(t(lang, "status.server_reserved", reserved=f"{standing.reserved:,}", **figures))
+    else:
+        render.caption(t(lang, "status.server_spent", **figures))
+
+
+def render_unsaved(memory: ShortTermMemory, lang: str) -> None:
+    """Under the title: "not saved yet, will retry" while this process holds billed spend it could not write.
+
+    Read from memory only: drawing it never touches the store that failed.
+    """
+    ledger = getattr(memory.backend, "server_ledger", None)
+    unsaved = 0 if ledger is None else ledger.unsaved()
+    if unsaved:
+        render.alert("warning", t(lang, "budget.unsaved", tokens=f"{unsaved:,}"), icon=":material/sync_problem:")
