@@ -5,12 +5,7 @@ from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
 from tests.fakes import ScriptedBackend
-
-
-def chat(memory: ShortTermMemory, *texts: str) -> None:
-    for text in texts:
-        with memory.turn(text) as turn:
-            turn.run()
+from tests.helpers.memory import chat
 
 
 def test_each_version_lists_what_it_folded_and_costs():

@@ -22,6 +22,7 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.settings import build_token_counter, load_settings
 from memora.tokens import count_text
+from tests.helpers.memory import stream
 from tests.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
 
 OPENAI_KEY = "sk-test-SECRET-4f1c9a"
@@ -56,12 +57,6 @@ def rig(request) -> Iterator[Rig]:
             yield Rig(server, ChatCompletionsBackend(_client(server.url, CHAT_KEY)), CHAT_KEY)
 
 
-def chat(memory: ShortTermMemory, text: str) -> tuple[list[str], object]:
-    with memory.turn(text) as turn:
-        deltas = list(turn.stream())
-    return deltas, turn
-
-
 def snapshot(memory: ShortTermMemory) -> tuple:
     return (list(memory.history), memory.summary, memory.summarized_message_count, list(memory.ledger))
 
@@ -85,7 +80,7 @@ def failed_turn(memory: ShortTermMemory, text: str) -> tuple[BackendError, objec
 
 def test_reply_streams_text_and_bills_usage(rig: Rig) -> None:
     memory = rig.memory()
-    deltas, turn = chat(memory, "Hi, I'm Ana. Is 'I has a cat' right?")
+    deltas, turn = stream(memory, "Hi, I'm Ana. Is 'I has a cat' right?")
 
     assert deltas == list(rig.server.deltas)
     assert memory.history[-1] == Message("assistant", rig.server.reply_text)
@@ -100,7 +95,7 @@ def test_responses_request_carries_instructions_and_developer_summary() -> None:
     with ResponsesServer() as server:
         memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)), max_recent_turns=1)
         for text in ("My name is Ana.", "My level is B1.", "How do I say 'gato'?"):
-            chat(memory, text)
+            stream(memory, text)
         summary_body, reply_body = server.requests[-2].body, server.requests[-1].body
 
     assert summary_body["max_output_tokens"] == memory.max_summary_tokens + REASONING_ALLOWANCE
@@ -120,8 +115,8 @@ def test_responses_request_carries_instructions_and_developer_summary() -> None:
 def test_responses_summary_for_a_non_reasoning_model_has_no_reasoning_options() -> None:
     with ResponsesServer() as server:
         memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)), model="gpt-4.1-mini", max_recent_turns=0)
-        chat(memory, "My name is Ana.")
-        chat(memory, "My level is B1.")
+        stream(memory, "My name is Ana.")
+        stream(memory, "My level is B1.")
         summary_body = server.requests[-2].body
 
     assert summary_body["max_output_tokens"] == memory.max_summary_tokens
@@ -131,7 +126,7 @@ def test_responses_summary_for_a_non_reasoning_model_has_no_reasoning_options() 
 def test_responses_reasoning_and_cached_tokens_reach_the_ledger() -> None:
     with ResponsesServer(cached_tokens=64, reasoning_tokens=128) as server:
         memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)))
-        chat(memory, "Hello!")
+        stream(memory, "Hello!")
 
     record = memory.ledger[-1]
     assert (record.cached_tokens, record.reasoning_tokens) == (64, 128)
@@ -143,7 +138,7 @@ def test_responses_api_token_counting_asks_the_count_endpoint() -> None:
         settings = load_settings(environ={"OPENAI_API_KEY": OPENAI_KEY, "MEMORA_TOKEN_COUNTING": "api"})
         backend = OpenAIResponsesBackend(_client(server.url, OPENAI_KEY))
         memory = ShortTermMemory(backend, token_counter=build_token_counter(settings, backend))
-        chat(memory, "Hello!")
+        stream(memory, "Hello!")
         count_body = next(r.body for r in server.requests if r.path.endswith("/responses/input_tokens"))
 
     assert count_body == {"model": memory.model, "instructions": SYSTEM_PROMPT, "input": [{"role": "user", "content": "Hello!"}]}
@@ -155,7 +150,7 @@ def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usa
     with ChatServer() as server:
         memory = ShortTermMemory(ChatCompletionsBackend(_client(server.url, NO_KEY)), model="llama3.2", max_recent_turns=1)
         for text in ("My name is Ana.", "My level is B1.", "How do I say 'gato'?"):
-            chat(memory, text)
+            stream(memory, text)
         summary_body, reply_body = server.requests[-2].body, server.requests[-1].body
 
     assert summary_body["max_tokens"] == memory.max_summary_tokens
@@ -175,8 +170,8 @@ def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usa
 def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
     with ChatServer(report_usage=False) as server:
         memory = ShortTermMemory(ChatCompletionsBackend(_client(server.url, NO_KEY)), model="llama3.2", max_recent_turns=0)
-        chat(memory, "My name is Ana.")
-        chat(memory, "My level is B1.")
+        stream(memory, "My name is Ana.")
+        stream(memory, "My level is B1.")
 
     reply, summary = memory.ledger[-1], memory.ledger[-2]
     assert reply.estimated and summary.estimated
@@ -188,14 +183,14 @@ def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
 def test_chat_without_a_key_sends_the_placeholder() -> None:
     with ChatServer() as server:
         memory = ShortTermMemory(ChatCompletionsBackend(_client(server.url, NO_KEY)), model="llama3.2")
-        chat(memory, "Hello!")
+        stream(memory, "Hello!")
         assert server.requests[-1].headers["authorization"] == f"Bearer {NO_KEY}"
 
 
 def test_slow_first_tokens_still_complete_the_turn(rig: Rig) -> None:
     memory = rig.memory()
     rig.server.queue(slow_start(0.5))
-    deltas, turn = chat(memory, "Hello?")
+    deltas, turn = stream(memory, "Hello?")
 
     assert "".join(deltas) == rig.server.reply_text
     assert turn.committed and memory.history[-1].content == rig.server.reply_text
@@ -206,7 +201,7 @@ def test_slow_first_tokens_still_complete_the_turn(rig: Rig) -> None:
 
 def _prepared(rig: Rig) -> tuple[ShortTermMemory, tuple]:
     memory = rig.memory()
-    chat(memory, "My name is Ana.")
+    stream(memory, "My name is Ana.")
     return memory, snapshot(memory)
 
 
@@ -293,9 +288,9 @@ def test_a_refused_connection_leaves_the_memory_untouched(rig: Rig) -> None:
 
 def test_a_failed_summary_keeps_the_old_summary_and_pointer(rig: Rig) -> None:
     memory = rig.memory(max_recent_turns=1)
-    chat(memory, "My name is Ana.")
-    chat(memory, "My level is B1.")
-    chat(memory, "I live in Taipei.")  # the first fold happens here
+    stream(memory, "My name is Ana.")
+    stream(memory, "My level is B1.")
+    stream(memory, "I live in Taipei.")  # the first fold happens here
     assert memory.summarized_message_count == 2
     before = snapshot(memory)
     rig.server.queue(status(500, "summary failed"))
@@ -309,7 +304,7 @@ def test_sdk_retries_a_500_when_allowed(rig: Rig) -> None:
     memory = rig.memory()
     rig.backend.client = rig.backend.client.with_options(max_retries=1)
     rig.server.queue(status(500, "flaky", headers={"retry-after-ms": "10"}))
-    deltas, turn = chat(memory, "Hello!")
+    deltas, turn = stream(memory, "Hello!")
 
     assert turn.committed and "".join(deltas) == rig.server.reply_text
     assert len(rig.server.requests) == 2
@@ -367,7 +362,7 @@ def test_responses_incomplete_event_keeps_the_text_received() -> None:
     with ResponsesServer() as server:
         memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY)))
         server.queue(incomplete)
-        chat(memory, "Hi")
+        stream(memory, "Hi")
 
     assert memory.history[-1] == Message("assistant", "Half an ans")
     assert (memory.ledger[-1].input_tokens, memory.ledger[-1].output_tokens) == (90, 4)

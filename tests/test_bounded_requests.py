@@ -18,11 +18,7 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, clip_middle, count_text
 from tests.fakes import ScriptedBackend
-
-
-def chat(memory: ShortTermMemory, text: str) -> str:
-    with memory.turn(text) as turn:
-        return turn.run()
+from tests.helpers.memory import chat
 
 
 def summary_input(request) -> int:

@@ -36,7 +36,7 @@ from memora.memory import ShortTermMemory
 from memora.tokens import ApiTokenCounter
 from tests.fakes import ScriptedBackend
 from tests.helpers.faults import FAULTS, HTTP_KINDS, RAISED, SCRIPTED_KINDS, SCRIPTED_STEP, STEPS, arm_http, heal_http
-from tests.helpers.memory import assert_consistent
+from tests.helpers.memory import assert_consistent, stream
 from tests.servers import ChatServer, ResponsesServer
 
 KEY = "sk-test-matrix-5e1d0b"
@@ -52,12 +52,6 @@ class Cell:
     summary_text: Callable[[], str]
     heal: Callable[[], None] = lambda: None
     """Undoes what ``arm`` did to the client, so that the resend reaches the server."""
-
-
-def chat(memory: ShortTermMemory, text: str) -> None:
-    with memory.turn(text) as turn:
-        for _ in turn.stream():
-            pass
 
 
 def _scripted_cell(step: str, kind: str) -> Iterator[Cell]:
@@ -109,8 +103,8 @@ def assert_ledger_is_what_was_billed(memory: ShortTermMemory, billed: list[tuple
 def test_fault_matrix_cell(cell: Cell, request) -> None:
     step, kind, _ = request.node.callspec.params["cell"]
     memory = cell.memory
-    chat(memory, "My name is Ana.")
-    chat(memory, "My level is B1.")
+    stream(memory, "My name is Ana.")
+    stream(memory, "My level is B1.")
     history = list(memory.history)
     assert memory.summarized_message_count == 0 and memory.fold_due() == 2
 
@@ -142,7 +136,7 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
 
     # Resending works from this state, and the books still balance.
     cell.heal()
-    chat(memory, user_text or "I live in Taipei.")
+    stream(memory, user_text or "I live in Taipei.")
     assert [m.content for m in memory.history][-2].startswith("I live in Taipei.")
     assert memory.summarized_message_count == 2
     assert_consistent(memory)

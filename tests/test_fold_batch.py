@@ -6,20 +6,15 @@ from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import count_message
-
-
-def play(memory: ShortTermMemory, *texts: str) -> None:
-    for text in texts:
-        with memory.turn(text) as turn:
-            turn.run()
+from tests.helpers.memory import chat
 
 
 def test_window_grows_by_the_batch_then_folds_it_in_one_request(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=1, fold_batch_turns=2)
-    play(memory, "one", "two", "three", "four")
+    chat(memory, "one", "two", "three", "four")
     assert backend.summaries == []
 
-    play(memory, "five")
+    chat(memory, "five")
 
     assert len(backend.summaries) == 1
     assert [m.content for m in backend.summaries[0].new_messages] == ["one", "reply 1", "two", "reply 2", "three", "reply 3"]
@@ -36,10 +31,10 @@ def test_a_fold_the_budget_forces_early_takes_the_whole_batch(backend):
     budget = probe.count_input_tokens([user, reply, user, reply, user]) + full_summary + 20
     assert probe.count_input_tokens([user, reply, user, reply, user, reply, user]) > budget
     memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=1, fold_batch_turns=2)
-    play(memory, long_text, long_text, long_text)
+    chat(memory, long_text, long_text, long_text)
     assert backend.summaries == []
 
-    play(memory, long_text)
+    chat(memory, long_text)
 
     assert len(backend.summaries) == 1
     assert len(backend.summaries[0].new_messages) == 4, "folded back to max_recent_turns, not one pair"

@@ -20,6 +20,7 @@ from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings
 from memora.tokens import LocalTokenCounter, count_message
 from tests.fakes import ScriptedBackend
+from tests.helpers.memory import chat
 
 SIZES = {"message": 20, "fixed": 80, "summary": 0, "full_summary": 240}
 
@@ -83,11 +84,6 @@ def test_the_summary_instructions_ask_for_the_words_that_fit_the_cap(backend):
     for turn in range(12):
         chat(article, f"message {turn} " + "word " * 60)
     assert article.backend.summaries[-1].instructions == SUMMARY_INSTRUCTIONS
-
-
-def chat(memory: ShortTermMemory, text: str) -> None:
-    with memory.turn(text) as turn:
-        turn.run()
 
 
 def test_the_watermark_policy_summarizes_less_and_every_request_fits_the_budget():

@@ -14,17 +14,12 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter
 from tests.fakes import ScriptedBackend
-
-
-def play(memory: ShortTermMemory, *texts: str) -> None:
-    for text in texts:
-        with memory.turn(text) as turn:
-            turn.run()
+from tests.helpers.memory import chat
 
 
 def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no_summary_request(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
-    play(memory, "one", "two", "three", "four")
+    chat(memory, "one", "two", "three", "four")
     assert backend.summaries == []
     assert memory.fold_due() == 2
 
@@ -35,7 +30,7 @@ def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no
     assert backend.summaries[0].new_messages == (Message("user", "one"), Message("assistant", "reply 1"))
     assert memory.summarized_message_count == 2 and memory.summary == "one | reply 1"
 
-    play(memory, "five")
+    chat(memory, "five")
 
     assert len(backend.summaries) == 1, "the next turn's prepare() made a summary request"
     sent = backend.replies[-1].messages
@@ -51,8 +46,8 @@ def test_prefold_sends_the_next_reply_what_prepare_alone_would_have_sent():
     plain = ShortTermMemory(without, max_input_tokens=4000, max_recent_turns=2)
     for text in texts:
         prefolding.prefold()  # between turns; nothing is due before the first
-        play(prefolding, text)
-        play(plain, text)
+        chat(prefolding, text)
+        chat(plain, text)
 
     assert [r.messages for r in with_prefold.replies] == [r.messages for r in without.replies]
     assert [s.new_messages for s in with_prefold.summaries] == [s.new_messages for s in without.summaries]
@@ -60,7 +55,7 @@ def test_prefold_sends_the_next_reply_what_prepare_alone_would_have_sent():
 
 def test_prefold_with_nothing_due_makes_no_request(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
-    play(memory, "one", "two", "three")
+    chat(memory, "one", "two", "three")
 
     assert memory.fold_due() == 0
     assert memory.prefold() is None
@@ -69,16 +64,16 @@ def test_prefold_with_nothing_due_makes_no_request(backend):
 
 def test_prefold_respects_fold_batch_turns_and_folds_the_batch_in_one_request(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=1, fold_batch_turns=2)
-    play(memory, "one", "two", "three")
+    chat(memory, "one", "two", "three")
     assert memory.prefold() is None, "the window may still grow by two turns"
 
-    play(memory, "four")
+    chat(memory, "four")
     version = memory.prefold()
 
     assert version is not None and version.folded == (0, 6)
     assert len(backend.summaries) == 1
     assert [m.content for m in backend.summaries[0].new_messages] == ["one", "reply 1", "two", "reply 2", "three", "reply 3"]
-    play(memory, "five")
+    chat(memory, "five")
     assert len(backend.summaries) == 1
     assert [m.content for m in backend.replies[-1].messages[1:]] == ["four", "reply 4", "five"]
 
@@ -92,12 +87,12 @@ def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest
     budget = probe.count_input_tokens([user, reply, user]) + 2
     assert probe.count_input_tokens([user, reply, user, reply, Message("user", "")]) > budget
     memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=3)
-    play(memory, long_text, long_text)
+    chat(memory, long_text, long_text)
     assert backend.summaries == []
 
     assert memory.fold_due() > 0
     version = memory.prefold()
-    play(memory, "ok?")
+    chat(memory, "ok?")
 
     # Two long pairs do not fit one summary request within the budget either: they fold
     # in two pieces, one pair each, and every summary request stays within the budget.
@@ -113,7 +108,7 @@ def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest
 
 def test_a_failed_prefold_changes_nothing_and_the_next_prepare_folds_the_same_messages(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
-    play(memory, "one", "two", "three", "four")
+    chat(memory, "one", "two", "three", "four")
     backend.fail_next("summary")
 
     with pytest.raises(BackendError):
@@ -121,7 +116,7 @@ def test_a_failed_prefold_changes_nothing_and_the_next_prepare_folds_the_same_me
 
     assert memory.summary_versions == [] and memory.summarized_message_count == 0
     assert len(memory.history) == 8 and not memory.has_pending_turn
-    play(memory, "five")
+    chat(memory, "five")
     assert len(backend.summaries) == 2
     assert backend.summaries[1].new_messages == backend.summaries[0].new_messages
     assert memory.summarized_message_count == 2
@@ -129,7 +124,7 @@ def test_a_failed_prefold_changes_nothing_and_the_next_prepare_folds_the_same_me
 
 def test_prefold_is_recorded_in_the_ledger_under_the_turn_just_finished(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
-    play(memory, "one", "two", "three", "four")
+    chat(memory, "one", "two", "three", "four")
     memory.prefold()
 
     last = memory.ledger[-1]
@@ -140,7 +135,7 @@ def test_prefold_is_recorded_in_the_ledger_under_the_turn_just_finished(backend)
 
 def test_prefold_with_a_pending_user_message_raises_and_sends_nothing(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
-    play(memory, "one", "two", "three", "four")
+    chat(memory, "one", "two", "three", "four")
     memory.add_user_message("five")
 
     with pytest.raises(ValueError):
@@ -167,7 +162,7 @@ def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, bu
         due = memory.fold_due()
         without = copy.deepcopy(memory)
         try:
-            play(without, text)
+            chat(without, text)
         except ContextBudgetError:
             continue
         # Whatever this message is, prepare() alone folds at least what fold_due() named.
@@ -177,7 +172,7 @@ def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, bu
         version = memory.prefold()
         assert len(backend.summaries) == summaries_before + (version is not None)
         assert memory.summarized_message_count == due
-        play(memory, text)
+        chat(memory, text)
         assert backend.replies[-1].counted_input_tokens <= budget
     folded = [m for s in backend.summaries for m in s.new_messages]
     assert folded == memory.history[: memory.summarized_message_count]

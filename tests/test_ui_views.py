@@ -12,12 +12,7 @@ from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.frames import replay_per_turn
 from memora.ui.views import history_frame, message_marks, parse_command, run_command, what_if_frame
 from memora.usage import UsageRecord
-
-
-def chat(memory: ShortTermMemory, *texts: str) -> None:
-    for text in texts:
-        with memory.turn(text) as turn:
-            turn.run()
+from tests.helpers.memory import chat
 
 
 def test_parse_command_splits_name_and_arguments():

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from memora.memory import ShortTermMemory
+from memora.memory import ShortTermMemory, Turn
 
 
-def chat(memory: ShortTermMemory, *texts: str) -> None:
+def chat(memory: ShortTermMemory, *texts: str) -> str:
+    """Sends each of ``texts`` as one turn, in order; returns the last reply. A failed turn raises, as the memory does."""
+    reply = ""
     for text in texts:
         with memory.turn(text) as turn:
-            turn.run()
+            reply = turn.run()
+    return reply
+
+
+def stream(memory: ShortTermMemory, text: str) -> tuple[list[str], Turn]:
+    """One streamed turn: the deltas as they came, and the committed turn (its ``stats``, ``user_text``)."""
+    with memory.turn(text) as turn:
+        deltas = list(turn.stream())
+    return deltas, turn
 
 
 def assert_consistent(memory: ShortTermMemory) -> None:
