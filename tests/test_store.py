@@ -18,7 +18,7 @@ from memora.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
 from memora.store.sqlite import SqliteStore
 from tests.fakes import ScriptedBackend
 from tests.helpers.memory import chat
-from tests.helpers.stores import FlakyStore, backdate, make_store, postgres_url, write_raw
+from tests.helpers.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
 
 KINDS = ["sqlite", "postgresql"]
 
@@ -49,24 +49,24 @@ def test_ids_are_unguessable_and_only_their_shape_is_accepted():
 
 def test_a_save_is_loaded_back_whole_and_each_save_bumps_the_version(store):
     cid = new_conversation_id()
-    assert store.load(cid) is None
-    first = store.save(cid, '{"a": "é"}', 0)
+    assert store.load(cid, OWNER) is None
+    first = store.save(cid, '{"a": "é"}', 0, OWNER)
     assert (first.conversation_id, first.version) == (cid, 1)
-    second = store.save(cid, '{"a": "二"}', 1)
-    loaded = store.load(cid)
+    second = store.save(cid, '{"a": "二"}', 1, OWNER)
+    loaded = store.load(cid, OWNER)
     assert (loaded.version, loaded.payload) == (2, '{"a": "二"}')
     assert loaded.updated_at >= first.updated_at == first.updated_at and second.version == 2
 
 
 def test_a_stale_version_is_a_conflict_and_changes_nothing(store):
     cid = new_conversation_id()
-    store.save(cid, "tab A, turn 1", 0)
-    store.save(cid, "tab A, turn 2", 1)
+    store.save(cid, "tab A, turn 1", 0, OWNER)
+    store.save(cid, "tab A, turn 2", 1, OWNER)
     for stale in (0, 1, 3):
         with pytest.raises(VersionConflict) as raised:
-            store.save(cid, f"tab B at {stale}", stale)
+            store.save(cid, f"tab B at {stale}", stale, OWNER)
         assert (raised.value.expected, raised.value.found) == (stale, 2)
-    assert (store.load(cid).version, store.load(cid).payload) == (2, "tab A, turn 2")
+    assert (store.load(cid, OWNER).version, store.load(cid, OWNER).payload) == (2, "tab A, turn 2")
 
 
 def test_two_store_objects_on_one_database_see_each_others_saves_and_conflicts(store, tmp_path):
@@ -74,12 +74,12 @@ def test_two_store_objects_on_one_database_see_each_others_saves_and_conflicts(s
     other = make_other(store, tmp_path)
     try:
         cid = new_conversation_id()
-        store.save(cid, "one", 0)
-        assert other.load(cid).payload == "one"
-        other.save(cid, "two", 1)
+        store.save(cid, "one", 0, OWNER)
+        assert other.load(cid, OWNER).payload == "one"
+        other.save(cid, "two", 1, OWNER)
         with pytest.raises(VersionConflict):
-            store.save(cid, "lost?", 1)
-        assert store.load(cid).payload == "two"
+            store.save(cid, "lost?", 1, OWNER)
+        assert store.load(cid, OWNER).payload == "two"
     finally:
         other.close()
 
@@ -94,14 +94,14 @@ def make_other(store, tmp_path):
 
 def test_threads_racing_on_one_version_let_exactly_one_win(store):
     cid = new_conversation_id()
-    store.save(cid, "start", 0)
+    store.save(cid, "start", 0, OWNER)
     outcomes: list[str] = []
     barrier = threading.Barrier(8)
 
     def race(n: int) -> None:
         barrier.wait()
         try:
-            store.save(cid, f"thread {n}", 1)
+            store.save(cid, f"thread {n}", 1, OWNER)
             outcomes.append("won")
         except VersionConflict:
             outcomes.append("conflict")
@@ -112,30 +112,30 @@ def test_threads_racing_on_one_version_let_exactly_one_win(store):
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["conflict"] * 7 + ["won"]
-    assert store.load(cid).version == 2
+    assert store.load(cid, OWNER).version == 2
 
 
 def test_the_idle_sweep_deletes_only_conversations_idle_longer_than_the_setting(store):
     idle, fresh = new_conversation_id(), new_conversation_id()
-    store.save(idle, "idle", 0)
-    store.save(fresh, "fresh", 0)
+    store.save(idle, "idle", 0, OWNER)
+    store.save(fresh, "fresh", 0, OWNER)
     backdate(store, idle, 31)
     backdate(store, fresh, 29)
     assert store.delete_idle(timedelta(days=30)) == 1
-    assert store.load(idle) is None and store.load(fresh).payload == "fresh"
+    assert store.load(idle, OWNER) is None and store.load(fresh, OWNER).payload == "fresh"
 
 
 def test_the_sweep_runs_at_most_once_an_interval(store):
     sweep = IdleSweep(store, timedelta(days=30))
     cid = new_conversation_id()
-    store.save(cid, "idle", 0)
+    store.save(cid, "idle", 0, OWNER)
     backdate(store, cid, 40)
     assert sweep.maybe_run() == 1
     other = new_conversation_id()
-    store.save(other, "idle too", 0)
+    store.save(other, "idle too", 0, OWNER)
     backdate(store, other, 40)
     assert sweep.maybe_run() is None  # within the hour: not swept yet
-    assert store.load(other) is not None
+    assert store.load(other, OWNER) is not None
     assert IdleSweep(store, timedelta(days=30), interval_s=0).maybe_run() == 1
 
 
@@ -144,27 +144,27 @@ def test_the_sweep_runs_at_most_once_an_interval(store):
 
 def test_each_committed_turn_and_fold_is_saved_and_reopens_as_it_was(store):
     memory = ShortTermMemory(ScriptedBackend(), max_recent_turns=1)
-    keeper = ConversationKeeper(store)
+    keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     chat(memory, "My name is Ana.", "I live in Porto.", "I like tea.")
     # 3 replies and the folds the 1-pair window made before turns 2 and 3 each saved once more.
-    assert store.load(keeper.conversation_id).version == 3 + len(memory.summary_versions)
-    reopened = reopen(store, keeper.conversation_id, ShortTermMemory(ScriptedBackend()), locked=False)
+    assert store.load(keeper.conversation_id, OWNER).version == 3 + len(memory.summary_versions)
+    reopened = reopen(store, keeper.conversation_id, ShortTermMemory(ScriptedBackend()), owner=OWNER, locked=False)
     assert reopened.outcome == "restored"
     back = reopened.memory
     assert back.history == memory.history and back.summary_versions == memory.summary_versions
     assert [r.total_tokens for r in back.ledger] == [r.total_tokens for r in memory.ledger]
     assert (back.max_recent_turns, back.fold_policy) == (1, memory.fold_policy)
-    assert reopened.keeper.version == store.load(keeper.conversation_id).version
+    assert reopened.keeper.version == store.load(keeper.conversation_id, OWNER).version
 
 
 def test_a_second_tab_on_the_same_id_forks_and_nothing_is_lost(store):
-    first = ConversationKeeper(store)
+    first = ConversationKeeper(store, owner=OWNER)
     tab_a = talked("Hello from A.")
     first.attach(tab_a)
     first.save(tab_a)
     cid = first.conversation_id
-    second = reopen(store, cid, ShortTermMemory(ScriptedBackend()), locked=False)
+    second = reopen(store, cid, ShortTermMemory(ScriptedBackend()), owner=OWNER, locked=False)
     tab_b = second.memory
     second.keeper.attach(tab_b)
     chat(tab_a, "A's second turn.")
@@ -172,15 +172,15 @@ def test_a_second_tab_on_the_same_id_forks_and_nothing_is_lost(store):
     assert first.fork is None and second.keeper.fork is not None
     assert (second.keeper.fork.from_id, second.keeper.fork.to_id) == (cid, second.keeper.conversation_id)
     assert second.keeper.conversation_id != cid
-    a_saved = parse_saved(store.load(cid).payload).transcript.history
-    b_saved = parse_saved(store.load(second.keeper.conversation_id).payload).transcript.history
+    a_saved = parse_saved(store.load(cid, OWNER).payload).transcript.history
+    b_saved = parse_saved(store.load(second.keeper.conversation_id, OWNER).payload).transcript.history
     assert a_saved[-2].content == "A's second turn." and b_saved[-2].content == "B's second turn."
 
 
 def test_a_failed_save_keeps_the_turn_and_the_next_save_catches_up(tmp_path):
     store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
     memory = ShortTermMemory(ScriptedBackend())
-    keeper = ConversationKeeper(store)
+    keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     store.down = True
     chat(memory, "This turn cannot be saved.")
@@ -190,28 +190,28 @@ def test_a_failed_save_keeps_the_turn_and_the_next_save_catches_up(tmp_path):
     store.down = False
     assert keeper.retry() is True
     assert not keeper.dirty and keeper.failure is None
-    assert parse_saved(store.load(keeper.conversation_id).payload).transcript.history == tuple(memory.history)
+    assert parse_saved(store.load(keeper.conversation_id, OWNER).payload).transcript.history == tuple(memory.history)
 
 
 def test_a_memory_left_behind_by_reset_no_longer_saves_under_the_new_id(tmp_path):
     store = SqliteStore(tmp_path / "c.sqlite3")
     old = talked("Old conversation.")
-    keeper = ConversationKeeper(store)
+    keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(old)
     keeper.save(old)
     first = keeper.conversation_id
     fresh = ShortTermMemory(ScriptedBackend())
     keeper.start_new(fresh)
     chat(old, "A turn that finished late, in another thread.")
-    assert store.load(keeper.conversation_id) is None and store.load(first).version == 1
+    assert store.load(keeper.conversation_id, OWNER) is None and store.load(first, OWNER).version == 1
     chat(fresh, "New conversation.")
-    assert parse_saved(store.load(keeper.conversation_id).payload).transcript.history[0].content == "New conversation."
+    assert parse_saved(store.load(keeper.conversation_id, OWNER).payload).transcript.history[0].content == "New conversation."
 
 
 def test_a_retry_never_waits_for_a_turn_running_in_another_thread(tmp_path):
     store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
     memory = ShortTermMemory(ScriptedBackend())
-    keeper = ConversationKeeper(store)
+    keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     store.down = True
     chat(memory, "Unsaved.")
@@ -229,19 +229,19 @@ def test_a_retry_never_waits_for_a_turn_running_in_another_thread(tmp_path):
     assert keeper.retry() is False and keeper.dirty  # the busy memory is left alone, not waited for
     release.set()
     worker.join()
-    assert keeper.retry() is True and store.load(keeper.conversation_id).version == 1
+    assert keeper.retry() is True and store.load(keeper.conversation_id, OWNER).version == 1
 
 
 def test_a_conversation_too_big_to_restore_is_not_saved_over_the_last_one_that_can_be(tmp_path, monkeypatch):
     store = SqliteStore(tmp_path / "c.sqlite3")
     memory = talked("Short.")
-    keeper = ConversationKeeper(store)
+    keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     assert keeper.save(memory)
     monkeypatch.setattr("memora.store.keeper.MAX_SAVED_BYTES", len(dumps_saved(memory, "en").encode()) + 10)
     chat(memory, "This turn makes it too big to come back.")
     assert "over the" in str(keeper.failure) and keeper.version == 1
-    assert len(parse_saved(store.load(keeper.conversation_id).payload).transcript.history) == 2
+    assert len(parse_saved(store.load(keeper.conversation_id, OWNER).payload).transcript.history) == 2
 
 
 def test_the_payload_never_holds_a_key_or_a_url(tmp_path):
@@ -282,18 +282,18 @@ def hostile(kind: str) -> str:
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["not_json", "wrong_format", "unknown_key", "unpaired_message", "summary_over_cap", "too_large"])
+@pytest.mark.parametrize("kind", ["not_json", "wrong_format", "unknown_key", "unpaired_message", "too_large"])
 def test_a_hostile_payload_is_refused_and_left_as_it_is(store, kind):
     cid = new_conversation_id()
     payload = hostile(kind)
     write_raw(store, cid, payload)
     session = ShortTermMemory(ScriptedBackend(), limits=SessionLimits(max_message_chars=200))
-    reopened = reopen(store, cid, session, locked=False)
+    reopened = reopen(store, cid, session, owner=OWNER, locked=False)
     assert reopened.outcome == "refused" and reopened.memory is None
     expected = {"wrong_format": "wrong_format", "unknown_key": "unknown_key"}.get(kind, kind)
     assert reopened.problem.code == expected
     assert reopened.keeper.conversation_id != cid and not reopened.keeper.saved
-    assert store.load(cid).payload == payload  # nothing overwrote it
+    assert store.load(cid, OWNER).payload == payload  # nothing overwrote it
 
 
 def test_a_locked_page_restores_only_the_conversation_not_the_saved_budget(store):
@@ -304,27 +304,27 @@ def test_a_locked_page_restores_only_the_conversation_not_the_saved_budget(store
     cid = new_conversation_id()
     write_raw(store, cid, json.dumps(payload))
     session = ShortTermMemory(ScriptedBackend(), model="server-model", max_input_tokens=2000, max_recent_turns=3, fold_policy="watermark")
-    reopened = reopen(store, cid, session, locked=True)
+    reopened = reopen(store, cid, session, owner=OWNER, locked=True)
     back = reopened.memory
     assert (back.max_input_tokens, back.max_recent_turns, back.model, back.fold_policy) == (2000, 3, "server-model", "watermark")
     assert back.history == rich.history and reopened.language == "zh-TW"
-    unlocked = reopen(store, cid, session, locked=False).memory
+    unlocked = reopen(store, cid, session, owner=OWNER, locked=False).memory
     restored = (unlocked.max_input_tokens, unlocked.max_recent_turns, unlocked.model, unlocked.fold_policy)
     assert restored == (10_000_000, 1000, "server-model", "window")
 
 
 def test_missing_and_malformed_ids_start_a_new_conversation_without_touching_the_store(store):
     for asked, outcome in ((new_conversation_id(), "missing"), ("not-an-id", "missing"), (None, "new")):
-        reopened = reopen(store, asked, ShortTermMemory(OfflineBackend()), locked=False)
+        reopened = reopen(store, asked, ShortTermMemory(OfflineBackend()), owner=OWNER, locked=False)
         assert reopened.outcome == outcome and reopened.memory is None and reopened.keeper.conversation_id != asked
 
 
 def test_an_unreadable_store_is_reported_and_nothing_is_overwritten(tmp_path):
     store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
     cid = new_conversation_id()
-    store.save(cid, dumps_saved(talked("Keep me."), "en"), 0)
+    store.save(cid, dumps_saved(talked("Keep me."), "en"), 0, OWNER)
     store.down = True
-    reopened = reopen(store, cid, ShortTermMemory(ScriptedBackend()), locked=False)
+    reopened = reopen(store, cid, ShortTermMemory(ScriptedBackend()), owner=OWNER, locked=False)
     assert reopened.outcome == "failed" and isinstance(reopened.problem, StoreError)
     assert reopened.keeper.conversation_id != cid
 
@@ -349,7 +349,7 @@ def test_a_sqlite_store_creates_its_folder_and_file_on_first_use(tmp_path):
     path = tmp_path / "not" / "yet" / "conversations.sqlite3"
     store = open_store(f"sqlite:///{path}")
     assert not path.exists()
-    store.save(new_conversation_id(), "{}", 0)
+    store.save(new_conversation_id(), "{}", 0, OWNER)
     assert path.exists()
     store.close()
 
@@ -357,7 +357,7 @@ def test_a_sqlite_store_creates_its_folder_and_file_on_first_use(tmp_path):
 def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
     store = open_store("postgresql://memora:wrong@127.0.0.1:9/none")
     with pytest.raises(StoreError) as raised:
-        store.load(new_conversation_id())
+        store.load(new_conversation_id(), OWNER)
     assert "wrong" not in str(raised.value)
 
 

@@ -1,37 +1,88 @@
-"""The page's conversation id: open the one in the URL, keep it saved, say where it stands.
+"""The page's conversation: open this browser's one named in the URL, keep it saved, say where it stands.
 
-The id travels in the page's URL as ``?c=<id>`` (``st.query_params``), written after the first
-successful save, so a reload, a bookmark or a server restart opens the same conversation. "New
-conversation" (Reset) and an import start a new id; the old conversation stays in the store as it was.
-Saving is the memory's ``on_change`` hook (``memora.store.keeper``): it may run in a worker thread,
-so it writes nothing to ``st.session_state``; this module reads the keeper's state on each run.
+A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
+(``COOKIE``); the store keeps only its hash, bound to every conversation saved from that browser
+(``memora.store.owner``). The id travels in the page's URL as ``?c=<id>`` (``st.query_params``),
+written after the first successful save: it is a locator, so two tabs keep their own conversations
+and a reload, a bookmark or a server restart in the same browser opens the same one. It is not a
+key: a link opened in another browser (or naming a conversation saved before owners existed) opens
+a new conversation, with a one-line notice, and reads or writes nothing of the linked one. The page
+offers the bare app URL as the link for the class; Export and Import move a conversation elsewhere.
+
+The cookie is read from the request that opened the session (``st.context.cookies``). On a first
+visit there is none: the session makes the secret at once (its saves bind its hash) and the page
+sets the cookie from a small script. "New conversation" (Reset) and an import start a new id; the
+old conversation stays in the store as it was. Saving is the memory's ``on_change`` hook
+(``memora.store.keeper``): it may run in a worker thread, so it writes nothing to
+``st.session_state``; this module reads the keeper's state on each run.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
 from memora.memory import ShortTermMemory
 from memora.settings import Settings
-from memora.store import ConversationStore, IdleSweep, is_conversation_id, open_store
+from memora.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.store.keeper import ConversationKeeper, Reopened, reopen
+from memora.store.owner import is_browser_secret, new_browser_secret, owner_of
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.i18n import LANGUAGES, error_message, t
 from memora.ui.state import Notice, token_counter_for
 
 PARAM = "c"
-"""The query parameter that carries the conversation id."""
+"""The query parameter that carries the conversation id (a locator, not a key)."""
+COOKIE = "memora_browser"
+"""The cookie that holds this browser's secret."""
+COOKIE_MAX_AGE_S = 400 * 24 * 3600
+"""400 days, the longest Chromium keeps a cookie; conversations idle for less than that come back."""
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(url: str, idle_days: int) -> tuple[ConversationStore, IdleSweep] | None:
+def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tuple[ConversationStore, IdleSweep] | None:
     """One store per URL for the whole server process (its sessions share the connection), with its idle sweep."""
-    store = open_store(url)
+    store = open_store(url, caps)
     return None if store is None else (store, IdleSweep(store, timedelta(days=idle_days)))
+
+
+def browser_secret(state: Any) -> str:
+    """This browser's secret: the one its cookie sent, else a new one, made on the session's first run so
+    that its very first save is bound to it; ``remember_browser`` then sets the cookie. A cookie that is
+    not a secret of ours (a hostile value) is ignored, like none."""
+    if state[keys.BROWSER_SECRET] is None:
+        cookie = st.context.cookies.get(COOKIE)
+        state[keys.BROWSER_SECRET] = cookie if is_browser_secret(cookie) else new_browser_secret()
+    secret: str = state[keys.BROWSER_SECRET]
+    return secret
+
+
+def remember_browser(secret: str) -> None:
+    """Sets the cookie in the browser when it lacks it (a first visit, or cookies cleared meanwhile).
+
+    If the browser has another secret already (two first-visit tabs opened at once, say: the other
+    tab set its own), this tab reloads once, so that its session takes the browser's secret; a flag in
+    the tab's sessionStorage keeps a browser that does not send the cookie back from reloading forever.
+    ``secret`` is ours (``is_browser_secret``): it needs no escaping, and the JSON quoting is a second guard.
+    """
+    assert is_browser_secret(secret)
+    script = f"""<script>(function () {{
+  var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)};
+  var found = document.cookie.match(new RegExp("(?:^|; )" + name + "=([^;]*)"));
+  if (!found) {{
+    document.cookie = name + "=" + secret + "; Path=/; Max-Age={COOKIE_MAX_AGE_S}; SameSite=Strict" +
+      (location.protocol === "https:" ? "; Secure" : "");
+  }} else if (found[1] !== secret && !sessionStorage.getItem("memora_rekeyed")) {{
+    sessionStorage.setItem("memora_rekeyed", "1");
+    location.reload();
+  }}
+}})();</script>"""
+    st.html(script, unsafe_allow_javascript=True, width="content")
 
 
 def keep(state: Any) -> ConversationKeeper | None:
@@ -65,9 +116,9 @@ def keep(state: Any) -> ConversationKeeper | None:
 
 
 def open_conversation(state: Any) -> ConversationKeeper | None:
-    """The keeper for the conversation in ``?c=``, restored into the session; a new one when there is none."""
+    """The keeper for this browser's conversation in ``?c=``, restored into the session; a new one when there is none."""
     settings: Settings = state[keys.SETTINGS]
-    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days)
+    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days, settings.store_caps)
     if opened is None:
         return None
     store, sweep = opened
@@ -76,6 +127,7 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         store,
         st.query_params.get(PARAM),
         session,
+        owner=owner_of(browser_secret(state)),
         locked=settings.locked,
         token_counter=token_counter_for(settings, session.backend),
         sweep=sweep,
@@ -99,19 +151,50 @@ def _continue_with(state: Any, result: Reopened) -> None:
         state[keys.LANG] = result.language
     # As after an import: coming back sends no request; the next reply's prefold does what is due.
     state[keys.PREFOLD_AT] = len(memory.history)
-    state[keys.NOTICE] = Notice("info", "conversation.restored", {"id": result.keeper.conversation_id, "messages": len(memory.history)})
+    state[keys.NOTICE] = Notice("info", "conversation.restored", {"messages": len(memory.history)})
 
 
 def _not_restored(result: Reopened, settings: Settings) -> Notice:
+    # No notice names the id: a screenshot or the projector must not show it.
     requested = result.requested_id or ""
     if result.outcome == "missing" and not is_conversation_id(requested):
         return Notice("warning", "conversation.bad_id")
     if result.outcome == "missing":
-        return Notice("warning", "conversation.missing", {"id": requested, "days": settings.conversation_idle_days})
+        return Notice("warning", "conversation.not_here", {"days": settings.conversation_idle_days})
     if result.outcome == "refused":
         code = getattr(result.problem, "code", "bad_value")
-        return Notice("error", "conversation.refused", {"id": requested, "code": code, "path": getattr(result.problem, "path", "")})
-    return Notice("error", "conversation.load_failed", {"id": requested}, error=result.problem)
+        return Notice("error", "conversation.refused", {"code": code, "path": getattr(result.problem, "path", "")})
+    return Notice("error", "conversation.load_failed", error=result.problem)
+
+
+def refuses_turn(state: Any, text: str) -> bool:
+    """Refuses a message before it is sent when its turn could not be saved (a store cap is reached):
+    no reply is billed for it, the text goes back to the input, and the notice names the cap."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    cap = None if keeper is None else keeper.room()
+    if cap is None:
+        return False
+    state[keys.NOTICE] = cap_notice(cap, "conversation.cap")
+    state[keys.RESTORE_TEXT] = text
+    return True
+
+
+def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
+    """Saves an imported conversation as this browser's new one; a notice naming the cap when the store
+    refuses it, and then the session goes on with the conversation it had (nothing of it changed)."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    cap = None if keeper is None else keeper.adopt(memory)
+    return None if cap is None else cap_notice(cap, "conversation.cap_import")
+
+
+def cap_notice(cap: CapReached, prefix: str) -> Notice:
+    """``prefix.<cap>``, with the limit as a size (``conversation``, ``store``) or a count (``browser``)."""
+    limit = f"{cap.limit:,}" if cap.cap == "browser" else _size(cap.limit)
+    return Notice("error", f"{prefix}.{cap.cap}", {"limit": limit})
+
+
+def _size(size: int) -> str:
+    return f"{size / 1024 / 1024:,.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:,.0f} KB"
 
 
 def _sync_url(keeper: ConversationKeeper) -> None:
@@ -123,16 +206,40 @@ def _sync_url(keeper: ConversationKeeper) -> None:
 
 
 def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
-    """The caption under the title: the id, and one line on what it is (and is not); then what went wrong."""
+    """The caption under the title: what is kept (never the id), the link for the class; then what went wrong."""
     if keeper is None:
         render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
+        render_class_link(lang)
         return
+    remember_browser(browser_secret(st.session_state))
     if keeper.saved:
-        render.caption(":material/bookmark: " + t(lang, "conversation.saved", id=keeper.conversation_id))
+        render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
     else:
         render.caption(":material/bookmark_border: " + t(lang, "conversation.unsaved"))
-    fork, failure = keeper.fork, keeper.failure  # read once: a worker thread may change them meanwhile
+    render_class_link(lang)
+    fork, failure, refusal = keeper.fork, keeper.failure, keeper.refusal  # read once: a worker thread may change them meanwhile
     if fork is not None:
-        render.alert("warning", t(lang, "conversation.forked", old=fork.from_id, new=fork.to_id), icon=":material/call_split:")
+        render.alert("warning", t(lang, "conversation.forked"), icon=":material/call_split:")
     if failure is not None:
         render.alert("warning", t(lang, "conversation.save_failed", reason=error_message(lang, failure)), icon=":material/sync_problem:")
+    if refusal is not None:
+        notice = cap_notice(refusal, "conversation.cap_kept")
+        render.alert("warning", t(lang, notice.key, **notice.params), icon=":material/inventory_2:")
+
+
+def class_link() -> str | None:
+    """The bare app URL (no ``?c=``, no fragment): the link a teacher shares, where each student starts their own."""
+    url = st.context.url
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def render_class_link(lang: str) -> None:
+    link = class_link()
+    if link is None:
+        return
+    with st.expander(t(lang, "conversation.class_link"), icon=":material/share:"):
+        render.caption(t(lang, "conversation.class_link_help"))
+        render.code(link, language=None)
