@@ -21,9 +21,9 @@ def new_browser_secret() -> str:
     return secrets.token_urlsafe(32)
 
 
-def is_browser_secret(text: str | None) -> bool:
-    """Whether ``text`` has the shape of a secret this module makes (a cookie may carry anything)."""
-    return bool(text) and SECRET_PATTERN.fullmatch(text or "") is not None
+def is_browser_secret(text: object) -> bool:
+    """Whether ``text`` is a string with the shape of a secret this module makes (a cookie may carry anything)."""
+    return isinstance(text, str) and SECRET_PATTERN.fullmatch(text) is not None
 
 
 def owner_of(secret: str) -> str:

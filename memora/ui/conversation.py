@@ -230,7 +230,7 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
 def class_link() -> str | None:
     """The bare app URL (no ``?c=``, no fragment): the link a teacher shares, where each student starts their own."""
     url = st.context.url
-    if not url:
+    if not isinstance(url, str) or not url:  # None where no browser sent one (AppTest)
         return None
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
