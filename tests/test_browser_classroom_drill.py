@@ -19,7 +19,7 @@ import sqlite3
 from urllib.parse import parse_qs, urlsplit
 
 from memora.store.owner import owner_of
-from memora.ui.conversation import COOKIE
+from memora.ui.browser import COOKIE
 from tests import processes
 from tests.helpers.browser import chromium, require_browser, wait_idle
 from tests.processes import ROOT

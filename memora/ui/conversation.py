@@ -1,7 +1,7 @@
 """The page's conversation: open this browser's one named in the URL, keep it saved, say where it stands.
 
 A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
-(``COOKIE``); the store keeps only its hash, bound to every conversation saved from that browser
+(``memora.ui.browser``); the store keeps only its hash, bound to every conversation saved from that browser
 (``memora.store.owner``). The id travels in the page's URL as ``?c=<id>`` (``st.query_params``),
 written after the first successful save: it is a locator, so two tabs keep their own conversations
 and a reload, a bookmark or a server restart in the same browser opens the same one. It is not a
@@ -9,9 +9,8 @@ key: a link opened in another browser (or naming a conversation saved before own
 a new conversation, with a one-line notice, and reads or writes nothing of the linked one. The page
 offers the bare app URL as the link for the class; Export and Import move a conversation elsewhere.
 
-The cookie is read from the request that opened the session (``st.context.cookies``). On a first
-visit there is none: the session makes the secret at once (its saves bind its hash) and the page
-sets the cookie from a small script. "New conversation" (Reset) and an import start a new id; the
+The cookie is read and set by ``memora.ui.browser``: on a first visit the session makes the secret at
+once, so its first save is already bound to it. "New conversation" (Reset) and an import start a new id; the
 old conversation stays in the store as it was. Saving is the memory's ``on_change`` hook
 (``memora.store.keeper``): it may run in a worker thread, so it writes nothing to
 ``st.session_state``; this module reads the keeper's state on each run.
@@ -19,7 +18,6 @@ old conversation stays in the store as it was. Saving is the memory's ``on_chang
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,18 +28,15 @@ from memora.memory import ShortTermMemory
 from memora.settings import Settings
 from memora.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.store.keeper import ConversationKeeper, Reopened, reopen
-from memora.store.owner import is_browser_secret, new_browser_secret, owner_of
+from memora.store.owner import owner_of
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.browser import browser_secret, remember_browser
 from memora.ui.i18n import LANGUAGES, error_message, t
 from memora.ui.state import Notice, token_counter_for
 
 PARAM = "c"
 """The query parameter that carries the conversation id (a locator, not a key)."""
-COOKIE = "memora_browser"
-"""The cookie that holds this browser's secret."""
-COOKIE_MAX_AGE_S = 400 * 24 * 3600
-"""400 days, the longest Chromium keeps a cookie; conversations idle for less than that come back."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -49,40 +44,6 @@ def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tup
     """One store per URL for the whole server process (its sessions share the connection), with its idle sweep."""
     store = open_store(url, caps)
     return None if store is None else (store, IdleSweep(store, timedelta(days=idle_days)))
-
-
-def browser_secret(state: Any) -> str:
-    """This browser's secret: the one its cookie sent, else a new one, made on the session's first run so
-    that its very first save is bound to it; ``remember_browser`` then sets the cookie. A cookie that is
-    not a secret of ours (a hostile value) is ignored, like none."""
-    if state[keys.BROWSER_SECRET] is None:
-        cookie = st.context.cookies.get(COOKIE)
-        state[keys.BROWSER_SECRET] = cookie if is_browser_secret(cookie) else new_browser_secret()
-    secret: str = state[keys.BROWSER_SECRET]
-    return secret
-
-
-def remember_browser(secret: str) -> None:
-    """Sets the cookie in the browser when it lacks it (a first visit, or cookies cleared meanwhile).
-
-    If the browser has another secret already (two first-visit tabs opened at once, say: the other
-    tab set its own), this tab reloads once, so that its session takes the browser's secret; a flag in
-    the tab's sessionStorage keeps a browser that does not send the cookie back from reloading forever.
-    ``secret`` is ours (``is_browser_secret``): it needs no escaping, and the JSON quoting is a second guard.
-    """
-    assert is_browser_secret(secret)
-    script = f"""<script>(function () {{
-  var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)};
-  var found = document.cookie.match(new RegExp("(?:^|; )" + name + "=([^;]*)"));
-  if (!found) {{
-    document.cookie = name + "=" + secret + "; Path=/; Max-Age={COOKIE_MAX_AGE_S}; SameSite=Strict" +
-      (location.protocol === "https:" ? "; Secure" : "");
-  }} else if (found[1] !== secret && !sessionStorage.getItem("memora_rekeyed")) {{
-    sessionStorage.setItem("memora_rekeyed", "1");
-    location.reload();
-  }}
-}})();</script>"""
-    st.html(script, unsafe_allow_javascript=True, width="content")
 
 
 def keep(state: Any) -> ConversationKeeper | None:
