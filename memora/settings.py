@@ -101,8 +101,8 @@ CONNECT_TIMEOUT_S = 5.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_CONVERSATION_IDLE_DAYS = 30
 DEFAULT_MAX_CONVERSATION_KB = 1024
-"""1 MiB: a long classroom conversation saves well under 200 KiB (most of it the replies); a file padded
-to an import's 2 MiB, with its bulk in the last context, is refused rather than stored."""
+"""1 MiB: about 400 short turns (250 KiB at 100 turns, summary versions included: benchmarks/conversation_save.py),
+ten times a classroom's 40-turn cap; a file padded to an import's 2 MiB, its bulk in the last context, is refused."""
 DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
 DEFAULT_MAX_STORE_MB = 1024
 

@@ -171,22 +171,29 @@ class ConversationKeeper:
         self.attach(memory)
 
     def adopt(self, memory: ShortTermMemory) -> CapReached | None:
-        """Saves ``memory`` (an imported conversation) as a new conversation, if the caps let it.
+        """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
 
         Returns the cap that refused it, and then nothing changed: this keeper still keeps the conversation
-        it had. Otherwise the keeper keeps ``memory`` from now on (a store that failed otherwise is retried).
+        it had. Otherwise the keeper keeps ``memory`` from now on; a store that failed otherwise is
+        retried as after any failed save.
         """
-        # The old memory keeps its hook: it saves again as soon as it is this keeper's memory again.
-        before = (self.memory, self.conversation_id, self.version, self.failure, self.refusal, self.fork, self.dirty, self.saved_choices)
+        with memory.lock:
+            payload = dumps_saved(memory, self.language)
+        if len(payload.encode()) > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)
+        conversation_id = new_conversation_id()
+        try:
+            row = self.store.save(conversation_id, payload, 0, self.owner)
+        except CapReached as cap:
+            return cap
+        except StoreError as error:
+            self.start_new(memory)
+            self.failure, self.dirty = error, True
+            return None
         self.start_new(memory)
-        self.save(memory)
-        refusal = self.refusal
-        if refusal is not None:
-            with self._lock:
-                (self.memory, self.conversation_id, self.version, self.failure) = before[:4]
-                (self.refusal, self.fork, self.dirty, self.saved_choices) = before[4:]
-            memory.on_change = None
-        return refusal
+        with self._lock:
+            self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
+        return None
 
 
 Opened = Literal["new", "restored", "missing", "refused", "failed"]
