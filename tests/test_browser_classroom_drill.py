@@ -1,13 +1,13 @@
 """Issue 20's classroom drill in Chromium: a teacher shares her URL, and no student sees or changes her conversation.
 
 One `streamlit run` (offline, its store in a temporary SQLite file, settings locked as in a class);
-a teacher and six students, each a Playwright browser context of its own (own cookies, own
+a teacher and seven students, each a Playwright browser context of its own (own cookies, own
 websocket). Checked: the teacher's first save is bound to the hash of the cookie her first visit set
 (never the secret itself); five students opening her address-bar URL at once each get a new
 conversation and a notice, none of her text in their DOM or websocket frames, and one of them
 switches the language there; her row in the store is unchanged byte for byte, and her F5 brings her
 conversation back as it was, in English; the page never shows her id; the bare class link the page
-offers gives a sixth student a conversation of their own.
+offers gives two more students a conversation each of their own.
 
 Skipped like every browser test (tests/helpers/browser.py) where Chromium or Playwright is missing, and
 a failure instead when CI is set.
@@ -125,12 +125,15 @@ def test_a_teachers_shared_url_shows_and_changes_nothing_for_five_students_at_on
         teacher.page.get_by_text("Your conversation is back").wait_for()
         assert teacher.conversation_id() == cid
 
-        # A sixth student follows the class link: a conversation of their own, with no notice.
-        newcomer = Browser(browser, offered)
-        newcomer.ready()
-        assert newcomer.page.get_by_text("not one of this browser's").count() == 0
-        newcomer.type("I came through the class link.")
-        newcomer.wait_for_messages(2)
-        assert newcomer.conversation_id() not in ids | {cid, None}
-        assert b"quiz answers" not in newcomer.seen()
+        # Two more students follow the class link: each a conversation of their own, with no notice.
+        newcomers = [Browser(browser, offered) for _ in range(2)]
+        for n, newcomer in enumerate(newcomers):
+            newcomer.ready()
+            assert newcomer.page.get_by_text("not one of this browser's").count() == 0
+            newcomer.type(f"Newcomer {n} came through the class link.")
+        for newcomer in newcomers:
+            newcomer.wait_for_messages(2)
+            assert b"quiz answers" not in newcomer.seen() and b"Student" not in newcomer.seen()
+        own = {newcomer.conversation_id() for newcomer in newcomers}
+        assert len(own) == 2 and not own & (ids | {cid, None})
     assert cid.encode() not in LOG.read_bytes(), "no id in the server log"
