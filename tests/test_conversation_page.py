@@ -261,3 +261,18 @@ def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(stor
     assert "was not imported" in texts(at) and "4 KB" in texts(at)
     assert at.query_params["c"] == cid and at.session_state[keys.MEMORY].history[0].content == "Mine, before the import."
     assert stored_rows(store_path) == before
+
+
+def test_a_page_saved_reply_over_the_message_cap_comes_back_on_reload_but_the_same_file_is_not_imported(store_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_LOCK_SETTINGS", "true")
+    monkeypatch.setenv("MEMORA_MAX_MESSAGE_CHARS", "60")
+    at = open_page()
+    send(at, "Hello there.")
+    memory = at.session_state[keys.MEMORY]
+    assert len(memory.history[1].content) > 60, "the offline engine's reply is longer than a student may type"
+    reloaded = open_page(at.query_params["c"])
+    assert reloaded.session_state[keys.MEMORY].history == memory.history and "Your conversation is back" in texts(reloaded)
+    exported = dumps_transcript(memory)
+    reloaded.file_uploader(key=keys.IMPORT_INPUT).set_value(("mine.json", exported, "application/json")).run()
+    next(b for b in reloaded.button if b.label == "Continue from this file").click().run()
+    assert "message_over_cap" in texts(reloaded), "a file from outside keeps the import caps"
