@@ -343,6 +343,16 @@ def test_store_url_and_idle_days_settings(tmp_path):
         load_settings({}, {"MEMORA_CONVERSATION_IDLE_DAYS": "0"})
 
 
+def test_store_caps_settings():
+    assert load_settings({}, {}).store_caps == StoreCaps(1024 * 1024, 20, 1024 * 1024 * 1024)
+    environ = {"MEMORA_MAX_CONVERSATION_KB": "64", "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR": "5", "MEMORA_MAX_STORE_MB": "10"}
+    assert load_settings({"MEMORA_MAX_STORE_MB": 20}, environ).store_caps == StoreCaps(64 * 1024, 5, 20 * 1024 * 1024)
+    bad_values = {"MEMORA_MAX_CONVERSATION_KB": "8193", "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR": "0", "MEMORA_MAX_STORE_MB": "lots"}
+    for name, bad in bad_values.items():
+        with pytest.raises(SettingsError, match=name):
+            load_settings({}, {name: bad})
+
+
 def test_a_sqlite_store_creates_its_folder_and_file_on_first_use(tmp_path):
     path = tmp_path / "not" / "yet" / "conversations.sqlite3"
     store = open_store(f"sqlite:///{path}")
