@@ -49,10 +49,11 @@ def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tup
 def keep(state: Any) -> ConversationKeeper | None:
     """Call once per run, after ``setup_state`` and before anything draws the memory.
 
-    On a session's first run it opens the conversation the URL names. On later runs it follows the
-    session's memory: a new memory object (Reset, an import) starts a new id (an imported one is
-    saved at once); a save that failed is retried, and a language, budget, window or fold policy changed
-    since the last save is saved; the URL follows the id once it is saved.
+    On a session's first run it opens this browser's conversation the URL names. On later runs it
+    follows the session's memory: a new memory object (Reset) starts a new id, saved from its first
+    turn (an import is saved by its own callback, ``adopt_import``, before it replaces the memory); a
+    save that failed is retried, and a language, budget, window or fold policy changed since the last
+    save is saved; the URL follows the id once it is saved.
     Returns the keeper, or None when conversations are not kept (``MEMORA_STORE_URL=off``).
     """
     if not state[keys.CONVERSATION_OPENED]:
