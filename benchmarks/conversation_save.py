@@ -25,9 +25,11 @@ sys.path.insert(0, str(ROOT))
 from memora.backends.offline import OfflineBackend  # noqa: E402
 from memora.memory import ShortTermMemory  # noqa: E402
 from memora.store import ConversationStore, new_conversation_id, open_store  # noqa: E402
+from memora.store.owner import new_owner  # noqa: E402
 from memora.store.saved import dumps_saved  # noqa: E402
 
 SIZES = (10, 100, 500)
+OWNER = new_owner()
 TEXT = "Question {n}: how do I say this politely at a hotel, an airport or a station?"
 
 
@@ -68,7 +70,7 @@ def one_save(store: ConversationStore, memory: ShortTermMemory, repeats: int) ->
     cid, version, samples = new_conversation_id(), 0, []
     for _ in range(repeats + 1):
         began = time.perf_counter()
-        version = store.save(cid, dumps_saved(memory, "en"), version).version
+        version = store.save(cid, dumps_saved(memory, "en"), version, OWNER).version
         samples.append(time.perf_counter() - began)
     return median_ms(samples[1:])  # the first creates the row; the page's saves after it replace one
 

@@ -58,6 +58,12 @@ Conversation persistence (``memora.store``; see docs/postgresql.md):
   processes, and then the server-wide budget is kept there too), or ``off``.
 - ``MEMORA_CONVERSATION_IDLE_DAYS``: conversations not saved for longer are deleted (checked
   hourly); default 30.
+- ``MEMORA_MAX_CONVERSATION_KB``: the saved size of one conversation (history, summary versions,
+  ledger and last context), in KiB; default 1,024, at most 8,192. At the cap the conversation stays as
+  last saved and the page refuses its next message.
+- ``MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR``: conversations one browser may start in an hour (new ones
+  from their first reply, imports and forks); default 20.
+- ``MEMORA_MAX_STORE_MB``: every saved conversation together, in MiB; default 1,024.
 """
 
 from __future__ import annotations
@@ -72,7 +78,8 @@ from urllib.parse import urlsplit, urlunsplit
 from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
 from memora.server_budget import DEFAULT_DATA_DIR, ServerLedger
-from memora.store import StoreURLError, check_store_url, default_store_url, is_postgres
+from memora.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
+from memora.store.saved import MAX_SAVED_BYTES
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
@@ -94,6 +101,11 @@ CONNECT_TIMEOUT_S = 5.0
 """The SDK's own connect timeout: an unreachable server is reported in seconds, not minutes."""
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_CONVERSATION_IDLE_DAYS = 30
+DEFAULT_MAX_CONVERSATION_KB = 1024
+"""1 MiB: about 400 short turns (250 KiB at 100 turns, summary versions included: benchmarks/conversation_save.py),
+ten times a classroom's 40-turn cap; a file padded to an import's 2 MiB, its bulk in the last context, is refused."""
+DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
+DEFAULT_MAX_STORE_MB = 1024
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,14 @@ class Settings:
     data_dir: str = DEFAULT_DATA_DIR
     store_url: str | None = field(default=None, repr=False)  # a PostgreSQL URL may hold a password
     conversation_idle_days: int = DEFAULT_CONVERSATION_IDLE_DAYS
+    max_conversation_kb: int = DEFAULT_MAX_CONVERSATION_KB
+    max_new_conversations_per_hour: int = DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR
+    max_store_mb: int = DEFAULT_MAX_STORE_MB
+
+    @property
+    def store_caps(self) -> StoreCaps:
+        """What the conversation store keeps at most (``memora.store.base.StoreCaps``), in bytes and conversations."""
+        return StoreCaps(self.max_conversation_kb * 1024, self.max_new_conversations_per_hour, self.max_store_mb * 1024 * 1024)
 
     @property
     def conversation_store_url(self) -> str:
@@ -288,7 +308,21 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         conversation_idle_days=_int(
             "MEMORA_CONVERSATION_IDLE_DAYS", get("MEMORA_CONVERSATION_IDLE_DAYS") or defaults.conversation_idle_days, 1
         ),
+        max_conversation_kb=_conversation_kb(get("MEMORA_MAX_CONVERSATION_KB") or defaults.max_conversation_kb),
+        max_new_conversations_per_hour=_int(
+            "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR",
+            get("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR") or defaults.max_new_conversations_per_hour,
+            1,
+        ),
+        max_store_mb=_int("MEMORA_MAX_STORE_MB", get("MEMORA_MAX_STORE_MB") or defaults.max_store_mb, 1),
     )
+
+
+def _conversation_kb(raw: Any) -> int:
+    value = _int("MEMORA_MAX_CONVERSATION_KB", raw, 1)
+    if value * 1024 > MAX_SAVED_BYTES:
+        raise SettingsError(f"MEMORA_MAX_CONVERSATION_KB must be at most {MAX_SAVED_BYTES // 1024}, not {value}")
+    return value
 
 
 def _store_url(raw: Any) -> str | None:

@@ -108,7 +108,15 @@ MODULE_TIERS = {
         "integration",
     ),
     **dict.fromkeys(
-        ("test_browser", "test_browser_persistence", "test_browser_safeguards", "test_browser_sharing", "test_classroom_load"), "browser"
+        (
+            "test_browser",
+            "test_browser_classroom_drill",
+            "test_browser_persistence",
+            "test_browser_safeguards",
+            "test_browser_sharing",
+            "test_classroom_load",
+        ),
+        "browser",
     ),
 }
 TIERS = ("unit", "page", "integration", "browser")

@@ -1,5 +1,7 @@
 """Conversation persistence in a real browser: a reload, and a restart of the `streamlit run` process, bring it back.
 
+The same browser context throughout: its cookie holds the secret the conversation is bound to.
+
 The page runs offline (its offline engine answers) with the conversation store in a temporary
 SQLite file, as a teacher would run it. Skipped like every browser test (tests/helpers/browser.py)
 where Chromium or Playwright is missing, and a failure instead when CI is set.
@@ -57,7 +59,7 @@ def test_a_reload_and_a_server_restart_bring_the_conversation_back(tmp_path):
             page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=4)
             wait_idle(page)
             assert chat_texts(page) == before
-            assert conversation_id in page.locator("body").inner_text()  # the caption under the title
+            assert conversation_id not in page.locator("body").inner_text()  # in the address bar only, never on the page
 
         assert (tmp_path / "data" / "conversations.sqlite3").exists()
         with processes.streamlit_run(env, LOG, "--server.fileWatcherType", "none") as restarted:

@@ -1,16 +1,26 @@
-"""The page keeps its conversation: a reload (a new AppTest with the same ?c=) brings it back, and the rest of issue 14 part 1."""
+"""The page keeps its conversation: a reload (a new AppTest with the same ?c= and the same browser) brings it back.
+
+Issue 14 part 1, and issue 20's owners and caps. AppTest sends no cookie, so a test is a browser by
+putting that browser's secret in session state, as the cookie would have given it
+(``memora.ui.conversation.browser_secret``).
+"""
 
 from __future__ import annotations
+
+import json
+import sqlite3
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from memora.store.keeper import ConversationKeeper
+from memora.store.owner import new_browser_secret, owner_of
 from memora.store.saved import parse_saved
 from memora.store.sqlite import SqliteStore
+from memora.teaching.transcript import dumps_transcript
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
-from tests.helpers.app import APP, send, texts
+from tests.helpers.app import APP, send, texts, tree_text
 from tests.helpers.memory import chat
 from tests.helpers.stores import FlakyStore
 
@@ -24,9 +34,14 @@ def store_path(tmp_path, monkeypatch):
     return path
 
 
-def open_page(conversation_id: str | None = None) -> AppTest:
-    """A new browser tab on the page: a reload is one with the same id in the URL."""
+TEACHER = new_browser_secret()
+"""The browser most tests use: its cookie's secret."""
+
+
+def open_page(conversation_id: str | None = None, browser: str = TEACHER) -> AppTest:
+    """A new tab of ``browser`` on the page: a reload is one with the same id in the URL, in the same browser."""
     at = AppTest.from_file(APP, default_timeout=30)
+    at.session_state[keys.BROWSER_SECRET] = browser
     if conversation_id is not None:
         at.query_params["c"] = conversation_id
     return at.run()
@@ -49,8 +64,8 @@ def test_a_reload_brings_the_conversation_back_as_it_was(store_path):
     reloaded = open_page(cid)
     memory = reloaded.session_state[keys.MEMORY]
     assert memory.history == before.history and len(memory.ledger) == len(before.ledger)  # coming back sent nothing
-    assert f"Conversation `{cid}` is back" in texts(reloaded)
-    assert f"Conversation `{cid}`: kept" in texts(reloaded)
+    assert "Your conversation is back" in texts(reloaded) and "Kept for this browser" in texts(reloaded)
+    assert cid not in tree_text(reloaded), "the id is in the URL only, never on the page"
     assert reloaded.query_params["c"] == cid
     send(reloaded, "I like tea.")
     assert len(open_page(cid).session_state[keys.MEMORY].history) == 6
@@ -112,10 +127,11 @@ def test_two_tabs_on_one_id_fork_and_neither_loses_a_turn(store_path):
     forked = tab_b.query_params["c"]
     assert forked != cid and tab_a.query_params["c"] == cid
     shown = texts(tab_b)
-    assert "Another tab saved conversation" in shown and cid in shown and forked in shown
+    assert "Another tab of this browser saved this conversation" in shown and cid not in shown and forked not in shown
     store = SqliteStore(store_path)
-    a = [m.content for m in parse_saved(store.load(cid).payload).transcript.history]
-    b = [m.content for m in parse_saved(store.load(forked).payload).transcript.history]
+    owner = owner_of(TEACHER)
+    a = [m.content for m in parse_saved(store.load(cid, owner).payload).transcript.history]
+    b = [m.content for m in parse_saved(store.load(forked, owner).payload).transcript.history]
     assert a[0] == b[0] == "Shared start." and a[2] == "Only in tab A." and b[2] == "Only in tab B."
     store.close()
 
@@ -123,7 +139,7 @@ def test_two_tabs_on_one_id_fork_and_neither_loses_a_turn(store_path):
 def test_a_failed_save_keeps_the_conversation_says_so_and_retries(tmp_path):
     store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
     at = AppTest.from_file(APP, default_timeout=30)
-    at.session_state[keys.CONVERSATION] = ConversationKeeper(store)
+    at.session_state[keys.CONVERSATION] = keeper = ConversationKeeper(store)
     at.run()
     store.down = True
     send(at, "Do not lose me.")
@@ -134,12 +150,12 @@ def test_a_failed_save_keeps_the_conversation_says_so_and_retries(tmp_path):
     at.run()  # any next step retries
     cid = at.query_params["c"]
     assert "could not be saved" not in texts(at)
-    assert parse_saved(store.load(cid).payload).transcript.history[0].content == "Do not lose me."
+    assert parse_saved(store.load(cid, keeper.owner).payload).transcript.history[0].content == "Do not lose me."
 
 
 def test_a_missing_or_malformed_id_opens_a_new_conversation_and_says_why(store_path):
     missing = open_page("A" * 32)
-    assert "No conversation `AAAA" in texts(missing) and "30 days" in texts(missing)
+    assert "not one of this browser's" in texts(missing) and "30 days" in texts(missing) and "AAAA" not in texts(missing)
     assert "c" not in missing.query_params
     malformed = open_page("<img src=x>")
     assert "not one Memora makes" in texts(malformed) and "<img" not in texts(malformed)
@@ -165,4 +181,98 @@ def test_a_reload_through_postgresql_served_by_another_process_of_the_class(monk
     shared_store.clear()  # as a second process would: its own connection to the same database
     reloaded = open_page(cid)
     assert reloaded.session_state[keys.MEMORY].history[0].content == "Saved in PostgreSQL."
-    assert f"Conversation `{cid}`: kept" in texts(reloaded)
+    assert "Kept for this browser" in texts(reloaded)
+
+
+# -- issue 20: a conversation belongs to the browser that made it; the store's caps ------------------------
+
+
+def stored_rows(store_path) -> list[tuple]:
+    """Every row of the store as it is on disk: id, version, payload, owner."""
+    with sqlite3.connect(store_path) as db:
+        rows = db.execute("SELECT id, version, payload, owner FROM conversations ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def test_a_shared_link_opens_a_new_conversation_in_another_browser_and_never_touches_the_teachers(store_path):
+    teacher = open_page()
+    send(teacher, "My private note: the quiz answers are B, C, A.")
+    cid = teacher.query_params["c"]
+    before = stored_rows(store_path)
+
+    student = open_page(cid, browser=new_browser_secret())
+    assert "quiz answers" not in tree_text(student) and not student.session_state[keys.MEMORY].history
+    assert "not one of this browser's" in texts(student) and "Export and Import" in texts(student)
+    assert "c" not in student.query_params and conversation_id(student) != cid
+    student.radio(key=keys.LANG).set_value("zh-TW").run()  # a language switch on the shared link
+    send(student, "The student's own question.")
+    assert student.query_params["c"] != cid
+    assert [row for row in stored_rows(store_path) if row[0] == cid] == [row for row in before if row[0] == cid]
+
+    reloaded = open_page(cid)  # the teacher's F5
+    history = reloaded.session_state[keys.MEMORY].history
+    assert history[0].content == "My private note: the quiz answers are B, C, A." and len(history) == 2
+    assert reloaded.session_state[keys.LANG] == "en" and "student's own" not in tree_text(reloaded)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "../../../etc/passwd",
+        "' OR 1=1; DROP TABLE conversations; --",
+        "A" * 60_000,
+        "Ωμέγα🙂" * 5 + "AAAAAAAAAAAAAAAAAAAAAA",
+        "A" * 16 + "\x00" + "A" * 15,
+    ],
+)
+def test_a_hostile_id_opens_an_empty_page_and_leaves_the_store_untouched(store_path, hostile):
+    teacher = open_page()
+    send(teacher, "Already saved.")
+    before = stored_rows(store_path)
+    at = open_page(hostile)
+    assert not at.session_state[keys.MEMORY].history and "c" not in at.query_params
+    assert "not one Memora makes" in texts(at) and hostile[:20] not in tree_text(at)
+    assert stored_rows(store_path) == before
+
+
+def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and_comes_back(store_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", "1")
+    at = open_page()
+    send(at, "The first conversation.")
+    first = at.query_params["c"]
+    next(button for button in at.button if button.label == "Reset conversation").click().run()
+    at.chat_input[0].set_value("A second one, over the cap.").run()
+    assert not at.session_state[keys.MEMORY].history, "nothing was sent for a turn that could not be kept"
+    assert "started 1 conversations in the last hour" in texts(at)
+    assert at.chat_input[0].value == "A second one, over the cap."
+    assert [row[0] for row in stored_rows(store_path)] == [first]
+
+
+def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(store_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "4")
+    at = open_page()
+    send(at, "Mine, before the import.")
+    cid, before = at.query_params["c"], stored_rows(store_path)
+    padded = json.loads(dumps_transcript(at.session_state[keys.MEMORY]))
+    padded["last_context"] = [{"role": "user", "content": "padding " * 800}]  # the bulk a hostile file puts in the last context
+    at.file_uploader(key=keys.IMPORT_INPUT).set_value(("big.json", json.dumps(padded).encode(), "application/json")).run()
+    next(b for b in at.button if b.label == "Continue from this file").click().run()
+    assert "was not imported" in texts(at) and "4 KB" in texts(at)
+    assert at.query_params["c"] == cid and at.session_state[keys.MEMORY].history[0].content == "Mine, before the import."
+    assert stored_rows(store_path) == before
+
+
+def test_a_page_saved_reply_over_the_message_cap_comes_back_on_reload_but_the_same_file_is_not_imported(store_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_LOCK_SETTINGS", "true")
+    monkeypatch.setenv("MEMORA_MAX_MESSAGE_CHARS", "60")
+    at = open_page()
+    send(at, "Hello there.")
+    memory = at.session_state[keys.MEMORY]
+    assert len(memory.history[1].content) > 60, "the offline engine's reply is longer than a student may type"
+    reloaded = open_page(at.query_params["c"])
+    assert reloaded.session_state[keys.MEMORY].history == memory.history and "Your conversation is back" in texts(reloaded)
+    exported = dumps_transcript(memory)
+    reloaded.file_uploader(key=keys.IMPORT_INPUT).set_value(("mine.json", exported, "application/json")).run()
+    next(b for b in reloaded.button if b.label == "Continue from this file").click().run()
+    assert "message_over_cap" in texts(reloaded), "a file from outside keeps the import caps"

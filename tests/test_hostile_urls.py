@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
 from memora.server_budget import ServerBudgetUnavailable
 from memora.store import StoreError, new_conversation_id, open_store
+from memora.store.owner import new_owner
 from memora.ui.conversation import shared_store
 from tests.helpers.app import APP, CLASSROOM_KEY, finish, texts, tree_text
 from tests.helpers.stores import postgres_url
@@ -67,7 +68,7 @@ def test_the_store_and_the_ledger_never_name_the_password_in_their_errors() -> N
 
     for url, password in [*hostile_urls(), *hostile_urls(port=9)]:
         with pytest.raises(StoreError) as failed:
-            open_store(url).load(new_conversation_id())
+            open_store(url).load(new_conversation_id(), new_owner())
         # As a log or Streamlit prints it: the traceback, with any chained exception it shows.
         printed = "".join(traceback.format_exception(failed.value))
         assert leaks(printed, password) == [], printed

@@ -2,8 +2,9 @@
 
 This runs against a cluster of its own (``MEMORA_TEST_POSTGRES_OUTAGE_CLUSTER``, created by ``.ci/run``),
 which it stops and starts with ``pg_ctlcluster``; the cluster every other test shares is never touched.
-Students are AppTest sessions of one server process, each with a recording fake model, sharing the
-process's store and ledger connections as a class on one server does.
+Students are AppTest sessions of one server process, each with a recording fake model and a browser of its
+own (AppTest sends no cookie, so each session is given its browser's secret, as the cookie would give it),
+sharing the process's store and ledger connections as a class on one server does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from memora.settings import Settings
+from memora.store.owner import new_browser_secret
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
 from memora.ui.state import new_memory
@@ -53,7 +55,8 @@ def _online(url: str) -> bool:
         return False
 
 
-def student(url: str, backend: ScriptedBackend, conversation_id: str | None = None) -> AppTest:
+def student(url: str, backend: ScriptedBackend, browser: str, conversation_id: str | None = None) -> AppTest:
+    """A tab of ``browser`` (its cookie's secret); with ``conversation_id``, a reload of that conversation's URL."""
     settings = Settings(
         backend="openai",
         model="gpt-4.1-mini",
@@ -66,6 +69,7 @@ def student(url: str, backend: ScriptedBackend, conversation_id: str | None = No
     at = AppTest.from_file(APP, default_timeout=30)
     at.session_state[keys.SETTINGS] = settings
     at.session_state[keys.MEMORY] = new_memory(settings, backend)
+    at.session_state[keys.BROWSER_SECRET] = browser
     if conversation_id is not None:
         at.query_params["c"] = conversation_id
     return finish(at.run())
@@ -90,7 +94,8 @@ def test_postgresql_down_and_back_mid_class(cluster) -> None:
     name, url = cluster
     backends = [ScriptedBackend(), ScriptedBackend(), GatedBackend()]
     backends[2].release()  # the third student's first reply is not held
-    pages = [student(url, backend) for backend in backends]
+    browsers = [new_browser_secret() for _ in backends]
+    pages = [student(url, backend, browser) for backend, browser in zip(backends, browsers, strict=True)]
     for index, page in enumerate(pages):
         send(page, f"Hello, I am student {index}.")
     ids = [page.query_params["c"] for page in pages]
@@ -98,7 +103,7 @@ def test_postgresql_down_and_back_mid_class(cluster) -> None:
     # A restart with no page in between: every connection of this process is now stale.
     pg_ctlcluster(name, "stop")
     pg_ctlcluster(name, "start")
-    reloaded = student(url, ScriptedBackend(), ids[1])  # the first reload after the restart
+    reloaded = student(url, ScriptedBackend(), browsers[1], ids[1])  # the first reload after the restart
     no_traceback(reloaded)
     assert reloaded.session_state[keys.MEMORY].history[0].content == "Hello, I am student 1."
     assert reloaded.query_params["c"] == ids[1]
@@ -141,7 +146,7 @@ def test_postgresql_down_and_back_mid_class(cluster) -> None:
     pages[2].run()
     no_traceback(pages[2])
     assert "Not saved yet" not in texts(pages[2]) and "could not be saved" not in texts(pages[2])
-    restored = student(url, ScriptedBackend(), ids[2])
+    restored = student(url, ScriptedBackend(), browsers[2], ids[2])
     assert [m.content for m in restored.session_state[keys.MEMORY].history][-2:] == ["What did I say?", "reply 2"]
 
     settled, still_open = ledger_rows(url)

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from memora.backends.base import ReplyRequest
 from memora.settings import Settings
+from memora.store import ConversationStore
 from memora.store.saved import parse_saved
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
@@ -73,10 +74,10 @@ def billed(backend: ScriptedBackend) -> int:
     return sum(tokens for _, tokens in backend.billed)
 
 
-def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path], Callable[[], None]]) -> None:
+def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path, ConversationStore], Callable[[], None]]) -> None:
     """One student, the folder breaking mid-reply, a message while it is out, then the folder back.
 
-    ``break_folder(data)`` breaks the folder and returns what mends it.
+    ``break_folder(data, store)`` breaks the folder (``store`` is the page's conversation store) and returns what mends it.
     """
     caplog.set_level("INFO")
     with small_tmpfs(tmp_path / "data") as data:
@@ -87,7 +88,7 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path], C
         assert keeper.saved and ledger_rows(data) == (billed(backend), 0)
 
         mend: list[Callable[[], None]] = []
-        backend.fault = lambda: mend.append(break_folder(data))
+        backend.fault = lambda: mend.append(break_folder(data, keeper.store))
         send(at, "I live in Porto.")
         assert not at.exception
         memory = at.session_state[keys.MEMORY]
@@ -118,7 +119,7 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path], C
         settled, still_open = ledger_rows(data)
         missing = billed(backend) - settled
         assert (missing, still_open) == (0, 0), f"{missing} billed tokens missing from the ledger"
-        stored = parse_saved(keeper.store.load(keeper.conversation_id).payload)
+        stored = parse_saved(keeper.store.load(keeper.conversation_id, keeper.owner).payload)
         assert [m.content for m in stored.transcript.history][-1] == "reply 2"
         assert len([r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.server_budget"]) == 1
 
@@ -128,7 +129,7 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path], C
 
 
 def test_a_full_data_folder_loses_no_billed_reply_and_no_billed_token(tmp_path, caplog) -> None:
-    def fill_up(data: Path) -> Callable[[], None]:
+    def fill_up(data: Path, _store: ConversationStore) -> Callable[[], None]:
         filler = fill(data)
         return filler.unlink
 
@@ -136,10 +137,9 @@ def test_a_full_data_folder_loses_no_billed_reply_and_no_billed_token(tmp_path, 
 
 
 def test_a_read_only_data_folder_loses_no_billed_reply_and_no_billed_token(tmp_path, caplog) -> None:
-    def read_only(data: Path) -> Callable[[], None]:
+    def read_only(data: Path, store: ConversationStore) -> Callable[[], None]:
         # Linux refuses remount,ro while a file is open for writing; the page's store keeps one open between
         # saves, so it is closed first (it reopens on its next save, as after any failure).
-        store, _ = shared_store(f"sqlite:///{data / 'conversations.sqlite3'}", 30)
         store.close()
         remount(data, "ro")
         return lambda: remount(data, "rw")

@@ -15,8 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from memora.store.base import (
+    CapReached,
     ConversationStore,
     IdleSweep,
+    StoreCaps,
     StoredConversation,
     StoreError,
     VersionConflict,
@@ -46,18 +48,18 @@ def check_store_url(url: str) -> str:
     raise StoreURLError("MEMORA_STORE_URL must be off, sqlite:///<path> or postgresql://user:password@host/db")
 
 
-def open_store(url: str) -> ConversationStore | None:
-    """The store ``url`` names, or None for ``off``. Nothing is opened until the first load or save."""
+def open_store(url: str, caps: StoreCaps | None = None) -> ConversationStore | None:
+    """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the first load or save."""
     check_store_url(url)
     if url == OFF:
         return None
     if url.startswith("sqlite:///"):
         from memora.store.sqlite import SqliteStore
 
-        return SqliteStore(url.removeprefix("sqlite:///"))
+        return SqliteStore(url.removeprefix("sqlite:///"), caps)
     from memora.store.postgres import PostgresStore
 
-    return PostgresStore(url)
+    return PostgresStore(url, caps)
 
 
 def is_postgres(url: str | None) -> bool:
@@ -65,8 +67,10 @@ def is_postgres(url: str | None) -> bool:
 
 
 __all__ = [
+    "CapReached",
     "ConversationStore",
     "IdleSweep",
+    "StoreCaps",
     "StoreError",
     "StoreURLError",
     "StoredConversation",

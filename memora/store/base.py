@@ -1,4 +1,4 @@
-"""What a conversation store is: a few verbs on whole conversations, each saved under an unguessable id.
+"""What a conversation store is: a few verbs on whole conversations, each saved under an unguessable id and an owner.
 
 This is *conversation persistence*: the page's short-term memory (history, summary versions, ledger,
 settings) survives a reload or a restart. It is not long-term memory: nothing is carried from one
@@ -7,6 +7,11 @@ conversation into another, and nothing is recalled across ids.
 Every save replaces the whole saved payload in one transaction and bumps a version number. A save names
 the version it was built on, so two tabs writing one id cannot overwrite each other: the second one gets
 ``VersionConflict`` and must save elsewhere (the page forks it to a new id).
+
+Every row is bound to its owner: the hash of the secret of the browser that made it
+(``memora.store.owner``). ``load`` and ``save`` name the owner, and a row of another owner (or a row
+saved before owners existed, whose owner is NULL) is neither read nor written: to that browser it is
+not there. Every save is checked against ``StoreCaps`` in its own transaction.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{32}")
 """``secrets.token_urlsafe(24)``: 24 random bytes, 32 URL-safe characters."""
@@ -35,6 +40,53 @@ class VersionConflict(StoreError):
     def __init__(self, conversation_id: str, expected: int, found: int | None) -> None:
         self.conversation_id, self.expected, self.found = conversation_id, expected, found
         super().__init__(f"conversation {conversation_id} is at version {found}, not {expected}")
+
+
+Cap = Literal["conversation", "browser", "store"]
+
+
+@dataclass(frozen=True)
+class StoreCaps:
+    """What the store keeps at most; None is no cap.
+
+    ``conversation_bytes``: one conversation's saved payload (its history, summary versions, ledger and
+    last context). ``new_per_hour``: conversations one owner may create in an hour (new ones, imports and
+    forks alike; a conversation's later saves are not counted). ``store_bytes``: every payload together.
+    """
+
+    conversation_bytes: int | None = None
+    new_per_hour: int | None = None
+    store_bytes: int | None = None
+
+    def check(self, *, size: int, old_size: int, new_this_hour: int | None, store_total: int) -> None:
+        """Raises CapReached for a save of ``size`` bytes over a row of ``old_size`` (0 for a new one).
+
+        ``new_this_hour`` is the owner's conversations created in the last hour, for a new row (None for
+        an update). A save that does not grow its row passes the store cap: a full store still lets a
+        conversation be saved as it was, never larger.
+        """
+        if self.conversation_bytes is not None and size > self.conversation_bytes:
+            raise CapReached("conversation", self.conversation_bytes)
+        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
+            raise CapReached("browser", self.new_per_hour)
+        if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
+            raise CapReached("store", self.store_bytes)
+
+    def room(self, *, new_this_hour: int | None, store_total: int) -> CapReached | None:
+        """The cap that even a small save would reach now, or None (see ``ConversationStore.room``)."""
+        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
+            return CapReached("browser", self.new_per_hour)
+        if self.store_bytes is not None and store_total >= self.store_bytes:
+            return CapReached("store", self.store_bytes)
+        return None
+
+
+class CapReached(StoreError):
+    """A save was refused, changing nothing, because it would pass ``cap`` (its ``limit``, in bytes or conversations)."""
+
+    def __init__(self, cap: Cap, limit: int) -> None:
+        self.cap, self.limit = cap, limit
+        super().__init__(f"the store's {cap} cap ({limit:,}) is reached")
 
 
 @dataclass(frozen=True)
@@ -60,16 +112,24 @@ def is_conversation_id(text: str | None) -> bool:
 class ConversationStore(Protocol):
     """Whole conversations by id. Implementations are safe to share between the threads of one process."""
 
-    def load(self, conversation_id: str) -> StoredConversation | None:
-        """The saved conversation, or None when there is none under that id (never saved, or swept). Raises StoreError."""
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        """The conversation saved under that id by ``owner``, or None when there is none: never saved, swept,
+        or saved by another owner (or before owners existed), which is not told apart. Raises StoreError."""
         ...
 
-    def save(self, conversation_id: str, payload: str, expected_version: int) -> StoredConversation:
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
         """Replaces the payload in one transaction and returns the new row (version ``expected_version + 1``).
 
-        ``expected_version`` is 0 for a conversation never saved. Raises VersionConflict, changing
-        nothing, when the stored version is another (or, for 0, when the id is taken); StoreError otherwise.
+        ``expected_version`` is 0 for a conversation never saved: the new row is bound to ``owner``.
+        Raises VersionConflict, changing nothing, when the stored version is another, or the row is another
+        owner's (or, for 0, when the id is taken); CapReached when the payload, the owner's new conversations
+        this hour or the whole store would pass the store's caps; StoreError otherwise.
         """
+        ...
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        """The cap a save would reach now even if small: the owner's new conversations this hour (when
+        ``new``), or the whole store already full; None when there is room. Changes nothing. Raises StoreError."""
         ...
 
     def delete_idle(self, idle_for: timedelta) -> int:

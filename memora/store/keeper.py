@@ -4,6 +4,10 @@
 may run in any thread that commits a turn or a fold. It never raises: a failed save is kept as
 ``failure`` and retried by the next ``save`` or ``retry``; the page reads ``failure`` and ``fork`` and
 says so. Nothing in memory is ever dropped because the store failed.
+
+Every keeper saves for one owner (``memora.store.owner``: the hash of its browser's secret), and
+``reopen`` opens only that owner's conversations. A save the store's caps refuse is kept as ``refusal``:
+not retried on every run (it would be refused again), but by the next turn, which ``room`` checks first.
 """
 
 from __future__ import annotations
@@ -14,7 +18,16 @@ from typing import Any, Literal
 
 from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
-from memora.store.base import ConversationStore, IdleSweep, StoreError, VersionConflict, is_conversation_id, new_conversation_id
+from memora.store.base import (
+    CapReached,
+    ConversationStore,
+    IdleSweep,
+    StoreError,
+    VersionConflict,
+    is_conversation_id,
+    new_conversation_id,
+)
+from memora.store.owner import new_owner
 from memora.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved
 
 
@@ -30,17 +43,26 @@ class ConversationKeeper:
     """The conversation of one page session: its id, the version it last saved, and what went wrong.
 
     ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
+    ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
     """
 
     def __init__(
-        self, store: ConversationStore, conversation_id: str | None = None, version: int = 0, *, sweep: IdleSweep | None = None
+        self,
+        store: ConversationStore,
+        conversation_id: str | None = None,
+        version: int = 0,
+        *,
+        owner: str | None = None,
+        sweep: IdleSweep | None = None,
     ) -> None:
         self.store, self.sweep = store, sweep
+        self.owner = owner or new_owner()
         self.conversation_id = conversation_id or new_conversation_id()
         self.version = version
         self.language = "en"
         self.memory: ShortTermMemory | None = None
         self.failure: StoreError | None = None
+        self.refusal: CapReached | None = None
         self.fork: Fork | None = None
         self.dirty = False
         self.saved_choices: tuple[object, ...] | None = None
@@ -60,23 +82,25 @@ class ConversationKeeper:
         if memory is self.memory:
             self.save(memory)
 
-    def save(self, memory: ShortTermMemory, *, wait: bool = True) -> bool:
+    def save(self, memory: ShortTermMemory, *, wait: bool = True, fork: bool = True) -> bool:
         """Saves the whole conversation in one transaction; True when it is stored.
 
         The payload is read under the memory's lock, so a turn committing in another thread is never
         half-saved; with ``wait=False`` a memory busy with a turn is left alone (False), since that
-        turn's own commit saves it. On a version conflict (another tab saved this id since) it is saved
-        under a new id instead, and ``fork`` names both. On a StoreError the conversation stays in
-        memory, ``failure`` says why, and ``dirty`` asks for a retry.
+        turn's own commit saves it. On a version conflict (another tab of this browser saved this id
+        since) it is saved under a new id instead, and ``fork`` names both; with ``fork=False`` (a save
+        of the page's choices only, which is no reason to copy a whole conversation) it is left unsaved
+        and the next turn forks. On a cap, nothing is written and ``refusal`` says which. On another
+        StoreError the conversation stays in memory, ``failure`` says why, and ``dirty`` asks for a retry.
         """
         if not memory.lock.acquire(blocking=wait):
             return False
         try:
-            return self._save(memory)
+            return self._save(memory, fork)
         finally:
             memory.lock.release()
 
-    def _save(self, memory: ShortTermMemory) -> bool:
+    def _save(self, memory: ShortTermMemory, fork: bool = True) -> bool:
         with self._lock:
             payload = dumps_saved(memory, self.language)
             if len(payload.encode()) > MAX_SAVED_BYTES:
@@ -85,16 +109,22 @@ class ConversationKeeper:
                 return False
             try:
                 try:
-                    row = self.store.save(self.conversation_id, payload, self.version)
+                    row = self.store.save(self.conversation_id, payload, self.version, self.owner)
                 except VersionConflict:
+                    if not fork:
+                        self.saved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
+                        return False
                     forked = new_conversation_id()
-                    row = self.store.save(forked, payload, 0)
+                    row = self.store.save(forked, payload, 0, self.owner)
                     self.fork = Fork(self.conversation_id, forked)
                     self.conversation_id = forked
+            except CapReached as cap:
+                self.refusal, self.failure, self.dirty = cap, None, False
+                return False
             except StoreError as error:
                 self.failure, self.dirty = error, True
                 return False
-            self.version, self.failure, self.dirty = row.version, None, False
+            self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
             self.saved_choices = self.choices(memory)
         if self.sweep is not None:
             self.sweep.maybe_run()
@@ -109,7 +139,7 @@ class ConversationKeeper:
         before a reload); never waits for a running turn. True when nothing is left unsaved."""
         if self.memory is None or not self.saved or self.choices(self.memory) == self.saved_choices:
             return True
-        return self.save(self.memory, wait=False)
+        return self.save(self.memory, wait=False, fork=False)
 
     def retry(self) -> bool:
         """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.
@@ -119,12 +149,51 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
+    def room(self) -> CapReached | None:
+        """The cap the next turn's save would reach, checked before the turn is sent (so no reply is billed
+        for a conversation that cannot be kept); None when there is room, or when the store cannot say."""
+        refusal = self.refusal
+        if refusal is not None and refusal.cap == "conversation":
+            return refusal  # a conversation only grows: its next save would be refused too
+        if self.saved and refusal is None:
+            return None
+        try:
+            self.refusal = self.store.room(self.owner, new=not self.saved)
+        except StoreError:
+            return None  # the save after the turn reports it, and keeps the turn in memory meanwhile
+        return self.refusal
+
     def start_new(self, memory: ShortTermMemory) -> None:
         """A new conversation (Reset, an import): a new id, not yet saved; the old one stays in the store."""
         with self._lock:
             self.conversation_id, self.version = new_conversation_id(), 0
-            self.failure, self.fork, self.dirty = None, None, False
+            self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
         self.attach(memory)
+
+    def adopt(self, memory: ShortTermMemory) -> CapReached | None:
+        """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
+
+        Returns the cap that refused it, and then nothing changed: this keeper still keeps the conversation
+        it had. Otherwise the keeper keeps ``memory`` from now on; a store that failed otherwise is
+        retried as after any failed save.
+        """
+        with memory.lock:
+            payload = dumps_saved(memory, self.language)
+        if len(payload.encode()) > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)
+        conversation_id = new_conversation_id()
+        try:
+            row = self.store.save(conversation_id, payload, 0, self.owner)
+        except CapReached as cap:
+            return cap
+        except StoreError as error:
+            self.start_new(memory)
+            self.failure, self.dirty = error, True
+            return None
+        self.start_new(memory)
+        with self._lock:
+            self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
+        return None
 
 
 Opened = Literal["new", "restored", "missing", "refused", "failed"]
@@ -147,24 +216,27 @@ def reopen(
     requested_id: str | None,
     session: ShortTermMemory,
     *,
+    owner: str,
     locked: bool,
     token_counter: Any = None,
     sweep: IdleSweep | None = None,
 ) -> Reopened:
-    """The conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
+    """``owner``'s conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
 
-    ``new``: no id asked for. ``missing``: no such conversation (never saved, swept as idle, or not an id
-    at all). ``refused``: its payload failed the import rules (``problem`` is a SavedConversationError).
-    ``failed``: the store could not be read (``problem`` is a StoreError). In every case but ``restored``
-    the keeper holds a new id, so nothing overwrites the conversation that was asked for.
+    ``new``: no id asked for. ``missing``: no such conversation of this owner (never saved, swept as idle,
+    saved by another browser or before owners existed, or not an id at all: these are not told apart, and
+    nothing of another owner's conversation is read). ``refused``: its payload is malformed
+    (``problem`` is a SavedConversationError). ``failed``: the store could not be read (``problem`` is a
+    StoreError). In every case but ``restored`` the keeper holds a new id, so nothing overwrites the
+    conversation that was asked for.
     """
-    fresh = ConversationKeeper(store, sweep=sweep)
+    fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
     if requested_id is None:
         return Reopened("new", fresh)
     if not is_conversation_id(requested_id):
         return Reopened("missing", fresh, requested_id=requested_id)
     try:
-        row = store.load(requested_id)
+        row = store.load(requested_id, owner)
     except StoreError as error:
         return Reopened("failed", fresh, requested_id=requested_id, problem=error)
     if row is None:
@@ -174,6 +246,6 @@ def reopen(
         memory = restore_saved(saved, session, locked=locked, token_counter=token_counter)
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
-    keeper = ConversationKeeper(store, requested_id, row.version, sweep=sweep)
+    keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
     keeper.language = saved.language
     return Reopened("restored", keeper, memory, saved.language, requested_id)

@@ -12,7 +12,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from memora.store.base import StoredConversation, StoreError, VersionConflict
+from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
 
 CONNECT_TIMEOUT_S = 5
 _SCHEMA = """
@@ -22,8 +22,18 @@ CREATE TABLE IF NOT EXISTS memora_conversations (
     payload TEXT NOT NULL,
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS memora_conversations_updated_at ON memora_conversations (updated_at)
+CREATE INDEX IF NOT EXISTS memora_conversations_updated_at ON memora_conversations (updated_at);
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS owner TEXT;
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS created_at TIMESTAMPTZ;
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS size INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS memora_conversations_owner_created ON memora_conversations (owner, created_at);
+UPDATE memora_conversations SET size = octet_length(payload) WHERE size = 0
 """
+"""The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so no
+browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap."""
+CAPS_LOCK = 734_522_002
+"""An advisory lock taken by a save when the store has a per-browser or whole-store cap: two processes
+checking those caps at once would otherwise both pass them."""
 SCHEMA_LOCK = 734_522_001
 """An advisory lock id: two processes creating the tables at once would otherwise race in PostgreSQL's catalog."""
 
@@ -109,37 +119,67 @@ class PostgresConnection:
 class PostgresStore:
     """``ConversationStore`` on a PostgreSQL database (``postgresql://user:password@host:port/db``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, caps: StoreCaps | None = None) -> None:
         self.db = PostgresConnection(url, _SCHEMA)
+        self.caps = caps or StoreCaps()
 
-    def load(self, conversation_id: str) -> StoredConversation | None:
-        query = "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s"
-        row = self.db.run(lambda c: c.execute(query, (conversation_id,)).fetchone())
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        query = "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s"
+        row = self.db.run(lambda c: c.execute(query, (conversation_id, owner)).fetchone())
         return None if row is None else StoredConversation(*row)
 
-    def save(self, conversation_id: str, payload: str, expected_version: int) -> StoredConversation:
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+        size = len(payload.encode())
+
         def write(c: Any) -> StoredConversation:
-            if expected_version == 0:
-                row = c.execute(
-                    "INSERT INTO memora_conversations (id, version, payload) VALUES (%s, 1, %s) "
+            if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
+                c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
+            row = c.execute("SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone()
+            found = None if row is None else row[0]
+            if (found or 0) != expected_version or (row is not None and row[1] != owner):
+                raise VersionConflict(conversation_id, expected_version, found)
+            self.caps.check(
+                size=size,
+                old_size=0 if row is None else row[2],
+                new_this_hour=self._new_this_hour(c, owner) if row is None else None,
+                store_total=self._total(c),
+            )
+            if row is None:
+                written = c.execute(
+                    "INSERT INTO memora_conversations (id, version, payload, owner, created_at, size) VALUES (%s, 1, %s, %s, now(), %s) "
                     "ON CONFLICT (id) DO NOTHING RETURNING updated_at",
-                    (conversation_id, payload),
+                    (conversation_id, payload, owner, size),
                 ).fetchone()
             else:
-                row = c.execute(
-                    "UPDATE memora_conversations SET version = version + 1, payload = %s, updated_at = now() "
+                written = c.execute(
+                    "UPDATE memora_conversations SET version = version + 1, payload = %s, size = %s, updated_at = now() "
                     "WHERE id = %s AND version = %s RETURNING updated_at",
-                    (payload, conversation_id, expected_version),
+                    (payload, size, conversation_id, expected_version),
                 ).fetchone()
-            if row is None:
-                found = c.execute("SELECT version FROM memora_conversations WHERE id = %s", (conversation_id,)).fetchone()
-                raise VersionConflict(conversation_id, expected_version, None if found is None else found[0])
-            return StoredConversation(conversation_id, expected_version + 1, payload, row[0])
+            if written is None:  # another process inserted this id between the SELECT and the INSERT
+                raise VersionConflict(conversation_id, expected_version, None)
+            return StoredConversation(conversation_id, expected_version + 1, payload, written[0])
 
         return self.db.run(write)
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        return self.db.run(
+            lambda c: self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c))
+        )
 
     def delete_idle(self, idle_for: timedelta) -> int:
         return self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
 
     def close(self) -> None:
         self.db.close()
+
+    def _new_this_hour(self, c: Any, owner: str) -> int:
+        if self.caps.new_per_hour is None:
+            return 0
+        query = "SELECT COUNT(*) FROM memora_conversations WHERE owner = %s AND created_at > now() - interval '1 hour'"
+        return int(c.execute(query, (owner,)).fetchone()[0])
+
+    def _total(self, c: Any) -> int:
+        if self.caps.store_bytes is None:
+            return 0
+        return int(c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_conversations").fetchone()[0])

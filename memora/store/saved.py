@@ -6,10 +6,14 @@ it. Like the export it reads only the memory's own state, so it never holds an A
 any other part of the backend.
 
 A stored payload is read back as untrusted, since whoever can write the database (or a bug in an older
-version) could have put anything there: it goes through the same checks as an imported file
-(``transcript_from_data``) and continues the session by the same rules (``continue_in_session``: the
-session's caps, and under ``MEMORA_LOCK_SETTINGS`` the server's budget and window). A payload that fails
-is refused with a ``SavedConversationError`` and nothing is changed.
+version) could have put anything there: it goes through the same format checks as an imported file
+(``transcript_from_data``), and a payload that fails is refused with a ``SavedConversationError`` and
+nothing is changed. It is not held to an import's caps (``check_caps``), though: the page saved it as it
+was built, turn by turn under the session's caps, and such a conversation must always come back, even
+one whose last turn ended a little over ``MEMORA_MAX_SESSION_TOKENS`` or whose reply is longer than
+``MEMORA_MAX_MESSAGE_CHARS`` (the cap on what a student types). A file imported from outside passed
+those caps before it was first saved. Under ``MEMORA_LOCK_SETTINGS`` the restored conversation keeps
+the server's budget and window, as an import does.
 """
 
 from __future__ import annotations
@@ -80,9 +84,12 @@ def parse_saved(raw: str | bytes) -> SavedConversation:
 def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool, token_counter: Any = None) -> ShortTermMemory:
     """The saved conversation as a memory continuing ``session`` (its backend, model and caps); sends no request.
 
-    Raises SavedConversationError when it does not fit the session (``over_turn_cap``, ``bad_settings``, ...).
+    The import caps are not checked (see the module docstring); the session's caps apply to its next turn.
+    Raises SavedConversationError when it cannot continue here at all (``bad_settings``).
     """
     try:
-        return continue_in_session(saved.transcript, session, locked=locked, token_counter=token_counter, fold_policy=saved.fold_policy)
+        return continue_in_session(
+            saved.transcript, session, locked=locked, token_counter=token_counter, fold_policy=saved.fold_policy, from_outside=False
+        )
     except TranscriptError as error:
         raise SavedConversationError(error.code, str(error), error.path, **error.details) from None

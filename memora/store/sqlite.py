@@ -3,6 +3,10 @@
 One connection, in WAL mode, behind one lock: the threads of one Streamlit process take turns, and a
 save is one short transaction. Several processes may open the same file (WAL lets readers go on while
 one writes); for several machines use PostgreSQL (``memora.store.postgres``).
+
+A file made before conversations had owners is migrated in place when it is opened: the new columns
+are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them) and
+their sizes are filled in so that they count against the store's cap.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memora.store.base import StoredConversation, StoreError, VersionConflict
+from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -23,44 +27,65 @@ CREATE TABLE IF NOT EXISTS conversations (
 );
 CREATE INDEX IF NOT EXISTS conversations_updated_at ON conversations (updated_at);
 """
+_ADDED_COLUMNS = (("owner", "TEXT"), ("created_at", "REAL"), ("size", "INTEGER NOT NULL DEFAULT 0"))
+"""Columns added since the first schema (owners and caps); a file without them gets them when opened."""
+_AFTER_MIGRATION = """
+CREATE INDEX IF NOT EXISTS conversations_owner_created ON conversations (owner, created_at);
+UPDATE conversations SET size = length(CAST(payload AS BLOB)) WHERE size = 0;
+"""
+HOUR_S = 3600.0
 
 
 class SqliteStore:
     """``ConversationStore`` on the SQLite file at ``path``; opened lazily, so a bad path fails a save, not the page."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, caps: StoreCaps | None = None) -> None:
         self.path = Path(path).expanduser()
+        self.caps = caps or StoreCaps()
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
 
-    def load(self, conversation_id: str) -> StoredConversation | None:
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         with self._lock, _errors():
-            query = "SELECT id, version, payload, updated_at FROM conversations WHERE id = ?"
-            row = self._connect().execute(query, (conversation_id,)).fetchone()
+            query = "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ?"
+            row = self._connect().execute(query, (conversation_id, owner)).fetchone()
         return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
 
-    def save(self, conversation_id: str, payload: str, expected_version: int) -> StoredConversation:
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
         now = datetime.now(UTC)
+        size = len(payload.encode())
         with self._lock, _errors():
             connection = self._connect()
-            # BEGIN IMMEDIATE takes the write lock first, so the version read below cannot change before the write.
+            # BEGIN IMMEDIATE takes the write lock first, so nothing read below can change before the write.
             connection.execute("BEGIN IMMEDIATE")
             try:
-                row = connection.execute("SELECT version FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+                row = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
                 found = None if row is None else row[0]
-                if (found or 0) != expected_version:
+                if (found or 0) != expected_version or (row is not None and row[1] != owner):
                     raise VersionConflict(conversation_id, expected_version, found)
+                self.caps.check(
+                    size=size,
+                    old_size=0 if row is None else row[2],
+                    new_this_hour=self._new_this_hour(connection, owner, now) if row is None else None,
+                    store_total=self._total(connection),
+                )
                 connection.execute(
-                    "INSERT INTO conversations (id, version, payload, updated_at) VALUES (?, ?, ?, ?) "
+                    "INSERT INTO conversations (id, version, payload, updated_at, owner, created_at, size) VALUES (?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (id) DO UPDATE SET "
-                    "version = excluded.version, payload = excluded.payload, updated_at = excluded.updated_at",
-                    (conversation_id, expected_version + 1, payload, now.timestamp()),
+                    "version = excluded.version, payload = excluded.payload, updated_at = excluded.updated_at, size = excluded.size",
+                    (conversation_id, expected_version + 1, payload, now.timestamp(), owner, now.timestamp(), size),
                 )
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
         return StoredConversation(conversation_id, expected_version + 1, payload, now)
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        with self._lock, _errors():
+            connection = self._connect()
+            new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
+            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection))
 
     def delete_idle(self, idle_for: timedelta) -> int:
         cutoff = (datetime.now(UTC) - idle_for).timestamp()
@@ -73,6 +98,17 @@ class SqliteStore:
                 self._connection.close()
                 self._connection = None
 
+    def _new_this_hour(self, connection: sqlite3.Connection, owner: str, now: datetime) -> int:
+        if self.caps.new_per_hour is None:
+            return 0
+        query = "SELECT COUNT(*) FROM conversations WHERE owner = ? AND created_at > ?"
+        return int(connection.execute(query, (owner, now.timestamp() - HOUR_S)).fetchone()[0])
+
+    def _total(self, connection: sqlite3.Connection) -> int:
+        if self.caps.store_bytes is None:
+            return 0
+        return int(connection.execute("SELECT COALESCE(SUM(size), 0) FROM conversations").fetchone()[0])
+
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,8 +116,24 @@ class SqliteStore:
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.executescript(_SCHEMA)
+            _migrate(connection)
             self._connection = connection
         return self._connection
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    """Adds the owner and cap columns to a table made before them, once, even with several processes opening it."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        present = {row[1] for row in connection.execute("PRAGMA table_info(conversations)")}
+        for name, definition in _ADDED_COLUMNS:
+            if name not in present:
+                connection.execute(f"ALTER TABLE conversations ADD COLUMN {name} {definition}")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    connection.executescript(_AFTER_MIGRATION)
 
 
 class _errors:

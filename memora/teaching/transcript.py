@@ -294,17 +294,26 @@ def restore_memory(
 
 
 def continue_in_session(
-    transcript: Transcript, session: ShortTermMemory, *, locked: bool, token_counter: Any = None, fold_policy: FoldPolicy | None = None
+    transcript: Transcript,
+    session: ShortTermMemory,
+    *,
+    locked: bool,
+    token_counter: Any = None,
+    fold_policy: FoldPolicy | None = None,
+    from_outside: bool = True,
 ) -> ShortTermMemory:
     """The transcript's conversation as a new memory that continues ``session``'s: the rules an import obeys.
 
-    The file must fit the session's caps (``check_caps``); the new memory keeps the session's
+    A file from outside must fit the session's caps (``check_caps``); ``from_outside=False`` is for a
+    conversation this server saved itself as the page built it (``memora.store.saved``), already held to
+    the caps turn by turn, which must come back whole. The new memory keeps the session's
     backend, model, token counter, caps, reply cap and context window. Unlocked, it takes the
     transcript's budget and window (and ``fold_policy``, when given); ``locked`` (MEMORA_LOCK_SETTINGS),
     it keeps the session's, and the transcript brings only the conversation. Sends no request.
     Raises TranscriptError, and ``session`` is left as it was.
     """
-    check_caps(transcript, session.limits, session.max_summary_tokens)
+    if from_outside:
+        check_caps(transcript, session.limits, session.max_summary_tokens)
     return restore_memory(
         transcript,
         session.backend,

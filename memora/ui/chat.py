@@ -13,7 +13,7 @@ import streamlit as st
 
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
-from memora.ui import render, reply_tail
+from memora.ui import conversation, render, reply_tail
 from memora.ui import state as keys
 from memora.ui.i18n import error_message, t
 from memora.ui.state import Notice
@@ -127,6 +127,8 @@ def handle_pending(memory: ShortTermMemory) -> None:
     command = parse_command(text)
     if command is not None:
         state[keys.COMMAND] = command
+        return
+    if conversation.refuses_turn(state, text):  # a store cap: no reply is billed for a turn that cannot be kept
         return
     reply_tail.start(memory, text)
 

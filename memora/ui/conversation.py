@@ -1,46 +1,59 @@
-"""The page's conversation id: open the one in the URL, keep it saved, say where it stands.
+"""The page's conversation: open this browser's one named in the URL, keep it saved, say where it stands.
 
-The id travels in the page's URL as ``?c=<id>`` (``st.query_params``), written after the first
-successful save, so a reload, a bookmark or a server restart opens the same conversation. "New
-conversation" (Reset) and an import start a new id; the old conversation stays in the store as it was.
-Saving is the memory's ``on_change`` hook (``memora.store.keeper``): it may run in a worker thread,
-so it writes nothing to ``st.session_state``; this module reads the keeper's state on each run.
+A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
+(``memora.ui.browser``); the store keeps only its hash, bound to every conversation saved from that browser
+(``memora.store.owner``). The id travels in the page's URL as ``?c=<id>`` (``st.query_params``),
+written after the first successful save: it is a locator, so two tabs keep their own conversations
+and a reload, a bookmark or a server restart in the same browser opens the same one. It is not a
+key: a link opened in another browser (or naming a conversation saved before owners existed) opens
+a new conversation, with a one-line notice, and reads or writes nothing of the linked one. The page
+offers the bare app URL as the link for the class; Export and Import move a conversation elsewhere.
+
+The cookie is read and set by ``memora.ui.browser``: on a first visit the session makes the secret at
+once, so its first save is already bound to it. "New conversation" (Reset) and an import start a new id; the
+old conversation stays in the store as it was. Saving is the memory's ``on_change`` hook
+(``memora.store.keeper``): it may run in a worker thread, so it writes nothing to
+``st.session_state``; this module reads the keeper's state on each run.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
 from memora.memory import ShortTermMemory
 from memora.settings import Settings
-from memora.store import ConversationStore, IdleSweep, is_conversation_id, open_store
+from memora.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.store.keeper import ConversationKeeper, Reopened, reopen
+from memora.store.owner import owner_of
 from memora.ui import render
 from memora.ui import state as keys
+from memora.ui.browser import browser_secret, remember_browser
 from memora.ui.i18n import LANGUAGES, error_message, t
 from memora.ui.state import Notice, token_counter_for
 
 PARAM = "c"
-"""The query parameter that carries the conversation id."""
+"""The query parameter that carries the conversation id (a locator, not a key)."""
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(url: str, idle_days: int) -> tuple[ConversationStore, IdleSweep] | None:
+def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tuple[ConversationStore, IdleSweep] | None:
     """One store per URL for the whole server process (its sessions share the connection), with its idle sweep."""
-    store = open_store(url)
+    store = open_store(url, caps)
     return None if store is None else (store, IdleSweep(store, timedelta(days=idle_days)))
 
 
 def keep(state: Any) -> ConversationKeeper | None:
     """Call once per run, after ``setup_state`` and before anything draws the memory.
 
-    On a session's first run it opens the conversation the URL names. On later runs it follows the
-    session's memory: a new memory object (Reset, an import) starts a new id (an imported one is
-    saved at once); a save that failed is retried, and a language, budget, window or fold policy changed
-    since the last save is saved; the URL follows the id once it is saved.
+    On a session's first run it opens this browser's conversation the URL names. On later runs it
+    follows the session's memory: a new memory object (Reset) starts a new id, saved from its first
+    turn (an import is saved by its own callback, ``adopt_import``, before it replaces the memory); a
+    save that failed is retried, and a language, budget, window or fold policy changed since the last
+    save is saved; the URL follows the id once it is saved.
     Returns the keeper, or None when conversations are not kept (``MEMORA_STORE_URL=off``).
     """
     if not state[keys.CONVERSATION_OPENED]:
@@ -65,9 +78,9 @@ def keep(state: Any) -> ConversationKeeper | None:
 
 
 def open_conversation(state: Any) -> ConversationKeeper | None:
-    """The keeper for the conversation in ``?c=``, restored into the session; a new one when there is none."""
+    """The keeper for this browser's conversation in ``?c=``, restored into the session; a new one when there is none."""
     settings: Settings = state[keys.SETTINGS]
-    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days)
+    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days, settings.store_caps)
     if opened is None:
         return None
     store, sweep = opened
@@ -76,6 +89,7 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         store,
         st.query_params.get(PARAM),
         session,
+        owner=owner_of(browser_secret(state)),
         locked=settings.locked,
         token_counter=token_counter_for(settings, session.backend),
         sweep=sweep,
@@ -99,19 +113,50 @@ def _continue_with(state: Any, result: Reopened) -> None:
         state[keys.LANG] = result.language
     # As after an import: coming back sends no request; the next reply's prefold does what is due.
     state[keys.PREFOLD_AT] = len(memory.history)
-    state[keys.NOTICE] = Notice("info", "conversation.restored", {"id": result.keeper.conversation_id, "messages": len(memory.history)})
+    state[keys.NOTICE] = Notice("info", "conversation.restored", {"messages": len(memory.history)})
 
 
 def _not_restored(result: Reopened, settings: Settings) -> Notice:
+    # No notice names the id: a screenshot or the projector must not show it.
     requested = result.requested_id or ""
     if result.outcome == "missing" and not is_conversation_id(requested):
         return Notice("warning", "conversation.bad_id")
     if result.outcome == "missing":
-        return Notice("warning", "conversation.missing", {"id": requested, "days": settings.conversation_idle_days})
+        return Notice("warning", "conversation.not_here", {"days": settings.conversation_idle_days})
     if result.outcome == "refused":
         code = getattr(result.problem, "code", "bad_value")
-        return Notice("error", "conversation.refused", {"id": requested, "code": code, "path": getattr(result.problem, "path", "")})
-    return Notice("error", "conversation.load_failed", {"id": requested}, error=result.problem)
+        return Notice("error", "conversation.refused", {"code": code, "path": getattr(result.problem, "path", "")})
+    return Notice("error", "conversation.load_failed", error=result.problem)
+
+
+def refuses_turn(state: Any, text: str) -> bool:
+    """Refuses a message before it is sent when its turn could not be saved (a store cap is reached):
+    no reply is billed for it, the text goes back to the input, and the notice names the cap."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    cap = None if keeper is None else keeper.room()
+    if cap is None:
+        return False
+    state[keys.NOTICE] = cap_notice(cap, "conversation.cap")
+    state[keys.RESTORE_TEXT] = text
+    return True
+
+
+def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
+    """Saves an imported conversation as this browser's new one; a notice naming the cap when the store
+    refuses it, and then the session goes on with the conversation it had (nothing of it changed)."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    cap = None if keeper is None else keeper.adopt(memory)
+    return None if cap is None else cap_notice(cap, "conversation.cap_import")
+
+
+def cap_notice(cap: CapReached, prefix: str) -> Notice:
+    """``prefix.<cap>``, with the limit as a size (``conversation``, ``store``) or a count (``browser``)."""
+    limit = f"{cap.limit:,}" if cap.cap == "browser" else _size(cap.limit)
+    return Notice("error", f"{prefix}.{cap.cap}", {"limit": limit})
+
+
+def _size(size: int) -> str:
+    return f"{size / 1024 / 1024:,.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:,.0f} KB"
 
 
 def _sync_url(keeper: ConversationKeeper) -> None:
@@ -123,16 +168,40 @@ def _sync_url(keeper: ConversationKeeper) -> None:
 
 
 def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
-    """The caption under the title: the id, and one line on what it is (and is not); then what went wrong."""
+    """The caption under the title: what is kept (never the id), the link for the class; then what went wrong."""
     if keeper is None:
         render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
+        render_class_link(lang)
         return
+    remember_browser(browser_secret(st.session_state))
     if keeper.saved:
-        render.caption(":material/bookmark: " + t(lang, "conversation.saved", id=keeper.conversation_id))
+        render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
     else:
         render.caption(":material/bookmark_border: " + t(lang, "conversation.unsaved"))
-    fork, failure = keeper.fork, keeper.failure  # read once: a worker thread may change them meanwhile
+    render_class_link(lang)
+    fork, failure, refusal = keeper.fork, keeper.failure, keeper.refusal  # read once: a worker thread may change them meanwhile
     if fork is not None:
-        render.alert("warning", t(lang, "conversation.forked", old=fork.from_id, new=fork.to_id), icon=":material/call_split:")
+        render.alert("warning", t(lang, "conversation.forked"), icon=":material/call_split:")
     if failure is not None:
         render.alert("warning", t(lang, "conversation.save_failed", reason=error_message(lang, failure)), icon=":material/sync_problem:")
+    if refusal is not None:
+        notice = cap_notice(refusal, "conversation.cap_kept")
+        render.alert("warning", t(lang, notice.key, **notice.params), icon=":material/inventory_2:")
+
+
+def class_link() -> str | None:
+    """The bare app URL (no ``?c=``, no fragment): the link a teacher shares, where each student starts their own."""
+    url = st.context.url
+    if not isinstance(url, str) or not url:  # None where no browser sent one (AppTest)
+        return None
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def render_class_link(lang: str) -> None:
+    link = class_link()
+    if link is None:
+        return
+    with st.expander(t(lang, "conversation.class_link"), icon=":material/share:"):
+        render.caption(t(lang, "conversation.class_link_help"))
+        render.code(link, language=None)

@@ -56,6 +56,7 @@ WHAT_IF = "what_if"
 # Conversation persistence (memora/ui/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
+BROWSER_SECRET = "browser_secret"  # the browser's cookie, or the one this session sets (a test may put its own in)
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -193,6 +194,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         DEFERRED_SETTINGS: frozenset(),
         CONVERSATION: None,
         CONVERSATION_OPENED: False,
+        BROWSER_SECRET: None,
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():

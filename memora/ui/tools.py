@@ -27,7 +27,7 @@ from memora.teaching.transcript import (
     dumps_transcript,
     parse_transcript,
 )
-from memora.ui import render
+from memora.ui import conversation, render
 from memora.ui import state as keys
 from memora.ui.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.ui.settings_panel import discard_job
@@ -201,6 +201,10 @@ def import_uploaded() -> None:
         )
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
+        return
+    refused = conversation.adopt_import(state, memory)  # saved at once, or refused by a store cap with nothing changed
+    if refused is not None:
+        state[keys.IMPORT_NOTICE] = refused
         return
     discard_job()  # a reply in flight belongs to the old memory: cancelled, never committed
     state[keys.MEMORY] = memory

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from memora.store import StoreError
-from memora.store.base import StoredConversation
+from memora.store.base import CapReached, StoreCaps, StoredConversation
+from memora.store.owner import new_owner
 from memora.store.sqlite import SqliteStore
 
 POSTGRES_URL_VARIABLE = "MEMORA_TEST_POSTGRES_URL"
+OWNER = new_owner()
+"""The owner hash of the browser most store tests save for."""
 
 
 def postgres_url() -> str:
@@ -30,19 +33,19 @@ def postgres_url() -> str:
     return url
 
 
-def empty_postgres_store(url: str):
+def empty_postgres_store(url: str, caps: StoreCaps | None = None):
     """A PostgresStore on ``url`` whose tables start empty (the test database is the suite's own)."""
     from memora.store.postgres import PostgresStore
 
-    store = PostgresStore(url)
+    store = PostgresStore(url, caps)
     store.db.run(lambda c: c.execute("DELETE FROM memora_conversations"))
     return store
 
 
-def make_store(kind: str, tmp_path: Path):
+def make_store(kind: str, tmp_path: Path, caps: StoreCaps | None = None):
     if kind == "sqlite":
-        return SqliteStore(tmp_path / "data" / "conversations.sqlite3")
-    return empty_postgres_store(postgres_url())
+        return SqliteStore(tmp_path / "data" / "conversations.sqlite3", caps)
+    return empty_postgres_store(postgres_url(), caps)
 
 
 def backdate(store, conversation_id: str, days: float) -> None:
@@ -60,9 +63,9 @@ def backdate(store, conversation_id: str, days: float) -> None:
         )
 
 
-def write_raw(store, conversation_id: str, payload: str) -> None:
+def write_raw(store, conversation_id: str, payload: str, owner: str = OWNER) -> None:
     """Puts ``payload`` in the store as it is, as someone with write access to the database could."""
-    store.save(conversation_id, payload, 0)
+    store.save(conversation_id, payload, 0, owner)
 
 
 class FlakyStore:
@@ -71,14 +74,18 @@ class FlakyStore:
     def __init__(self, inner) -> None:
         self.inner, self.down, self.saves = inner, False, []
 
-    def load(self, conversation_id: str) -> StoredConversation | None:
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         self._check()
-        return self.inner.load(conversation_id)
+        return self.inner.load(conversation_id, owner)
 
-    def save(self, conversation_id: str, payload: str, expected_version: int) -> StoredConversation:
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
         self.saves.append((conversation_id, expected_version, self.down))
         self._check()
-        return self.inner.save(conversation_id, payload, expected_version)
+        return self.inner.save(conversation_id, payload, expected_version, owner)
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        self._check()
+        return self.inner.room(owner, new=new)
 
     def delete_idle(self, idle_for: timedelta) -> int:
         self._check()
