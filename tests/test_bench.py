@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import statistics
 
+from benchmarks.memory.__main__ import main
+from benchmarks.memory.article import ArticleMemory
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, recent_pairs
+from benchmarks.memory.run import replay, strategies, token_figures
+from benchmarks.memory.script import make_script
+from benchmarks.memory.strategies import Limits
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
-from memora.bench.__main__ import main
-from memora.bench.article import ArticleMemory
-from memora.bench.recording import SUMMARY_TOKEN_CAP, RecordingBackend, recent_pairs
-from memora.bench.run import replay, strategies, token_figures
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, count_text
@@ -117,8 +117,8 @@ def test_recording_backend_records_the_recent_pairs_each_reply_request_sent():
 
 
 def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):
-    import memora.bench.__main__ as cli
-    import memora.bench.run as run_module
+    import benchmarks.memory.__main__ as cli
+    import benchmarks.memory.run as run_module
 
     real_run = run_module.run
 

@@ -1,4 +1,4 @@
-"""``python -m memora.bench --peers``: the $ figures, the missing-peer message, and each installed peer's wiring.
+"""``python -m benchmarks.memory --peers``: the $ figures, the missing-peer message, and each installed peer's wiring.
 
 The peer libraries are optional (requirements-bench.txt); a test that needs one
 that is not installed is skipped, with the reason. No timing is asserted.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from memora.bench import peers
-from memora.bench.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
-from memora.bench.run import list_price, replay, token_figures, usd_per_100_turns
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits
+from benchmarks.memory import peers
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
+from benchmarks.memory.run import list_price, replay, token_figures, usd_per_100_turns
+from benchmarks.memory.script import make_script
+from benchmarks.memory.strategies import Limits
 from memora.teaching.prices import ModelPrice
 from memora.tokens import count_text
 
@@ -57,8 +57,8 @@ def test_requirements_bench_lists_every_peer_library_with_its_range():
 
 
 def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monkeypatch, capsys):
-    from memora.bench import __main__ as bench_main
-    from memora.bench import run as bench_run
+    from benchmarks.memory import __main__ as bench_main
+    from benchmarks.memory import run as bench_run
 
     monkeypatch.setattr(peers, "missing_libraries", lambda importable=None: list(peers.LIBRARIES))
     monkeypatch.setattr(bench_main, "missing_libraries", lambda: list(peers.LIBRARIES))

@@ -23,7 +23,7 @@ FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
 WATERMARK_ROOM = 600
 """How far, in local tokens, the watermark policy lets a request grow past its window-only size before it folds.
 
-Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m memora.bench
+Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m benchmarks.memory
 --peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
 
 SUMMARY_SHARE = 0.06

@@ -1,4 +1,4 @@
-"""Peer memory libraries, driven unchanged on the benchmark's scripts (``python -m memora.bench --peers``).
+"""Peer memory libraries, driven unchanged on the benchmark's scripts (``python -m benchmarks.memory --peers``).
 
 Each peer keeps its own memory class and its own fake model: a one-method
 subclass of the library's fake (LangChain's ``FakeListChatModel``, LlamaIndex's
@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
+from benchmarks.memory.script import make_script
+from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
 from memora.backends.extractive import merge_summary
-from memora.bench.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits, _stream_until_done
 from memora.memory import DEFAULT_MODEL
 from memora.messages import Message
 from memora.prompts import SUMMARY_WORD_LIMIT, SYSTEM_PROMPT

@@ -1,4 +1,4 @@
-"""Replays, measurements and the report of ``python -m memora.bench``."""
+"""Replays, measurements and the report of ``python -m benchmarks.memory``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from memora.bench.recording import Call, RecordingBackend
-from memora.bench.script import Script, make_script
-from memora.bench.strategies import Article, FullHistory, Limits, Memora, Strategy
+from benchmarks.memory.recording import Call, RecordingBackend
+from benchmarks.memory.script import Script, make_script
+from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy
 from memora.teaching.prices import ModelPrice, PriceTable
 from memora.tokens import o200k_base
 
@@ -282,7 +282,6 @@ class Report:
     tokens: dict[int, list[TokenFigures]]
     bookkeeping: dict[str, dict[int, float]]
     ttft: list[TtftFigures]
-    goals: list[tuple[str, bool, str]]
     batch_by_budget: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Budget -> (summary requests of Memora's default, of batched folding) over the longest script."""
     seconds: float = 0.0
@@ -304,7 +303,6 @@ class Report:
             "tokenization_us": round(self.tokenization_us, 2),
             "new_text_tokenization_us": round(self.new_text_us, 2),
             "ttft": [asdict(t) for t in self.ttft],
-            "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
             "summary_requests_by_budget": {
                 str(budget): {"memora": plain, f"memora-batch{self.batch}": batched}
                 for budget, (plain, batched) in self.batch_by_budget.items()
@@ -343,7 +341,7 @@ def run(
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
-    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
+    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts)
     report.tokenization_us = tokenization_us(repeats=repeats)
     report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
     base = limits.max_input_tokens
@@ -355,12 +353,11 @@ def run(
             counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
         report.batch_by_budget[budget] = (counts[0], counts[1])
     if peer_budgets:
-        from memora.bench.peers import holdable_peers, missing_libraries, peer_factories
+        from benchmarks.memory.peers import holdable_peers, missing_libraries, peer_factories
 
         report.peers_missing = missing = missing_libraries()
         peers = peer_factories(missing)
         report.peers = peer_comparison(peers, factories, batch, longest, limits, peer_budgets, holdable_peers(missing))
-    report.goals = goals(report) + peer_goals(report)
     report.seconds = time.perf_counter() - began
     return report
 
@@ -420,7 +417,7 @@ def lowest_holding(key: str, script: Script, limits: Limits) -> TokenFigures:
     the budget lower returns that last run (its row shows it still over).
     Tuned on the very script it is measured on: the most favourable knob for the peer, on this grid.
     """
-    from memora.bench.peers import lowered_peer
+    from benchmarks.memory.peers import lowered_peer
 
     step = max(1, int(limits.max_input_tokens * LOWERING_STEP))
     for lower_by in range(step, max(step, limits.max_input_tokens // 2) + 1, step):
@@ -428,130 +425,3 @@ def lowest_holding(key: str, script: Script, limits: Limits) -> TokenFigures:
         if row.over_budget == 0:
             break
     return row
-
-
-def goals(report: Report) -> list[tuple[str, bool, str]]:
-    """The issue's goals, each checked against the measured figures (not asserted anywhere)."""
-    longest = max(report.tokens)
-    rows = {r.strategy: r for r in report.tokens[longest]}
-    memora_rows = [r for name, r in rows.items() if name.startswith("memora")]
-    out = []
-    worst = max([*memora_rows, rows[REFERENCE]], key=lambda r: r.largest_reply_input)
-    out.append(
-        (
-            "No request over the budget (article and Memora strategies)",
-            all(r.over_budget == 0 for r in [*memora_rows, rows[REFERENCE]]),
-            f"largest reply request {worst.largest_reply_input} of {report.budget} tokens ({worst.strategy}); "
-            f"full history: {rows['full-history'].over_budget} of {longest} requests over",
-        )
-    )
-    lo, hi = min(next(iter(report.bookkeeping.values()))), max(next(iter(report.bookkeeping.values())))
-    growth = {name: by_n[hi] / by_n[lo] for name, by_n in report.bookkeeping.items()}
-    memora_growth = max(g for name, g in growth.items() if name.startswith("memora"))
-    out.append(
-        (
-            f"Bookkeeping per turn flat, {lo} vs {hi} turns of history (Memora within 1.5x)",
-            memora_growth <= 1.5,
-            ", ".join(f"{name} {g:.2f}x" for name, g in growth.items()),
-        )
-    )
-    page = report.bookkeeping.get("memora-watermark+prefold")
-    if page and report.tokenization_us:
-        ratios = {n: us / report.tokenization_us for n, us in page.items()}
-        out.append(
-            (
-                "Bookkeeping of the page's memory (watermark + prefold) at most 3x one tokenization of the turn's new message, "
-                f"flat from {lo} to {hi} turns (within 1.5x)",
-                max(ratios.values()) <= 3 and ratios[hi] / ratios[lo] <= 1.5,
-                ", ".join(f"{ratio:.2f}x at {n}" for n, ratio in ratios.items())
-                + f" turns (one tokenization {report.tokenization_us:.1f} µs); "
-                + (
-                    "to the turn's new text, its message and its reply: "
-                    + ", ".join(f"{us / report.new_text_us:.2f}x at {n}" for n, us in page.items())
-                    + f" ({report.new_text_us:.1f} µs)"
-                    if report.new_text_us
-                    else ""
-                ),
-            )
-        )
-    default = rows["memora"]
-    out.append(
-        (
-            "Default Memora: every summary request within the budget (a fold too big for one goes in pieces), "
-            "fewer model calls than the article",
-            default.largest_summary_input <= report.budget and sum(default.calls.values()) < sum(rows[REFERENCE].calls.values()),
-            f"largest summary request {default.largest_summary_input:,} of {report.budget:,} tokens "
-            f"(article {rows[REFERENCE].largest_summary_input:,}); "
-            f"most summaries in one turn {default.most_summaries_in_one_turn} (article {rows[REFERENCE].most_summaries_in_one_turn}); "
-            f"model calls {sum(default.calls.values())} vs {sum(rows[REFERENCE].calls.values())} "
-            f"({default.ratio_to_article['model_calls']:.2f}x)",
-        )
-    )
-    batched = rows[f"memora-batch{report.batch}"]
-    cut = default.calls["summary"] / batched.calls["summary"] if batched.calls["summary"] else float("inf")
-    sweep = {budget: plain / batched_count for budget, (plain, batched_count) in report.batch_by_budget.items() if batched_count}
-    out.append(
-        (
-            f"Batched folding (k={report.batch}) cuts summary requests about {report.batch}x at equal budget",
-            max(sweep.values(), default=cut) >= report.batch,
-            f"{default.calls['summary']} -> {batched.calls['summary']} summary requests at {report.budget} tokens "
-            f"({cut:.2f}x fewer, {batched.over_budget} over budget)"
-            + "".join(f"; {ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
-            + ". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
-        )
-    )
-    by_name = {t.strategy: t for t in report.ttft}
-    for name in ("memora", f"memora-batch{report.batch}", "memora-watermark"):
-        plain, pre = by_name[name], by_name[name + "+prefold"]
-        plain_rows, pre_rows = rows[name], rows[name + "+prefold"]
-        out.append(
-            (
-                f"Prefold ({name}): summaries leave the critical path, except folds the new message itself forces",
-                pre.mean_ms < plain.mean_ms and pre_rows.turns_waiting_on_summary < plain_rows.turns_waiting_on_summary,
-                f"mean time to first token {pre.mean_ms:.0f} ms vs {plain.mean_ms:.0f} ms "
-                f"({pre.mean_ms / plain.mean_ms:.2f}x); replies that waited on a summary: "
-                f"{pre_rows.turns_waiting_on_summary} vs {plain_rows.turns_waiting_on_summary} of {longest} turns",
-            )
-        )
-    return out
-
-
-def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
-    """Issue 11's goals for the page's memory, from the ``--peers`` tables (none without them)."""
-    out = []
-    for budget, rows in report.peers.items():
-        page = next(r for r in rows if r.strategy == PAGE)
-        rivals = [r for r in rows if r.calls["summary"] and not r.strategy.startswith("memora") and r.strategy != REFERENCE]
-        cheapest = min(rivals, key=lambda r: r.usd_per_100_turns["total"], default=None)
-        if cheapest is not None:
-            out.append(
-                (
-                    f"The page's memory the cheapest summarizing strategy at {budget:,} tokens, none over budget",
-                    page.usd_per_100_turns["total"] < cheapest.usd_per_100_turns["total"] and page.over_budget == 0,
-                    f"${page.usd_per_100_turns['total']:.4f} per 100 turns, {page.over_budget} over; cheapest peer "
-                    f"{cheapest.strategy} ${cheapest.usd_per_100_turns['total']:.4f}, {cheapest.over_budget} of {cheapest.turns} over",
-                )
-            )
-        held = sorted((r for r in rivals if r.over_budget == 0), key=lambda r: r.usd_per_100_turns["total"])
-        better = [
-            r
-            for r in held
-            if r.usd_per_100_turns["total"] < page.usd_per_100_turns["total"] and r.mean_recent_pairs >= page.mean_recent_pairs
-        ]
-        out.append(
-            (
-                f"No summarizing peer that holds to {budget:,} tokens is both cheaper than the page's memory "
-                "and sends as many recent pairs verbatim",
-                not better,
-                f"the page ${page.usd_per_100_turns['total']:.4f} with {page.mean_recent_pairs:.2f} pairs; "
-                + "; ".join(f"{r.strategy} ${r.usd_per_100_turns['total']:.4f} with {r.mean_recent_pairs:.2f}" for r in held),
-            )
-        )
-        out.append(
-            (
-                f"The page's memory at {budget:,} tokens: at most 0.25 summary requests per turn and 5% of replies waiting",
-                page.calls_per_turn["summary"] <= 0.25 and page.turns_waiting_on_summary <= 0.05 * page.turns,
-                f"{page.calls_per_turn['summary']:.2f} per turn, {page.turns_waiting_on_summary} of {page.turns} replies waited",
-            )
-        )
-    return out

@@ -1,4 +1,4 @@
-"""``python -m memora.bench [--json PATH] [--quick] [--peers [BUDGETS]]``: compares memory strategies offline.
+"""``python -m benchmarks.memory [--json PATH] [--quick] [--peers [BUDGETS]]``: compares memory strategies offline.
 
 ``--peers`` adds LangChain, langmem, LlamaIndex and the OpenAI Agents SDK (``pip install -r requirements-bench.txt``);
 a peer whose library is missing is named, with the pip command, and left out.
@@ -11,14 +11,14 @@ import json
 import sys
 from collections.abc import Sequence
 
-from memora.bench.peers import missing_libraries, missing_message
-from memora.bench.report import markdown
-from memora.bench.run import run
-from memora.bench.strategies import Limits
+from benchmarks.memory.peers import missing_libraries, missing_message
+from benchmarks.memory.report import markdown
+from benchmarks.memory.run import run
+from benchmarks.memory.strategies import Limits
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memora.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__)
     parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON to PATH")
     parser.add_argument("--batch", type=int, default=3, help="fold_batch_turns for the batched strategy (default 3)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the scripted conversations (default 7)")

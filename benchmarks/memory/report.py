@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memora.bench.run import PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
+from benchmarks.memory.run import PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
 
 
 def _x(ratio: float | None) -> str:
@@ -10,7 +10,7 @@ def _x(ratio: float | None) -> str:
 
 
 def markdown(report: Report) -> str:
-    """The whole report as Markdown: one token table per conversation length, then timing and goals."""
+    """The whole report as Markdown: one token table per conversation length, then timing."""
     lines = [
         "# Memora memory benchmark",
         "",
@@ -19,10 +19,8 @@ def markdown(report: Report) -> str:
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
     lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
-    lines += ["", "## Goals (measured)", ""]
     if not report.tokens or max(report.tokens) < 100:
-        lines += ["Conversations this short (`--quick`) only check that the benchmark runs; judge the goals on a full run.", ""]
-    lines += [f"- [{'x' if ok else ' '}] {goal}: {why}" for goal, ok, why in report.goals]
+        lines += ["", "Conversations this short (`--quick`) only check that the benchmark runs."]
     lines += ["", f"Benchmark ran in {report.seconds:.1f} s."]
     return "\n".join(lines)
 
@@ -69,7 +67,7 @@ def _peer_tables(report: Report) -> list[str]:
         f"## Peer memory libraries, {turns}-turn conversation",
         "",
         f"Each peer with its own memory class and its own fake model, returning the same extractive summary; `fitted`: its knob "
-        f"lowered for what its own count leaves out (see `memora/bench/peers.py`); `lowered`: a token knob lowered further, in steps "
+        f"lowered for what its own count leaves out (see `benchmarks/memory/peers.py`); `lowered`: a token knob lowered further, in steps "
         f"of 5% of the budget, until none of its replies went over on this very script. The page's memory also runs with fewer "
         f"recent turns. Recent pairs: how many of the previous (user, reply) pairs each reply request sent whole, just "
         f"before the current message. $ at {PRICED_MODEL} list prices "

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from benchmarks.memory.article import ArticleMemory
+from benchmarks.memory.recording import RecordingBackend
 from memora.backends.base import Completion, ReplyRequest
-from memora.bench.article import ArticleMemory
-from memora.bench.recording import RecordingBackend
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT

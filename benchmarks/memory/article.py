@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP
 from memora.backends.base import Backend, SummaryRequest
-from memora.bench.recording import SUMMARY_TOKEN_CAP
 from memora.messages import Message
 
 
