@@ -1,7 +1,9 @@
-"""``python -m benchmarks.memory [--json PATH] [--quick] [--peers [BUDGETS]]``: compares memory strategies offline.
+"""``python -m benchmarks.memory [--json PATH] [--quick] [--peers [BUDGETS]] [--plots DIR]``: compares memory strategies offline.
 
-``--peers`` adds LangChain, langmem, LlamaIndex and the OpenAI Agents SDK (``pip install -r requirements-bench.txt``);
-a peer whose library is missing is named, with the pip command, and left out.
+``--peers`` adds the cost-against-retention sweep: Memora's strategies beside LangChain, langmem, LlamaIndex and the
+OpenAI Agents SDK (``pip install -r requirements-bench.txt``) at each summary cap (``--caps``), a peer's knob tuned on
+``--seed`` and every figure from the held-out ``--held-out`` seeds; a peer whose library is missing is named, with the
+pip command, and left out. ``--plots DIR`` writes one cost-against-retention PNG per budget (needs matplotlib).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from benchmarks.memory.peers import missing_libraries, missing_message
 from benchmarks.memory.report import markdown
 from benchmarks.memory.run import run
 from benchmarks.memory.strategies import Limits
+from benchmarks.memory.sweep import CAPS, HELD_OUT_SEEDS, TURNS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also run the peer memory libraries (requirements-bench.txt) on the longest script, "
         "at --budget or at these comma-separated budgets (e.g. 1000,2000,4000)",
     )
+    parser.add_argument("--caps", default=",".join(map(str, CAPS)), help=f"summary caps of the sweep (default {','.join(map(str, CAPS))})")
+    parser.add_argument("--held-out", default=",".join(map(str, HELD_OUT_SEEDS)), help="held-out seeds of the sweep")
+    parser.add_argument("--sweep-turns", type=int, default=TURNS, help=f"turns of each sweep conversation (default {TURNS})")
+    parser.add_argument("--plots", metavar="DIR", help="write retention-cost-<budget>.png into DIR (with --peers)")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be 1 or more")
@@ -46,6 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         missing = missing_libraries()
         if missing:
             print(missing_message(missing), file=sys.stderr)
+    try:
+        caps = tuple(int(c) for c in args.caps.split(",") if c.strip())
+        held_out = tuple(int(s) for s in args.held_out.split(",") if s.strip())
+    except ValueError:
+        parser.error("--caps and --held-out take comma-separated whole numbers, e.g. --caps 60,200")
+    if not caps or min(caps) < 1 or not held_out or args.seed in held_out:
+        parser.error("--caps needs caps of 1 or more; --held-out needs seeds other than --seed (the tuning seed)")
+    if args.plots and args.peers is None:
+        parser.error("--plots needs --peers (the sweep it draws)")
+    sweep_options = {"caps": caps, "seeds": held_out, "tuning_seed": args.seed, "turns": args.sweep_turns}
+    if args.quick:
+        sweep_options["turns"] = min(args.sweep_turns, 40)
     quick = dict(conversation_turns=(12, 30), history_turns=(10, 40), ttft_turns=8, repeats=3, budgets=()) if args.quick else {}
     report = run(
         batch=args.batch,
@@ -53,9 +73,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         delay_ms=args.delay_ms,
         limits=Limits(args.budget, args.recent_turns),
         peer_budgets=peer_budgets,
+        sweep_options=sweep_options,
         **quick,  # type: ignore[arg-type]
     )
     print(markdown(report))
+    if args.plots:
+        try:
+            from benchmarks.memory.plot import write_plots
+        except ImportError:
+            print("No plots: matplotlib is not installed (pip install -r requirements-bench.txt).", file=sys.stderr)
+        else:
+            for path in write_plots(report.sweep, Path(args.plots)):
+                print(f"Wrote {path}", file=sys.stderr)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(report.as_json(), out, ensure_ascii=False, indent=2)

@@ -4,46 +4,38 @@ Each peer keeps its own memory class and its own fake model: a one-method
 subclass of the library's fake (LangChain's ``FakeListChatModel``, LlamaIndex's
 ``MockLLM``) that records every call and returns the same bounded extractive
 summary as Memora's recording backend (``merge_summary`` of the user's new
-statements into the previous summary, at most ``SUMMARY_TOKEN_CAP`` tokens).
-Both what a peer sends for a reply (the system prompt + its memory's messages
-+ the current message) and every summary prompt it sends are counted with
-o200k_base, framing included, by the same ``RecordingBackend`` as Memora's
-strategies, so ``run.token_figures`` reads them alike.
+statements into the previous summary, within the backend's ``summary_cap``,
+oldest lines dropped first). Both what a peer sends for a reply (the system
+prompt + its memory's messages + the current message) and every summary prompt
+it sends are counted with o200k_base, framing included, by the same
+``RecordingBackend`` as Memora's strategies, so ``run.token_figures`` and the
+retention probe read them alike. Every peer gets the same summary cap as Memora
+(where the library has a summary-size knob, it is set to it too).
 
-Where a library takes a token counter, it gets o200k_base; what is left is
-what its count leaves out. Each peer runs twice: ``budget`` (its knob named as
-the budget B, default 1,000 tokens, and R = 3 recent turns where a knob exists)
-and ``fitted`` (the knob lowered for what the library's count leaves out). A
-peer whose knob counts tokens (``holdable``) runs a third time, ``lowered``: its
-fitted knob lowered by 5% of B at a time until none of its reply requests goes
-over B on the script it is measured on (``run.lowest_holding``), so that it is
-compared at its best with a memory that never goes over. Trimming its knob
-trims what it sends verbatim: the bench reports, beside the cost, how many
-previous pairs each reply request sent whole (``Call.recent_pairs``).
-F is the system prompt with its framing and the reply priming (what Memora's
-count adds to every request), S a summary at the cap with its message framing,
-A a typical current message (the median scripted user message), T the
-per-message framing (3 tokens).
+Each runs in its documented, recommended form, with one token knob ``K``; F is
+the system prompt with its framing and the reply priming (what Memora's count adds
+to every request, and what no library counts), B the budget:
 
-How each knob was mapped (budget -> fitted; what the library's own count leaves out):
+- langmem ``summarize_messages``: ``max_tokens_before_summary=B-F`` (summarize
+  only when the messages would pass the budget), ``max_tokens=K`` (what is left
+  after a summary, summary included), ``max_summary_tokens`` = the cap.
+- LangChain v1 ``SummarizationMiddleware``: ``trigger=("tokens", B-F)``,
+  ``keep=("tokens", K)``: its documented token keep.
+- LangChain ``ConversationSummaryBufferMemory`` (deprecated since langchain 0.3.1):
+  ``max_token_limit=K``.
+- LlamaIndex ``ChatSummaryMemoryBuffer`` (deprecated; LlamaIndex recommends ``Memory``):
+  ``token_limit=K``.
+- LlamaIndex ``Memory`` with a ``FactExtractionMemoryBlock`` (its documented memory
+  block for facts the user disclosed): ``token_limit=K`` (history gets its
+  ``chat_history_token_ratio``, 0.7), ``token_flush_size`` 10% of it (the ratio of its
+  defaults), ``max_facts`` about a fact per 15 tokens of the cap; the fake extracts
+  the user's new statements as facts and condenses them into the capped summary.
+- OpenAI Agents SDK ``SQLiteSession`` with ``SessionSettings(limit=2R)`` items: no
+  summary, no token knob (the SDK ships no summarizing session).
 
-- langmem ``summarize_messages``: ``max_tokens=B`` (summary reserve ``max_summary_tokens`` 256, its
-  default) -> ``max_tokens=B-F``, ``max_summary_tokens=S``. Leaves out the system prompt, which the
-  app passes as instructions, not in ``messages``. No recent-turns knob.
-- LangChain ``ConversationSummaryBufferMemory``: ``max_token_limit=B`` -> ``B-F-S-A``. Leaves out
-  the system prompt, the summary and the current message (it prunes after saving a turn). No
-  recent-turns knob.
-- LangChain v1 ``SummarizationMiddleware``: ``trigger=("tokens", B)``, ``keep=("messages", 2R+1)``
-  (the R last pairs and the current message) -> ``trigger=("tokens", B-F)``. Leaves out the system
-  prompt, which is kept outside the agent state.
-- LlamaIndex ``ChatSummaryMemoryBuffer``: ``token_limit=B`` -> ``B-F-S-T*(2R+2)``. Leaves out the
-  system prompt, the new summary (put in front of a history that already fills the limit) and
-  message framing (it counts the contents joined by spaces). No recent-turns knob.
-- LlamaIndex ``Memory`` with no memory blocks: ``token_limit=B`` (history gets its
-  ``chat_history_token_ratio``, 0.7, of it) -> ``(B-F)/0.7``, so that the history's share is B-F.
-  Leaves out the system prompt. With no memory block it summarizes nothing: flushed messages are gone.
-- OpenAI Agents SDK ``SQLiteSession``: ``SessionSettings(limit=2R)`` items -> ``limit=2R-2`` (the
-  current turn as one of the R). It counts items, not tokens; the SDK ships no summarizing session.
+``K`` is tuned on one seed and reported on held-out seeds (``run.tune_knob``): the
+largest value, in steps of 5% of B from B-F down, whose replies all fit the budget
+and all carry the user's current message on the tuning seed.
 
 LangChain's ``ConversationSummaryBufferMemory`` summarizes in ``save_context``,
 after the reply: its summary requests are recorded as after the reply (no
@@ -55,22 +47,20 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import statistics
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
-from benchmarks.memory.script import make_script
+from benchmarks.memory.recording import Call, RecordingBackend, keep_newest_lines, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
 from memora.backends.extractive import merge_summary
 from memora.memory import DEFAULT_MODEL
 from memora.messages import Message
-from memora.prompts import SUMMARY_WORD_LIMIT, SYSTEM_PROMPT
-from memora.tokens import TOKENS_PER_MESSAGE, LocalTokenCounter, count_message, count_text, o200k_base, truncate_text
+from memora.prompts import SYSTEM_PROMPT
+from memora.tokens import LocalTokenCounter, count_message, count_text, o200k_base
 
 
 @dataclass(frozen=True)
@@ -124,17 +114,6 @@ def _fixed_tokens() -> int:
     return LocalTokenCounter().count(DEFAULT_MODEL, SYSTEM_PROMPT, [])
 
 
-def _summary_tokens(framing: str = "") -> int:
-    """S: a summary at the cap in one message, with the library's framing text."""
-    return count_message("system", framing) + SUMMARY_TOKEN_CAP
-
-
-@cache
-def typical_message_tokens(seed: int = 7) -> int:
-    """A: the median scripted user message, with its framing."""
-    return int(statistics.median(count_message("user", t) for t in make_script(500, seed).user_messages))
-
-
 def _role(kind: str) -> str:
     return {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system"}.get(kind, "user")
 
@@ -160,8 +139,9 @@ class SummaryRecorder:
         prompt = "\n".join(m.content for m in messages)
         taken = [text for text in self.pending if text in prompt]
         self.pending = [text for text in self.pending if text not in taken]
-        text = merge_summary(self.summary, [Message("user", t) for t in taken], SUMMARY_WORD_LIMIT)
-        self.summary = truncate_text(text, SUMMARY_TOKEN_CAP)
+        cap = self.backend.summary_cap
+        text = merge_summary(self.summary, [Message("user", t) for t in taken], summary_words(cap))
+        self.summary = keep_newest_lines(text, cap)
         b = self.backend
         b.calls.append(
             Call(b.turn, "summary", LocalTokenCounter().count(DEFAULT_MODEL, "", messages), count_text(self.summary), b.after_reply)
@@ -194,42 +174,68 @@ def _langchain_fake(recorder: SummaryRecorder) -> Any:
     return RecordingFakeListChatModel(responses=[""], recorder=recorder, custom_get_token_ids=_o200k_ids)
 
 
-def _llama_fake(recorder: SummaryRecorder) -> Any:
+_FACT = re.compile(r"<fact>(.*?)</fact>", re.DOTALL)
+
+
+def _as_facts(lines: Iterable[str]) -> str:
+    return "<facts>" + "".join(f"<fact>{line}</fact>" for line in lines) + "</facts>"
+
+
+def _llama_fake(recorder: SummaryRecorder, facts: bool = False) -> Any:
+    """LlamaIndex's ``MockLLM``, recording; with ``facts``, it answers a ``FactExtractionMemoryBlock``'s prompts.
+
+    Extraction gets the summary's lines that are not yet facts; condensing gets the summary's lines,
+    which are within the cap. Either way the request is recorded as a summary request.
+    """
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse
     from llama_index.core.llms.mock import MockLLM
 
+    def answer(messages: Sequence[Any]) -> str:
+        sent = [Message(_role(str(m.role.value)), str(m.content or "")) for m in messages]
+        summary = recorder.summarize(sent)
+        if not facts:
+            return summary
+        lines = [line.removeprefix("- ") for line in summary.splitlines()]
+        prompt = sent[-1].content
+        if "condensing" not in prompt:
+            known = set(_FACT.findall(prompt.split("</existing_facts>")[0]))
+            lines = [line for line in lines if line not in known]
+        text = _as_facts(lines)
+        calls = recorder.backend.calls
+        calls[-1] = replace(calls[-1], output_tokens=count_text(text))
+        return text
+
     class RecordingMockLLM(MockLLM):
         def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResponse:
-            summary = recorder.summarize([Message(_role(str(m.role.value)), str(m.content or "")) for m in messages])
-            return ChatResponse(message=ChatMessage(role="assistant", content=summary))
+            return ChatResponse(message=ChatMessage(role="assistant", content=answer(messages)))
+
+        async def achat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResponse:
+            return self.chat(messages, **kwargs)
 
     return RecordingMockLLM()
 
 
 class _Peer:
-    """Plays a turn as an app would: the memory's messages, the reply request, then the memory's update."""
+    """Plays a turn as an app would: the memory's messages, the reply request, then the memory's update.
 
-    name = "peer"
-    holdable = False
-    """Whether its knob is a token count that ``lower_by`` can lower (see ``lowered_peer``)."""
+    ``knob`` is the peer's token knob K (None: ``default_knob``); ``tunable`` peers have one.
+    """
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
-        if lower_by and not (fitted and self.holdable):
-            raise ValueError(f"{type(self).__name__}: only a fitted token knob can be lowered")
+    label = "peer"
+    knob_name = ""
+    tunable = True
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
         self.backend = backend
         self.limits = limits
-        self.fitted = fitted
-        self.lower_by = lower_by
         self.recorder = SummaryRecorder(backend)
+        self.knob = self.default_knob(limits) if knob is None else knob
+        self.name = f"{self.label} ({self.knob_name}={self.knob:,})" if self.knob_name else self.label
 
-    def _knob(self, label: str, knob: str, value: int) -> int:
-        """The knob's value less ``lower_by``; names the peer after its variant and, when lowered, the value."""
-        value -= self.lower_by
-        if self.lower_by:
-            self.name = f"{label}, lowered ({knob}={value:,})"
-        else:
-            self.name = label + (", fitted" if self.fitted else "")
-        return value
+    @staticmethod
+    def default_knob(limits: Limits) -> int:
+        """K before tuning: the budget less what no library counts (F)."""
+        return limits.max_input_tokens - _fixed_tokens()
 
     def _reply(self, messages: Sequence[Message], began: float) -> tuple[str, float]:
         request = ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, tuple(messages))
@@ -247,17 +253,19 @@ class _Peer:
 class LangmemSummarize(_Peer):
     """langmem's ``summarize_messages`` (what LangGraph's ``SummarizationNode`` runs), stateless: the app keeps the list."""
 
-    holdable = True
+    label = "langmem summarize_messages"
+    knob_name = "max_tokens"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
-        super().__init__(backend, limits, fitted, lower_by)
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+        super().__init__(backend, limits, knob)
         self.model = _langchain_fake(self.recorder)
         self.messages: list[Any] = []
         self.running: Any = None
-        max_tokens = limits.max_input_tokens - (_fixed_tokens() if fitted else 0)
-        self.knobs: dict[str, int] = {"max_tokens": self._knob("langmem summarize_messages", "max_tokens", max_tokens)}
-        if fitted:
-            self.knobs["max_summary_tokens"] = _summary_tokens("Summary of the conversation so far: ")
+        self.knobs = {
+            "max_tokens": self.knob,
+            "max_tokens_before_summary": limits.max_input_tokens - _fixed_tokens(),
+            "max_summary_tokens": backend.summary_cap,
+        }
 
     def play_turn(self, user_text: str) -> float:
         from langchain_core.messages import AIMessage, HumanMessage
@@ -275,48 +283,27 @@ class LangmemSummarize(_Peer):
         return first
 
 
-class LangchainSummaryBuffer(_Peer):
-    """LangChain's ``ConversationSummaryBufferMemory`` (langchain-classic), messages returned as messages."""
-
-    holdable = True
-
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
-        from langchain_classic.memory import ConversationSummaryBufferMemory
-
-        super().__init__(backend, limits, fitted, lower_by)
-        limit = limits.max_input_tokens
-        if fitted:
-            limit -= _fixed_tokens() + _summary_tokens() + typical_message_tokens()
-        limit = self._knob("LangChain ConversationSummaryBufferMemory", "max_token_limit", limit)
-        self.memory = ConversationSummaryBufferMemory(llm=_langchain_fake(self.recorder), max_token_limit=limit, return_messages=True)
-
-    def play_turn(self, user_text: str) -> float:
-        began = time.perf_counter()
-        self.recorder.user_said(user_text)
-        history = self.memory.load_memory_variables({})["history"]
-        text, first = self._reply([*_lc_to_memora(history), Message("user", user_text)], began)
-        self._after_reply(lambda: self.memory.save_context({"input": user_text}, {"output": text}))
-        return first
-
-
 class LangchainMiddleware(_Peer):
-    """LangChain v1 ``SummarizationMiddleware``; its ``before_model`` hook is run on the agent state as the agent would."""
+    """LangChain v1 ``SummarizationMiddleware`` with a token keep; its ``before_model`` hook runs on the agent state as the agent would."""
 
-    holdable = True
+    label = "LangChain v1 SummarizationMiddleware"
+    knob_name = "keep tokens"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
         from langchain.agents.middleware import SummarizationMiddleware
 
-        super().__init__(backend, limits, fitted, lower_by)
-        trigger = limits.max_input_tokens - (_fixed_tokens() if fitted else 0)
-        trigger = self._knob("LangChain v1 SummarizationMiddleware", "trigger tokens", trigger)
+        super().__init__(backend, limits, knob)
         self.middleware = SummarizationMiddleware(
             _langchain_fake(self.recorder),
-            trigger=("tokens", trigger),
-            keep=("messages", 2 * limits.max_recent_turns + 1),
+            trigger=("tokens", limits.max_input_tokens - _fixed_tokens()),
+            keep=("tokens", self.knob),
             token_counter=_lc_token_counter,
         )
         self.messages: list[Any] = []
+
+    @staticmethod
+    def default_knob(limits: Limits) -> int:
+        return (limits.max_input_tokens - _fixed_tokens()) // 2
 
     def play_turn(self, user_text: str) -> float:
         from langchain_core.messages import AIMessage, HumanMessage
@@ -330,6 +317,33 @@ class LangchainMiddleware(_Peer):
             self.messages = list(update["messages"][1:])
         text, first = self._reply(_lc_to_memora(self.messages), began)
         self.messages.append(AIMessage(text))
+        return first
+
+
+class LangchainSummaryBuffer(_Peer):
+    """LangChain's ``ConversationSummaryBufferMemory`` (langchain-classic, deprecated), messages returned as messages."""
+
+    label = "LangChain ConversationSummaryBufferMemory (deprecated)"
+    knob_name = "max_token_limit"
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+        import warnings
+
+        from langchain_classic.memory import ConversationSummaryBufferMemory
+
+        super().__init__(backend, limits, knob)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its deprecation, which the label states
+            self.memory = ConversationSummaryBufferMemory(
+                llm=_langchain_fake(self.recorder), max_token_limit=self.knob, return_messages=True
+            )
+
+    def play_turn(self, user_text: str) -> float:
+        began = time.perf_counter()
+        self.recorder.user_said(user_text)
+        history = self.memory.load_memory_variables({})["history"]
+        text, first = self._reply([*_lc_to_memora(history), Message("user", user_text)], began)
+        self._after_reply(lambda: self.memory.save_context({"input": user_text}, {"output": text}))
         return first
 
 
@@ -351,46 +365,56 @@ class _LlamaIndexPeer(_Peer):
 
 
 class LlamaChatSummary(_LlamaIndexPeer):
-    """LlamaIndex's ``ChatSummaryMemoryBuffer``: the user message is put, then ``get()`` gives the messages to send."""
+    """LlamaIndex's ``ChatSummaryMemoryBuffer`` (deprecated for ``Memory``): put the user message, ``get()`` the messages to send."""
 
-    holdable = True
+    label = "LlamaIndex ChatSummaryMemoryBuffer (deprecated)"
+    knob_name = "token_limit"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+        import warnings
+
         from llama_index.core.memory import ChatSummaryMemoryBuffer
 
-        super().__init__(backend, limits, fitted, lower_by)
-        limit = limits.max_input_tokens
-        if fitted:
-            limit -= _fixed_tokens() + _summary_tokens() + TOKENS_PER_MESSAGE * (2 * limits.max_recent_turns + 2)
-        limit = self._knob("LlamaIndex ChatSummaryMemoryBuffer", "token_limit", limit)
-        self.memory = ChatSummaryMemoryBuffer.from_defaults(llm=_llama_fake(self.recorder), token_limit=limit, tokenizer_fn=_o200k_ids)
+        super().__init__(backend, limits, knob)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.memory = ChatSummaryMemoryBuffer.from_defaults(
+                llm=_llama_fake(self.recorder), token_limit=self.knob, tokenizer_fn=_o200k_ids
+            )
+
+
+FACT_TOKENS = 15
+"""About how many tokens one extracted fact takes, tags included: ``max_facts`` is the cap over this."""
 
 
 class LlamaMemory(_LlamaIndexPeer):
-    """LlamaIndex's ``Memory`` with no memory blocks: a token-limited short-term queue (nothing is summarized)."""
+    """LlamaIndex's ``Memory`` with a ``FactExtractionMemoryBlock``: flushed messages become facts in the system message."""
 
-    holdable = True
+    label = "LlamaIndex Memory + FactExtractionMemoryBlock"
+    knob_name = "token_limit"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
-        from llama_index.core.memory import Memory
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+        from llama_index.core.memory import FactExtractionMemoryBlock, Memory
 
-        super().__init__(backend, limits, fitted, lower_by)
-        limit = limits.max_input_tokens if not fitted else int((limits.max_input_tokens - _fixed_tokens()) / 0.7)
-        limit = self._knob("LlamaIndex Memory (no blocks)", "token_limit", limit)
-        self.memory = Memory.from_defaults(token_limit=limit, tokenizer_fn=_o200k_ids)
+        super().__init__(backend, limits, knob)
+        block = FactExtractionMemoryBlock(llm=_llama_fake(self.recorder, facts=True), max_facts=max(2, backend.summary_cap // FACT_TOKENS))
+        self.memory = Memory.from_defaults(
+            token_limit=self.knob, token_flush_size=max(1, self.knob // 10), memory_blocks=[block], tokenizer_fn=_o200k_ids
+        )
 
 
 class AgentsTrimmingSession(_Peer):
-    """The OpenAI Agents SDK's ``SQLiteSession`` with ``SessionSettings(limit=N)``: the last N items, then the new input."""
+    """The OpenAI Agents SDK's ``SQLiteSession`` with ``SessionSettings(limit=2R)``: the last 2R items, then the new input."""
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, fitted: bool, lower_by: int = 0) -> None:
+    label = "OpenAI Agents SDK trimming session"
+    tunable = False
+
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
         from agents import SQLiteSession
         from agents.memory import SessionSettings
 
-        super().__init__(backend, limits, fitted, lower_by)
-        self.name = "OpenAI Agents SDK trimming session" + (", fitted" if fitted else "")
-        limit = 2 * limits.max_recent_turns - (2 if fitted else 0)
-        self.session = SQLiteSession("bench", session_settings=SessionSettings(limit=limit))
+        super().__init__(backend, limits, knob)
+        self.session = SQLiteSession("bench", session_settings=SessionSettings(limit=2 * limits.max_recent_turns))
         self.loop = asyncio.new_event_loop()
 
     def play_turn(self, user_text: str) -> float:
@@ -417,32 +441,21 @@ def _item_text(item: Any) -> str:
 
 PEERS: dict[str, tuple[str, type[_Peer]]] = {
     "langmem": ("langmem", LangmemSummarize),
-    "langchain-summary-buffer": ("langchain-classic", LangchainSummaryBuffer),
     "langchain-middleware": ("langchain", LangchainMiddleware),
-    "llamaindex-chat-summary": ("llama-index-core", LlamaChatSummary),
+    "langchain-summary-buffer": ("langchain-classic", LangchainSummaryBuffer),
     "llamaindex-memory": ("llama-index-core", LlamaMemory),
+    "llamaindex-chat-summary": ("llama-index-core", LlamaChatSummary),
     "agents-trimming": ("openai-agents", AgentsTrimmingSession),
 }
 """Peer key -> (library key in ``LIBRARIES``, class)."""
 
 
-def lowered_peer(key: str, lower_by: int) -> Callable[[RecordingBackend, Limits], _Peer]:
-    """A factory of peer ``key``, fitted, with its token knob ``lower_by`` tokens lower (``_Peer.holdable`` ones only)."""
+def peer_factory(key: str, knob: int | None = None) -> Callable[[RecordingBackend, Limits], _Peer]:
+    """A benchmark factory of peer ``key`` with its token knob at ``knob`` (None: its default)."""
     cls = PEERS[key][1]
-    return lambda b, lim: cls(b, lim, True, lower_by)
+    return lambda b, lim: cls(b, lim, knob)
 
 
-def holdable_peers(missing: Sequence[str] = ()) -> list[str]:
-    """The installed peers whose knob counts tokens, so that lowering it can hold their requests to the budget."""
-    return [key for key, (library, cls) in PEERS.items() if cls.holdable and library not in missing]
-
-
-def peer_factories(missing: Sequence[str] = ()) -> dict[str, Callable[[RecordingBackend, Limits], _Peer]]:
-    """Every installed peer, twice (``budget`` and ``fitted``), as benchmark factories by name."""
-    out: dict[str, Callable[[RecordingBackend, Limits], _Peer]] = {}
-    for key, (library, cls) in PEERS.items():
-        if library in missing:
-            continue
-        for fitted in (False, True):
-            out[key + ("-fitted" if fitted else "")] = lambda b, lim, cls=cls, fitted=fitted: cls(b, lim, fitted)
-    return out
+def installed_peers(missing: Sequence[str] = ()) -> list[str]:
+    """The keys of ``PEERS`` whose library is installed."""
+    return [key for key, (library, _) in PEERS.items() if library not in missing]

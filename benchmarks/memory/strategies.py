@@ -78,7 +78,13 @@ class Article:
         self.name = "article-v0.7"
         self.backend = backend
         self.memory = ArticleMemory(
-            backend, DEFAULT_MODEL, SYSTEM_PROMPT, SUMMARY_INSTRUCTIONS, limits.max_input_tokens, limits.max_recent_turns
+            backend,
+            DEFAULT_MODEL,
+            SYSTEM_PROMPT,
+            SUMMARY_INSTRUCTIONS,
+            limits.max_input_tokens,
+            limits.max_recent_turns,
+            max_summary_tokens=backend.summary_cap,
         )
 
     def play_turn(self, user_text: str) -> float:
@@ -123,6 +129,7 @@ class Memora:
             max_recent_turns=limits.max_recent_turns,
             fold_batch_turns=fold_batch_turns,
             fold_policy=fold_policy,
+            max_summary_tokens=backend.summary_cap,
         )
 
     def play_turn(self, user_text: str) -> float:

@@ -26,12 +26,6 @@ WATERMARK_ROOM = 600
 Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m benchmarks.memory
 --peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
 
-SUMMARY_SHARE = 0.06
-"""The watermark policy's summary cap, as a share of the budget (see ``summary_cap``)."""
-
-MIN_SUMMARY_CAP = 48
-"""The smallest summary cap: below it a summary keeps too few facts to be worth its request."""
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -151,15 +145,15 @@ def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns:
 
 
 def summary_cap(policy: FoldPolicy, budget: int, max_summary_tokens: int) -> int:
-    """The summary's length cap, in tokens: ``max_summary_tokens`` under the article's window; under the
-    watermark, ``SUMMARY_SHARE`` of the budget, at least ``MIN_SUMMARY_CAP`` and at most ``max_summary_tokens``.
+    """The summary's length cap, in tokens: ``max_summary_tokens`` under either policy.
 
-    A smaller summary is sent with every reply and written at output prices on every fold; the
-    watermark's larger verbatim window carries the recent detail that a long summary would repeat.
+    Chosen by measurement (``python -m benchmarks.memory --retention``, README "Retention"): the
+    watermark's former cap of 6% of the budget (60 tokens at 1,000) made it the cheapest memory and the
+    one that remembered least; at the article's 200 tokens it keeps more of the user's facts than any
+    peer at equal caps, for a few tenths of a cent per 100 turns. ``policy`` and ``budget`` are kept so
+    that a policy may size its summary differently again.
     """
-    if policy != "watermark":
-        return max_summary_tokens
-    return min(max_summary_tokens, max(MIN_SUMMARY_CAP, int(budget * SUMMARY_SHARE)))
+    return max_summary_tokens
 
 
 def certain_fold(policy: FoldPolicy, expected: Plan, shortest: Plan, older: int) -> int:
