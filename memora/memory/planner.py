@@ -4,8 +4,7 @@ Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
 plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
 or ``plan_watermark``) before every reply (``prepare``) and between turns
-(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), sizes its
-summary with ``summary_cap``, and calls ``fold_pieces`` to split a fold into requests that fit.
+(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), and calls ``fold_pieces`` to split a fold into requests that fit.
 """
 
 from __future__ import annotations
@@ -142,18 +141,6 @@ def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns:
     if policy == "watermark":
         return plan_watermark(unfolded, **sizes)
     return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
-
-
-def summary_cap(policy: FoldPolicy, budget: int, max_summary_tokens: int) -> int:
-    """The summary's length cap, in tokens: ``max_summary_tokens`` under either policy.
-
-    Chosen by measurement (``python -m benchmarks.memory --retention``, README "Retention"): the
-    watermark's former cap of 6% of the budget (60 tokens at 1,000) made it the cheapest memory and the
-    one that remembered least; at the article's 200 tokens it keeps more of the user's facts than any
-    peer at equal caps, for a few tenths of a cent per 100 turns. ``policy`` and ``budget`` are kept so
-    that a policy may size its summary differently again.
-    """
-    return max_summary_tokens
 
 
 def certain_fold(policy: FoldPolicy, expected: Plan, shortest: Plan, older: int) -> int:
