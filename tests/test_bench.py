@@ -200,7 +200,7 @@ def test_the_recording_backend_probes_each_reply_request_of_a_script():
 
 def test_a_peer_counts_against_memora_only_when_it_holds_and_is_both_cheaper_and_better():
     def at(strategy, usd, retention, over=(0, 0), without=(0, 0)):
-        return Point(strategy, strategy, 1000, 200, None, (11, 12), usd, retention, 0.0, 1 - retention, 0.3, over, without)
+        return Point(strategy, strategy, 1000, 200, None, (11, 12), 200, usd, retention, 0.0, 1 - retention, 0.3, over, without)
 
     page = at(PAGE, 0.05, 0.30)
     points = [

@@ -80,7 +80,7 @@ def _peer_tables(report: Report) -> list[str]:
         "latest value reached the reply request; stale: an older value did instead; missing: none did. "
         f"$ at {PRICED_MODEL} list prices (${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), "
         "no prompt cache, mean over the held-out seeds"
-        + (f" {', '.join(map(str, first.seeds))}, {max(report.tokens)}-turn scripts." if first else "."),
+        + (f" {', '.join(map(str, first.seeds))}, {first.turns}-turn scripts." if first else "."),
     ]
     if report.peers_missing:
         lines += ["", "Left out, library not installed: " + ", ".join(report.peers_missing) + " (`pip install -r requirements-bench.txt`)."]

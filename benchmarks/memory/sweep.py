@@ -53,6 +53,7 @@ class Point:
     cap: int
     knob: int | None
     seeds: tuple[int, ...]
+    turns: int
     usd: float
     retention: float
     stale: float
@@ -85,6 +86,7 @@ def point(strategy: str, figures: Sequence[TokenFigures], budget: int, cap: int,
         cap=cap,
         knob=knob,
         seeds=tuple(seeds),
+        turns=figures[0].turns,
         usd=statistics.fmean(f.usd_per_100_turns["total"] for f in figures),
         retention=sum(f.recalled for f in figures) / probed,
         stale=sum(f.stale for f in figures) / probed,
