@@ -4,7 +4,8 @@ Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
 plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
 or ``plan_watermark``) before every reply (``prepare``) and between turns
-(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), and calls ``fold_pieces`` to split a fold into requests that fit.
+(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), and calls
+``fold_pieces`` to split a fold into requests that fit.
 """
 
 from __future__ import annotations
