@@ -28,9 +28,9 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_REPLY_TOKENS``: the output cap of one reply; default 1,000. A reply
   stopped there is kept and marked as cut.
 - ``MEMORA_FOLD_POLICY``: ``watermark`` (fold when a request would pass the window-only
-  request plus 600 tokens, never over the budget; then every pair older than the window,
-  with a summary capped at 6% of the budget: fewer, larger, cheaper summaries; the
-  default) or ``window`` (the article's fixed recent window).
+  request plus 600 tokens, never over the budget; then every pair older than the window
+  at once: fewer, larger summaries, under the same summary cap; the default) or
+  ``window`` (the article's fixed recent window).
 - ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
   ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 
