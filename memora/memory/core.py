@@ -337,7 +337,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def _sizes(self) -> Sizes:
         """The request sizes under the summary cap, ``max_summary_tokens`` under either fold policy (chosen by
-        measurement: README, "Retention"), whose word limit the summary instructions ask for (``prompts.with_summary_cap``)."""
+        measurement: README, "Cost against retention"), whose word limit the summary instructions ask for (``prompts.with_summary_cap``)."""
         cap = self.max_summary_tokens
         return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
