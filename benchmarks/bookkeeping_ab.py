@@ -22,8 +22,12 @@ from pathlib import Path
 
 CHILD = """
 import json, sys
-from benchmarks.memory.run import bookkeeping_us, strategies, tokenization_us
-from benchmarks.memory.strategies import Limits
+try:
+    from benchmarks.memory.run import bookkeeping_us, strategies, tokenization_us
+    from benchmarks.memory.strategies import Limits
+except ImportError:  # a revision from before the bench left the product package
+    from memora.bench.run import bookkeeping_us, strategies, tokenization_us
+    from memora.bench.strategies import Limits
 name, turns = sys.argv[1], [int(n) for n in sys.argv[2].split(",")]
 us = bookkeeping_us({name: strategies(3)[name]}, turns, Limits(), repeats=11)[name]
 unit = tokenization_us(repeats=11)
