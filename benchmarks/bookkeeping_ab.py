@@ -4,7 +4,7 @@
 
 ``BASE`` and ``NEW`` are git revisions (``NEW`` defaults to the working tree). Each
 round measures both, one after the other, each in a fresh process running
-``memora.bench.run.bookkeeping_us`` and ``tokenization_us``, and takes that
+``benchmarks.memory.run.bookkeeping_us`` and ``tokenization_us``, and takes that
 process's ratio (bookkeeping per turn / one tokenization of the new message), so
 that load from elsewhere on the machine moves both sides of one ratio together.
 Prints, per history length, the median ratio of each revision over the rounds.
@@ -22,8 +22,12 @@ from pathlib import Path
 
 CHILD = """
 import json, sys
-from memora.bench.run import bookkeeping_us, strategies, tokenization_us
-from memora.bench.strategies import Limits
+try:
+    from benchmarks.memory.run import bookkeeping_us, strategies, tokenization_us
+    from benchmarks.memory.strategies import Limits
+except ImportError:  # a revision from before the bench left the product package
+    from memora.bench.run import bookkeeping_us, strategies, tokenization_us
+    from memora.bench.strategies import Limits
 name, turns = sys.argv[1], [int(n) for n in sys.argv[2].split(",")]
 us = bookkeeping_us({name: strategies(3)[name]}, turns, Limits(), repeats=11)[name]
 unit = tokenization_us(repeats=11)

@@ -2,7 +2,7 @@
 
     python benchmarks/bookkeeping_split.py [--strategy memora-watermark+prefold] [--turns 10,100,1000]
 
-Plays the blocks ``memora.bench.run.bookkeeping_us`` plays (same states, same fresh
+Plays the blocks ``benchmarks.memory.run.bookkeeping_us`` plays (same states, same fresh
 messages, backend time subtracted the same way) and times, besides, every o200k_base
 encode the memory itself makes (the recording backend's own counts are not the
 memory's and are left out, as the bench leaves them out). Prints per history length
@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memora.bench.recording import RecordingBackend
-from memora.bench.run import replay, strategies, tokenization_us
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits
+from benchmarks.memory.recording import RecordingBackend
+from benchmarks.memory.run import replay, strategies, tokenization_us
+from benchmarks.memory.script import make_script
+from benchmarks.memory.strategies import Limits
 from memora.tokens import o200k_base
 
 

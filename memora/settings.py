@@ -30,8 +30,8 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_FOLD_POLICY``: ``window`` (the article's rule: from the turn after the recent
   window is full, its oldest pair is folded; the default, since it is the lesson the page
   teaches) or ``watermark`` (fold when a request would pass the window-only request plus
-  600 tokens, never over the budget; then every pair older than the window, with a
-  summary capped at 6% of the budget: fewer, larger, cheaper summaries).
+  600 tokens, never over the budget; then every pair older than the window at once:
+  fewer, larger summaries, under the same summary cap).
 - ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
   ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 

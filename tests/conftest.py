@@ -95,6 +95,7 @@ MODULE_TIERS = {
     **dict.fromkeys(
         (
             "test_backends_http",
+            "test_bench_real",
             "test_bounded_requests",
             "test_cli_backends",
             "test_contract",

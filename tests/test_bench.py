@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import statistics
 
+from benchmarks.memory.__main__ import main
+from benchmarks.memory.article import ArticleMemory
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, keep_newest_lines, recent_pairs
+from benchmarks.memory.retention import Probed, Recall, carries, due_facts, has_current_message, probe
+from benchmarks.memory.run import PAGE, replay, strategies, token_figures
+from benchmarks.memory.script import FACTS, Script, Statement, make_script
+from benchmarks.memory.strategies import Limits
+from benchmarks.memory.sweep import Point, dominating
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
-from memora.bench.__main__ import main
-from memora.bench.article import ArticleMemory
-from memora.bench.recording import SUMMARY_TOKEN_CAP, RecordingBackend, recent_pairs
-from memora.bench.run import replay, strategies, token_figures
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, count_text
@@ -62,10 +64,25 @@ def test_recording_backend_reports_real_counts_of_what_it_was_sent_and_caps_summ
     assert [c.kind for c in backend.calls] == ["reply", "summary"]
 
 
+def test_a_summary_over_its_cap_drops_its_oldest_lines_first():
+    # Chinese lines hold few words and many tokens: the word limit keeps them all, the token cap cannot.
+    lines = [f"- 我第 {n} 次說：我每天通勤的時候會聽英文 Podcast。" for n in range(12)] + ["- Actually I'm B2, not B1."]
+    text = "\n".join(lines)
+    kept = keep_newest_lines(text, 80)
+    assert count_text(kept) <= 80 < count_text(text)
+    assert kept.endswith(lines[-1]) and lines[0] not in kept
+    assert text.endswith(kept)
+    assert keep_newest_lines(text, 10_000) == text
+    backend = RecordingBackend(replies=("r",), summary_cap=80)
+    new = tuple(Message("user", line[2:]) for line in lines)
+    summary = backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", new, max_output_tokens=10_000))
+    assert count_text(summary.text) <= 80 and summary.text.endswith("Actually I'm B2, not B1.")
+
+
 def test_scripts_are_deterministic_mixed_and_prefix_stable():
     short, longer = make_script(20), make_script(60)
     assert short == make_script(20)
-    assert longer.user_messages[:20] == short.user_messages and longer.replies[:20] == short.replies
+    assert longer.prefix(20) == short
     text = " ".join(longer.user_messages)
     assert any("\u4e00" <= ch <= "\u9fff" for ch in text) and "the" in text
     assert max(count_text(m) for m in longer.user_messages) > 250
@@ -117,8 +134,8 @@ def test_recording_backend_records_the_recent_pairs_each_reply_request_sent():
 
 
 def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):
-    import memora.bench.__main__ as cli
-    import memora.bench.run as run_module
+    import benchmarks.memory.__main__ as cli
+    import benchmarks.memory.run as run_module
 
     real_run = run_module.run
 
@@ -135,3 +152,63 @@ def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):
     assert names == list(strategies(3))
     assert set(data["bookkeeping_us_per_turn"]["memora"]) == {"2", "4"}
     assert "| article-v0.7 |" in capsys.readouterr().out
+
+
+def test_scripts_plant_and_correct_facts_in_both_languages_and_say_which():
+    script = make_script(300, seed=11)
+    stated = [(text, st) for text, sts in zip(script.user_messages, script.statements, strict=True) for st in sts]
+    assert {st.fact for _, st in stated} == set(FACTS)
+    assert any("not" in text and "Actually" in text for text, _ in stated)
+    assert any(any(s in text for s in FACTS[st.fact][st.value][1:]) or "我" in text for text, st in stated)
+    for text, st in stated:
+        assert carries(text, st.fact, st.value)
+    # A fact's spellings appear only in the messages that state it, and in no reply.
+    unstated = [text for text, sts in zip(script.user_messages, script.statements, strict=True) if not sts] + list(script.replies)
+    for fact, values in FACTS.items():
+        for value in values:
+            assert not any(carries(text, fact, value) for text in unstated), (fact, value)
+
+
+def test_the_probe_counts_recalled_stale_and_missing_facts_last_stated_4_or_more_turns_before():
+    said = ("My name is Amy. My level is B1.", "q", "Actually I'm B2, not B1.", "q", "q", "q", "q")
+    statements = ((Statement("name", "Amy"), Statement("level", "B1")), (), (Statement("level", "B2"),), (), (), (), ())
+    script = Script(1, said, ("r",) * 7, statements)
+    due = due_facts(script)
+    assert [len(d) for d in due] == [0, 0, 0, 0, 1, 1, 2]
+    assert due[6][1] == Probed("level", "B2", ("B1",))
+    summary = Message("developer", "- My name is Amy.\n- My level is B1.")
+    assert probe([summary, Message("user", "q")], due[6]) == Recall(recalled=1, stale=1, missing=0)
+    assert probe([Message("user", "q")], due[6]) == Recall(0, 0, 2)
+    assert probe([Message("developer", "Amy, B2"), Message("user", "q")], due[6]) == Recall(2, 0, 0)
+    # "Ben" is not in "Benefit": a Latin spelling must stand alone.
+    assert not carries("Benefit", "name", "Ben") and carries("住在台南。", "city", "Tainan")
+    assert has_current_message([summary, Message("user", "q")], "q")
+    assert not has_current_message([Message("developer", "- q")], "q")
+
+
+def test_the_recording_backend_probes_each_reply_request_of_a_script():
+    script = make_script(30, seed=11)
+    strategy, _ = replay(strategies(3)["memora"], script, Limits())
+    replies = [c for c in strategy.backend.calls if c.kind == "reply"]
+    due = due_facts(script)
+    assert [c.recall.probed for c in replies] == [len(d) for d in due]
+    assert all(c.has_current for c in replies)
+    figures = token_figures("memora", strategy.backend, 30, 1000, 3)
+    assert figures.facts_probed == sum(len(d) for d in due) and figures.without_current == 0
+    assert 0 <= figures.retention <= 1
+
+
+def test_a_peer_counts_against_memora_only_when_it_holds_and_is_both_cheaper_and_better():
+    def at(strategy, usd, retention, over=(0, 0), without=(0, 0)):
+        return Point(strategy, strategy, 1000, 200, None, (11, 12), 200, usd, retention, 0.0, 1 - retention, 0.3, over, without)
+
+    page = at(PAGE, 0.05, 0.30)
+    points = [
+        page,
+        at("cheaper-and-better", 0.04, 0.35),
+        at("cheaper-only", 0.04, 0.25),
+        at("over-budget", 0.03, 0.40, over=(0, 2)),
+        at("drops-the-question", 0.03, 0.40, without=(1, 0)),
+    ]
+    assert [peer.strategy for _, peer in dominating(points, PAGE)] == ["cheaper-and-better"]
+    assert page.holds and not points[3].holds and not points[4].holds

@@ -1,4 +1,4 @@
-"""``python -m memora.bench --peers``: the $ figures, the missing-peer message, and each installed peer's wiring.
+"""``python -m benchmarks.memory --peers``: the $ figures, the missing-peer message, and each installed peer's wiring.
 
 The peer libraries are optional (requirements-bench.txt); a test that needs one
 that is not installed is skipped, with the reason. No timing is asserted.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from memora.bench import peers
-from memora.bench.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
-from memora.bench.run import list_price, replay, token_figures, usd_per_100_turns
-from memora.bench.script import make_script
-from memora.bench.strategies import Limits
+from benchmarks.memory import peers
+from benchmarks.memory.recording import Call, RecordingBackend
+from benchmarks.memory.run import list_price, replay, token_figures, usd_per_100_turns
+from benchmarks.memory.script import make_script
+from benchmarks.memory.strategies import Limits
 from memora.teaching.prices import ModelPrice
 from memora.tokens import count_text
 
@@ -46,7 +46,7 @@ def test_missing_peer_message_names_each_library_and_the_exact_pip_command():
     assert "python -m pip install 'langmem>=0.0.29,<0.1' 'openai-agents>=0.24,<0.25'" in message
     assert "requirements-bench.txt" in message
     assert peers.missing_message([]) == ""
-    assert peers.peer_factories(missing=list(peers.LIBRARIES)) == {}
+    assert peers.installed_peers(missing=list(peers.LIBRARIES)) == []
 
 
 def test_requirements_bench_lists_every_peer_library_with_its_range():
@@ -57,8 +57,8 @@ def test_requirements_bench_lists_every_peer_library_with_its_range():
 
 
 def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monkeypatch, capsys):
-    from memora.bench import __main__ as bench_main
-    from memora.bench import run as bench_run
+    from benchmarks.memory import __main__ as bench_main
+    from benchmarks.memory import run as bench_run
 
     monkeypatch.setattr(peers, "missing_libraries", lambda importable=None: list(peers.LIBRARIES))
     monkeypatch.setattr(bench_main, "missing_libraries", lambda: list(peers.LIBRARIES))
@@ -66,6 +66,7 @@ def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monk
 
     def fake_run(**kwargs):
         calls.update(kwargs)
+        kwargs["sweep_options"] = {**kwargs["sweep_options"], "turns": 6, "caps": (60,)}
         return bench_run.run(conversation_turns=(6,), history_turns=(2, 4), ttft_turns=2, repeats=1, budgets=(), **kwargs)
 
     monkeypatch.setattr(bench_main, "run", fake_run)
@@ -74,11 +75,11 @@ def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monk
     assert "pip install" in err and "requirements-bench.txt" in err
     assert calls["peer_budgets"] == (1000,)
     assert "Left out, library not installed" in out
-    assert "$ per 100 turns" in out
+    assert "| memora-watermark+prefold | 60 |" in out and "retention" in out
 
 
-def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary():
-    backend = RecordingBackend(replies=("ok",))
+def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary_dropping_its_oldest_lines():
+    backend = RecordingBackend(replies=("ok",), summary_cap=60)
     recorder = peers.SummaryRecorder(backend)
     recorder.user_said("My name is Amy.")
     recorder.user_said("I live in Taipei.")
@@ -88,63 +89,67 @@ def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary():
     second = recorder.summarize([peers.Message("user", f"{first}\nHuman: I live in Taipei.")])
     assert second == "- My name is Amy.\n- I live in Taipei."
     assert [c.kind for c in backend.calls] == ["summary", "summary"]
-    for _ in range(80):
-        recorder.user_said("I want to practise talking about my work at the bank every day.")
-        recorder.user_said(f"My goal {len(recorder.summary)} is to speak clearly in long meetings with customers.")
-    assert count_text(recorder.summarize([peers.Message("user", "\n".join(recorder.pending))])) <= SUMMARY_TOKEN_CAP
+    for n in range(20):
+        recorder.user_said(f"我每天通勤的時候會聽英文 Podcast 第 {n} 集，覺得很有幫助。")
+    recorder.user_said("Actually I'm B2, not B1.")
+    last = recorder.summarize([peers.Message("user", "\n".join(recorder.pending))])
+    assert count_text(last) <= 60
+    # Over the cap, the oldest lines went: the newest statement is kept, the first ones are not.
+    assert last.endswith("- Actually I'm B2, not B1.") and "Amy" not in last
 
 
-def _peer_params(holdable_only: bool = False):
+def _peer_params(tunable_only: bool = False):
     missing = peers.missing_libraries()
     for key, (library, cls) in peers.PEERS.items():
-        if holdable_only and not cls.holdable:
+        if tunable_only and not cls.tunable:
             continue
         reason = f"{peers.LIBRARIES[library].label}: {library} is not installed (pip install -r requirements-bench.txt)"
         yield pytest.param(key, marks=pytest.mark.skipif(library in missing, reason=reason), id=key)
 
 
 @pytest.mark.parametrize("key", list(_peer_params()))
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_installed_peer_replays_the_script_and_records_what_it_sends(key):
-    _, cls = peers.PEERS[key]
+def test_installed_peer_replays_the_script_records_what_it_sends_and_is_probed(key):
     script = make_script(40, seed=3)
     limits = Limits(600, 3)
-    for fitted in (False, True):
-        peer, _ = replay(lambda b, lim, cls=cls, fitted=fitted: cls(b, lim, fitted), script, limits)
-        figures = token_figures(key, peer.backend, 40, limits.max_input_tokens, limits.max_recent_turns)
-        assert figures.calls["reply"] == 40
-        assert figures.input_tokens > 0 and figures.usd_per_100_turns["total"] > 0
-        # Every summary it asked for came from the recording fake, capped like Memora's.
-        summaries = [c for c in peer.backend.calls if c.kind == "summary"]
-        assert all(0 < c.output_tokens <= SUMMARY_TOKEN_CAP for c in summaries)
-        if "summary" in key or key in ("langmem", "langchain-middleware"):
-            assert summaries, f"{key} never summarized 40 turns at a 600-token budget"
-            assert peer.recorder.summary
+    peer, _ = replay(peers.peer_factory(key), script, limits, summary_cap=100)
+    figures = token_figures(key, peer.backend, 40, limits.max_input_tokens, limits.max_recent_turns)
+    assert figures.calls["reply"] == 40
+    assert figures.input_tokens > 0 and figures.usd_per_100_turns["total"] > 0
+    # Every reply request was probed for the planted facts due at its turn.
+    assert figures.facts_probed > 0 and figures.recalled + figures.stale + figures.missing == figures.facts_probed
+    # Every summary it asked for came from the recording fake, within the backend's cap (a fact block's lines
+    # are, each wrapped in its <fact> tags).
+    summaries = [c for c in peer.backend.calls if c.kind == "summary"]
+    assert all(c.output_tokens > 0 for c in summaries)
+    assert count_text(peer.recorder.summary) <= 100
+    if key != "llamaindex-memory":
+        assert all(c.output_tokens <= 100 for c in summaries)
+    if key != "agents-trimming":
+        assert summaries, f"{key} never summarized 40 turns at a 600-token budget"
+        assert peer.recorder.summary
+    assert ("deprecated" in peer.name) == (key in ("langchain-summary-buffer", "llamaindex-chat-summary"))
 
 
-@pytest.mark.parametrize("key", list(_peer_params(holdable_only=True)))
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_a_lowered_peer_runs_its_fitted_knob_lower_and_says_so(key):
+@pytest.mark.parametrize("key", list(_peer_params(tunable_only=True)))
+def test_a_peer_names_its_knob_and_a_lower_knob_sends_no_more(key):
     script = make_script(40, seed=3)
     limits = Limits(600, 3)
-    fitted, _ = replay(peers.peer_factories()[f"{key}-fitted"], script, limits)
-    lowered, _ = replay(peers.lowered_peer(key, 100), script, limits)
+    default = peers.PEERS[key][1].default_knob(limits)
+    high, _ = replay(peers.peer_factory(key), script, limits)
+    low, _ = replay(peers.peer_factory(key, default - 200), script, limits)
 
-    assert "lowered (" in lowered.name and lowered.name.startswith(fitted.name.removesuffix(", fitted"))
-    knob = int(lowered.name.rsplit("=", 1)[1].rstrip(")").replace(",", ""))
-    sent = [c.input_tokens for c in lowered.backend.calls if c.kind == "reply"]
-    assert len(sent) == 40 and knob > 0
-    # Less room for history: it never sends more in all than the fitted run.
-    assert sum(sent) <= sum(c.input_tokens for c in fitted.backend.calls if c.kind == "reply")
+    assert high.name.endswith(f"={default:,})") and low.name.endswith(f"={default - 200:,})")
+    sent = [c.input_tokens for c in low.backend.calls if c.kind == "reply"]
+    assert len(sent) == 40
+    assert max(sent) <= max(c.input_tokens for c in high.backend.calls if c.kind == "reply")
 
 
-def test_only_a_fitted_token_knob_can_be_lowered():
-    class TokenKnob(peers._Peer):
-        holdable = True
-
-    backend = RecordingBackend(("r",))
-    with pytest.raises(ValueError, match="only a fitted token knob"):
-        peers._Peer(backend, Limits(), True, lower_by=50)
-    with pytest.raises(ValueError, match="only a fitted token knob"):
-        TokenKnob(backend, Limits(), False, lower_by=50)
-    assert TokenKnob(backend, Limits(), True, lower_by=50).lower_by == 50
+@pytest.mark.skipif("langmem" in peers.missing_libraries(), reason="langmem is not installed (pip install -r requirements-bench.txt)")
+def test_langmem_requests_without_the_current_message_are_counted():
+    # langchain-ai/langmem#77: with little room after a summary, langmem folds the current message into it.
+    script = make_script(60, seed=11)
+    limits = Limits(1000, 3)
+    peer, _ = replay(peers.peer_factory("langmem", 335), script, limits)
+    replies = [c for c in peer.backend.calls if c.kind == "reply"]
+    figures = token_figures("langmem", peer.backend, 60, 1000, 3)
+    assert figures.without_current == sum(1 for c in replies if not c.has_current) > 0

@@ -6,14 +6,12 @@ import pytest
 
 from memora.memory import ShortTermMemory
 from memora.memory.planner import (
-    MIN_SUMMARY_CAP,
     WATERMARK_ROOM,
     certain_fold,
     expected_message,
     plan_context,
     plan_folds,
     plan_watermark,
-    summary_cap,
 )
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
@@ -66,15 +64,18 @@ def test_a_prefold_takes_window_pairs_only_when_even_the_shortest_message_needs_
     assert certain_fold("window", expected, shortest, older=2) == 8
 
 
-def test_the_watermark_summary_cap_is_six_percent_of_the_budget_within_its_bounds():
-    assert summary_cap("watermark", 1000, 200) == 60
-    assert summary_cap("watermark", 500, 200) == MIN_SUMMARY_CAP
-    assert summary_cap("watermark", 8000, 200) == 200
-    assert summary_cap("window", 1000, 200) == 200
+def test_both_policies_cap_the_summary_at_max_summary_tokens():
+    for policy in ("watermark", "window"):
+        backend = ScriptedBackend()
+        memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1, fold_policy=policy)
+        for turn in range(30):
+            chat(memory, f"message {turn} " + "word " * 60)
+        request = backend.summaries[-1]
+        assert (request.max_output_tokens, request.instructions) == (200, SUMMARY_INSTRUCTIONS)
 
 
 def test_the_summary_instructions_ask_for_the_words_that_fit_the_cap(backend):
-    memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1, fold_policy="watermark")
+    memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1, fold_policy="watermark", max_summary_tokens=60)
     for turn in range(12):
         chat(memory, f"message {turn} " + "word " * 60)
     request = backend.summaries[-1]

@@ -122,4 +122,4 @@ def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):
     assert full.usd == pytest.approx(full.replay.input_tokens * 0.25 / 1_000_000)
     other = comparison.other
     assert other.strategy == "watermark" and not other.live and other.replay.estimated is (other.replay.summary_requests > 0)
-    assert comparison.other_cap == 60
+    assert comparison.other_cap == memory.max_summary_tokens == 200, "both policies cap the summary alike"

@@ -11,10 +11,10 @@ from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.memory.replay import (
     PolicySizes,
     ReplayedRequest,
-    policy_sizes,
     real_folds,
     replay,
     replay_full_history,
+    replay_sizes,
 )
 from tests.fakes import ScriptedBackend
 from tests.helpers.memory import chat
@@ -98,7 +98,7 @@ def test_the_replay_of_the_policy_a_conversation_ran_under_is_what_really_happen
         memory.prefold()
     assert memory.summary_versions, "the conversation must have folded for this test to mean anything"
     run = replay(
-        memory.finished_message_tokens(), policy, policy_sizes(memory, policy), budget=memory.local_budget(),
+        memory.finished_message_tokens(), policy, replay_sizes(memory), budget=memory.local_budget(),
         max_recent_turns=2, real_folds=real_folds(memory),
     )  # fmt: skip
     happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
@@ -112,18 +112,18 @@ def test_without_the_real_summaries_the_replay_still_folds_when_and_what_really_
     for text in SHORT_TURNS:
         chat(memory, text)
         memory.prefold()
-    sizes = policy_sizes(memory, "window")
+    sizes = replay_sizes(memory)
     run = replay(memory.finished_message_tokens(), "window", sizes, budget=memory.local_budget(), max_recent_turns=2)
     assert [(r.turn, r.span) for r in run.requests if r.kind == "summary"] == [(v.turn, v.folded) for v in memory.summary_versions]
     assert run.estimated
 
 
-def test_the_policy_sizes_follow_each_policys_summary_cap():
-    memory = ShortTermMemory(OfflineBackend(), max_input_tokens=1000)
-    window, watermark = policy_sizes(memory, "window"), policy_sizes(memory, "watermark")
-    assert (window.summary_cap, watermark.summary_cap) == (200, 60)
-    assert window.fixed == watermark.fixed and window.full_summary - watermark.full_summary == 140
-    assert window.full_summary == memory._sizes().full_summary
+def test_both_policies_replay_with_the_memorys_own_summary_cap():
+    for policy in ("window", "watermark"):
+        memory = ShortTermMemory(OfflineBackend(), max_input_tokens=1000, fold_policy=policy)
+        sizes = replay_sizes(memory)
+        assert sizes.summary_cap == memory.max_summary_tokens == 200
+        assert sizes.full_summary == memory._sizes().full_summary
 
 
 words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "🙂", "please", "why?", "I live in Taipei."])
@@ -150,7 +150,7 @@ def test_any_conversation_replayed_under_its_own_policy_is_what_really_happened(
         if prefold:
             memory.prefold()
     else:
-        sizes = policy_sizes(memory, policy)
+        sizes = replay_sizes(memory)
         run = replay(memory.finished_message_tokens(), policy, sizes, budget=memory.local_budget(), max_recent_turns=recent,
                      prefold=prefold, real_folds=real_folds(memory))  # fmt: skip
         happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]

@@ -19,7 +19,7 @@ from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
-from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
+from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import Sizes, check_limits, request_sizes
 from memora.memory.summarizer import check_summary
 from memora.memory.turn import Turn, transaction
@@ -342,9 +342,9 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
 
     def _sizes(self) -> Sizes:
-        """The request sizes under the fold policy's summary cap (``planner.summary_cap``), whose word limit
-        the summary instructions ask for (``prompts.with_summary_cap``)."""
-        cap = summary_cap(self.fold_policy, self.max_input_tokens, self.max_summary_tokens)
+        """The request sizes under the summary cap, ``max_summary_tokens`` under either fold policy (chosen by
+        measurement: README, "Cost against retention"), whose word limit the summary instructions ask for (``prompts.with_summary_cap``)."""
+        cap = self.max_summary_tokens
         return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
     def _fold_room(self) -> int:

@@ -4,8 +4,8 @@ Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
 plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
 or ``plan_watermark``) before every reply (``prepare``) and between turns
-(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), sizes its
-summary with ``summary_cap``, and calls ``fold_pieces`` to split a fold into requests that fit.
+(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), and calls
+``fold_pieces`` to split a fold into requests that fit.
 """
 
 from __future__ import annotations
@@ -23,14 +23,8 @@ FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
 WATERMARK_ROOM = 600
 """How far, in local tokens, the watermark policy lets a request grow past its window-only size before it folds.
 
-Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m memora.bench
+Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m benchmarks.memory
 --peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
-
-SUMMARY_SHARE = 0.06
-"""The watermark policy's summary cap, as a share of the budget (see ``summary_cap``)."""
-
-MIN_SUMMARY_CAP = 48
-"""The smallest summary cap: below it a summary keeps too few facts to be worth its request."""
 
 
 @dataclass(frozen=True)
@@ -148,18 +142,6 @@ def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns:
     if policy == "watermark":
         return plan_watermark(unfolded, **sizes)
     return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
-
-
-def summary_cap(policy: FoldPolicy, budget: int, max_summary_tokens: int) -> int:
-    """The summary's length cap, in tokens: ``max_summary_tokens`` under the article's window; under the
-    watermark, ``SUMMARY_SHARE`` of the budget, at least ``MIN_SUMMARY_CAP`` and at most ``max_summary_tokens``.
-
-    A smaller summary is sent with every reply and written at output prices on every fold; the
-    watermark's larger verbatim window carries the recent detail that a long summary would repeat.
-    """
-    if policy != "watermark":
-        return max_summary_tokens
-    return min(max_summary_tokens, max(MIN_SUMMARY_CAP, int(budget * SUMMARY_SHARE)))
 
 
 def certain_fold(policy: FoldPolicy, expected: Plan, shortest: Plan, older: int) -> int:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from memora.memory.planner import certain_fold, expected_message, fold_pieces, plan_folds, summary_cap
+from memora.memory.planner import certain_fold, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import request_sizes
 from memora.memory.values import FoldPolicy
 from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
@@ -172,7 +172,7 @@ def replay(
     """What ``policy`` would have sent for a conversation whose finished messages have ``counts`` tokens.
 
     ``counts`` are user and reply pairs, in order (the pending message of a turn in progress is left out by the
-    caller). ``budget`` is the local budget; ``sizes`` the policy's fixed sizes (``policy_sizes``). Each turn
+    caller). ``budget`` is the local budget; ``sizes`` the policy's fixed sizes (``replay_sizes``). Each turn
     folds ahead after the previous reply when ``prefold`` (as the page does), then plans its own message and folds
     what that plan says, in as many summary requests as ``fold_pieces`` needs. A message too long to send even alone
     with the instructions sends nothing, as the page refuses it. See the module's docstring for the assumptions,
@@ -265,9 +265,9 @@ def _check_pairs(counts: Sequence[int]) -> None:
 # -- from a live memory ---------------------------------------------------------------------------------------------
 
 
-def policy_sizes(memory: ShortTermMemory, policy: FoldPolicy) -> PolicySizes:
-    """``memory``'s fixed sizes had it run under ``policy``: its summary cap and the instructions' word limit follow."""
-    cap = summary_cap(policy, memory.max_input_tokens, memory.max_summary_tokens)
+def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
+    """``memory``'s fixed sizes, the same under either fold policy: both cap the summary at ``max_summary_tokens``."""
+    cap = memory.max_summary_tokens
     sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
     preamble = count_message("developer", SUMMARY_PREAMBLE)
     request = sizes.summarizer.overhead() - cap - 1  # the overhead reserves a full summary; a replay adds the real one

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memora.memory import ShortTermMemory
-from memora.memory.replay import Replay, Strategy, policy_sizes, real_folds, replay, replay_full_history
+from memora.memory.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
 from memora.settings import FOLD_POLICIES
 from memora.teaching.prices import ModelPrice, PriceTable
 
@@ -63,15 +63,15 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
     budget, recent = memory.local_budget(), memory.max_recent_turns
     live = memory.fold_policy
     other = next(p for p in FOLD_POLICIES if p != live)
-    sizes = {policy: policy_sizes(memory, policy) for policy in (live, other)}
+    sizes = replay_sizes(memory)
     runs = [
-        replay(counts, live, sizes[live], budget=budget, max_recent_turns=recent, real_folds=real_folds(memory)),
-        replay(counts, other, sizes[other], budget=budget, max_recent_turns=recent),
-        replay_full_history(counts, sizes[live].fixed, budget=budget),
+        replay(counts, live, sizes, budget=budget, max_recent_turns=recent, real_folds=real_folds(memory)),
+        replay(counts, other, sizes, budget=budget, max_recent_turns=recent),
+        replay_full_history(counts, sizes.fixed, budget=budget),
     ]
     price = None if memory.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)
     outcomes = tuple(Outcome(run, replay_cost(run, price) if price else None, run.strategy == live) for run in runs)
-    return WhatIf(len(counts) // 2, outcomes, price.model if price else None, sizes[other].summary_cap)
+    return WhatIf(len(counts) // 2, outcomes, price.model if price else None, sizes.summary_cap)
 
 
 def cache_key(memory: ShortTermMemory) -> Sequence[object]:

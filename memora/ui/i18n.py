@@ -129,7 +129,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.fold_policy_help": "Window: the article's rule, folding each pair that leaves the recent window (the default). Watermark: fold only when a request would pass the high-water mark (the recent window alone plus 600 tokens, never above the budget), then every pair older than the window at once, with a shorter summary (fewer, larger, cheaper summaries). The What if panel replays your conversation under the other one.",
         "policy.watermark": "Watermark (fewer summaries)",
         "policy.window": "Window (the article's rule)",
-        "policy.watermark_note": "Fold policy: watermark. Nothing is folded until a request would pass the high-water mark (the request with only the recent window, plus 600 tokens, never above the budget); then every pair older than the recent window is folded at once. The recent window stays verbatim whenever it fits beside the message. The summary is capped at 6% of the budget (48 to 200 tokens).",
+        "policy.watermark_note": "Fold policy: watermark. Nothing is folded until a request would pass the high-water mark (the request with only the recent window, plus 600 tokens, never above the budget); then every pair older than the recent window is folded at once. The recent window stays verbatim whenever it fits beside the message. The summary has the same cap as under the window (max_summary_tokens, 200 tokens by default).",
         "policy.window_note": "Fold policy: window, the article's rule. Each pair that leaves the recent window is folded, and more while the budget is exceeded.",
         "fold.none_yet": "Nothing has been folded yet.",
         "fold.window": "The last fold: pairs left the recent window ({planned} of {budget} local tokens planned after it).",
@@ -309,8 +309,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "notice.stopped": "Stopped. The reply was not kept; your message is back in the input box.",
         # the article's lesson by default, and "what if" replays (issue 21, memora/memory/replay.py)
         "policy.window_caption": "The article's lesson: from the 4th turn, the oldest turn is folded into the summary.",
-        # BENCH FIGURE (issue 21): what the watermark saves. Replace with the retention bench's figure at equal retention.
-        "policy.watermark_caption": "About half the window's cost on the bench (0.52×, 500 turns at 1,000 tokens), with a 60-token summary that keeps fewer facts.",
+        # From one bench run at equal 200-token summary caps (README, "Cost against retention"): $0.0530 against $0.0718 per 100 turns.
+        "policy.watermark_caption": "Fewer, larger summaries: 0.74× the window's cost on the bench at 1,000 tokens, remembering as much (0.20 against 0.19 of the user's facts).",
         "panel.what_if": "What if: the other policy, or the full history",
         "whatif.intro": "Your conversation's token counts replayed through the same planner: what each strategy would have sent, with no model call. Tokens sent: every request's input. Summary tokens: the summaries written. Over budget: replies that would not have fit it.",
         "whatif.empty": "No finished turn yet. Send a message to compare the strategies.",
@@ -443,7 +443,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "settings.fold_policy_help": "視窗：文章的規則，每對離開最近視窗的訊息都摺疊（預設）。水位線：只有在請求會超過高水位（只含最近視窗的請求再加 600 個 Token，但不超過預算）時才摺疊，並一次摺疊所有比最近視窗更舊的訊息對，摘要也較短（摘要更少、每次更大、更便宜）。「如果換一種做法」面板會用另一種策略重播你的對話。",
         "policy.watermark": "水位線（摘要較少）",
         "policy.window": "視窗（文章的規則）",
-        "policy.watermark_note": "摺疊策略：水位線。請求超過高水位（只含最近視窗的請求再加 600 個 Token，但不超過預算）之前什麼都不摺疊；之後一次摺疊所有比最近視窗更舊的訊息對。只要放得下，最近視窗就原文保留。摘要上限為預算的 6%（48 到 200 個 Token）。",
+        "policy.watermark_note": "摺疊策略：水位線。請求超過高水位（只含最近視窗的請求再加 600 個 Token，但不超過預算）之前什麼都不摺疊；之後一次摺疊所有比最近視窗更舊的訊息對。只要放得下，最近視窗就原文保留。摘要上限與視窗策略相同（max_summary_tokens，預設 200 個 Token）。",
         "policy.window_note": "摺疊策略：視窗，文章的規則。每對離開最近視窗的訊息都摺疊，超出預算時再多摺。",
         "fold.none_yet": "還沒有摺疊過任何訊息。",
         "fold.window": "上一次摺疊：有訊息對離開了最近視窗（摺疊後規劃 {planned} / {budget} 個本機 Token）。",
@@ -615,8 +615,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "notice.stopped": "已停止。這則回覆沒有保留；你的訊息已放回輸入框。",
         # the article's lesson by default, and "what if" replays (issue 21, memora/memory/replay.py)
         "policy.window_caption": "文章要教的：從第 4 輪開始，最舊的一輪會被摺疊進摘要。",
-        # BENCH FIGURE (issue 21): what the watermark saves. Replace with the retention bench's figure at equal retention.
-        "policy.watermark_caption": "在基準測試中約為視窗策略一半的費用（0.52×，500 輪、1,000 個 Token），但 60 個 Token 的摘要記得的事實較少。",
+        # From one bench run at equal 200-token summary caps (README, "Cost against retention"): $0.0530 against $0.0718 per 100 turns.
+        "policy.watermark_caption": "摘要次數較少、每次較大：在基準測試中（1,000 個 Token）費用為視窗策略的 0.74×，記得的使用者事實一樣多（0.20 對 0.19）。",
         "panel.what_if": "如果換一種做法：另一種策略，或送出完整 History",
         "whatif.intro": "把你這段對話的 Token 數重新跑一次同一個規劃器：每種做法會送出什麼，不呼叫任何模型。送出的 Token：每個請求的輸入。摘要 Token：寫出的摘要。超出預算：放不進預算的回覆。",
         "whatif.empty": "還沒有完成的回合。送出一則訊息，就能比較這些做法。",

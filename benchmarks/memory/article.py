@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP
 from memora.backends.base import Backend, SummaryRequest
-from memora.bench.recording import SUMMARY_TOKEN_CAP
 from memora.messages import Message
 
 
@@ -32,7 +32,10 @@ class ArticleMemory:
         summary_instructions: str,
         max_input_tokens: int,
         max_recent_turns: int,
+        max_summary_tokens: int = SUMMARY_TOKEN_CAP,
     ) -> None:
+        # The article sets no output cap; the bench's recorder caps every strategy's summaries alike.
+        self.max_summary_tokens = max_summary_tokens
         self.backend = backend
         self.model = model
         self.system_prompt = system_prompt
@@ -67,7 +70,7 @@ class ArticleMemory:
                 instructions=self.summary_instructions,
                 existing_summary=self.summary,
                 new_messages=tuple(Message(m["role"], m["content"]) for m in new_messages),  # type: ignore[arg-type]
-                max_output_tokens=SUMMARY_TOKEN_CAP,
+                max_output_tokens=self.max_summary_tokens,
             )
         )
         self.summary = completion.text.strip()

@@ -13,20 +13,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from benchmarks.memory.retention import Probed, Recall, due_facts, has_current_message, probe
+from benchmarks.memory.script import Script
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.extractive import merge_summary
 from memora.messages import Message
-from memora.prompts import summary_word_limit
+from memora.prompts import WORDS_PER_TOKEN, summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text, truncate_text
 from memora.usage import Usage
 
 CallKind = Literal["reply", "summary", "count"]
 
 SUMMARY_TOKEN_CAP = 200
-"""A model asked for "under 150 words" returns about this many tokens at most.
+"""The default summary cap: a model asked for "under 150 words" returns about this many tokens at most.
 
-Applied to every strategy's summaries alike (the article sets no output cap),
-so that summary sizes never decide the comparison."""
+Every strategy and peer on one backend gets the same cap (``RecordingBackend.summary_cap``; the
+article sets no output cap of its own), so that summary sizes never decide the comparison; the
+bench sweeps it (``run.CAPS``)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,10 @@ class Call:
     output_tokens: int
     after_reply: bool = False
     recent_pairs: int | None = None
+    recall: Recall | None = None
+    """Reply requests of a script with planted facts: the retention probe's outcome (``retention.probe``)."""
+    has_current: bool = True
+    """Reply requests only: whether the user's current message was in it (``retention.has_current_message``)."""
 
 
 @dataclass
@@ -61,10 +68,15 @@ class RecordingBackend:
     backend, so that callers can subtract it from a turn's wall time.
     ``turn`` and ``after_reply`` are set by the driver and stamped on each record.
     ``said`` is the conversation as the backend saw it: each reply request's
-    current message with the reply it was given.
+    current message with the reply it was given. With a ``script``, each reply
+    request of turn ``turn`` is probed for the planted facts due at that turn
+    and for the user's current message (``retention.py``). Every summary is at
+    most ``summary_cap`` tokens (and the request's own ``max_output_tokens``).
     """
 
     replies: Sequence[str]
+    script: Script | None = None
+    summary_cap: int = SUMMARY_TOKEN_CAP
     delay_s: float = 0.0
     label: str = "Benchmark recorder (not a model)"
     offline: bool = True
@@ -76,6 +88,11 @@ class RecordingBackend:
     busy_s: float = 0.0
     _next_reply: int = 0
     _counter: LocalTokenCounter = field(default_factory=LocalTokenCounter)
+    _due: list[tuple[Probed, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.script is not None:
+            self._due = due_facts(self.script)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         began = time.perf_counter()
@@ -83,7 +100,12 @@ class RecordingBackend:
         self._next_reply += 1
         usage = Usage(self._counter.count(request.model, request.instructions, request.messages), count_text(text))
         pairs = recent_pairs(request.messages, self.said)
-        self.calls.append(Call(self.turn, "reply", usage.input_tokens, usage.output_tokens, recent_pairs=pairs))
+        recall, current = None, True
+        if self.script is not None and 0 < self.turn <= self.script.turns:
+            recall = probe(request.messages, self._due[self.turn - 1])
+            current = has_current_message(request.messages, self.script.user_messages[self.turn - 1])
+        call = Call(self.turn, "reply", usage.input_tokens, usage.output_tokens, recent_pairs=pairs, recall=recall, has_current=current)
+        self.calls.append(call)
         self.said.append((request.messages[-1], Message("assistant", text)))
         head, _, tail = text.partition(" ")
         deltas = [head, " " + tail] if tail else [head]
@@ -97,8 +119,9 @@ class RecordingBackend:
 
     def summarize(self, request: SummaryRequest) -> Completion:
         began = time.perf_counter()
-        text = merge_summary(request.existing_summary, request.new_messages, summary_word_limit(request.instructions))
-        text = truncate_text(text, min(request.max_output_tokens, SUMMARY_TOKEN_CAP))
+        cap = min(request.max_output_tokens, self.summary_cap)
+        text = merge_summary(request.existing_summary, request.new_messages, summary_words(cap, request.instructions))
+        text = keep_newest_lines(text, cap)
         counted = self._counter.count(request.model, request.instructions, [Message("user", request.input_text)])
         usage = Usage(counted, count_text(text))
         self.calls.append(Call(self.turn, "summary", usage.input_tokens, usage.output_tokens, self.after_reply))
@@ -117,6 +140,25 @@ class RecordingBackend:
     def _wait(self) -> None:
         if self.delay_s:
             time.sleep(self.delay_s)
+
+
+def summary_words(cap: int, instructions: str = "") -> int:
+    """The words the extractive summary may keep: what ``instructions`` ask ("under N words"), and what ``cap`` tokens hold.
+
+    A model told its output cap writes to it; so does the recorder, for every strategy and peer alike.
+    """
+    return min(summary_word_limit(instructions), int(cap * WORDS_PER_TOKEN))
+
+
+def keep_newest_lines(text: str, cap: int) -> str:
+    """``text`` within ``cap`` tokens, its OLDEST lines dropped first (a summary's newest lines hold the latest values).
+
+    A single line over the cap keeps its beginning; ``""`` when ``cap <= 0``.
+    """
+    lines = text.splitlines()
+    while len(lines) > 1 and count_text("\n".join(lines)) > cap:
+        lines.pop(0)
+    return truncate_text("\n".join(lines), cap)
 
 
 def recent_pairs(messages: Sequence[Message], said: Sequence[tuple[Message, Message]]) -> int:

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from benchmarks.memory.article import ArticleMemory
+from benchmarks.memory.recording import RecordingBackend
 from memora.backends.base import Completion, ReplyRequest
-from memora.bench.article import ArticleMemory
-from memora.bench.recording import RecordingBackend
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
@@ -78,7 +78,13 @@ class Article:
         self.name = "article-v0.7"
         self.backend = backend
         self.memory = ArticleMemory(
-            backend, DEFAULT_MODEL, SYSTEM_PROMPT, SUMMARY_INSTRUCTIONS, limits.max_input_tokens, limits.max_recent_turns
+            backend,
+            DEFAULT_MODEL,
+            SYSTEM_PROMPT,
+            SUMMARY_INSTRUCTIONS,
+            limits.max_input_tokens,
+            limits.max_recent_turns,
+            max_summary_tokens=backend.summary_cap,
         )
 
     def play_turn(self, user_text: str) -> float:
@@ -123,6 +129,7 @@ class Memora:
             max_recent_turns=limits.max_recent_turns,
             fold_batch_turns=fold_batch_turns,
             fold_policy=fold_policy,
+            max_summary_tokens=backend.summary_cap,
         )
 
     def play_turn(self, user_text: str) -> float:

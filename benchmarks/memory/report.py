@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memora.bench.run import PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
+from benchmarks.memory.run import PAGE, PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
 
 
 def _x(ratio: float | None) -> str:
@@ -10,7 +10,7 @@ def _x(ratio: float | None) -> str:
 
 
 def markdown(report: Report) -> str:
-    """The whole report as Markdown: one token table per conversation length, then timing and goals."""
+    """The whole report as Markdown: one token table per conversation length, then timing."""
     lines = [
         "# Memora memory benchmark",
         "",
@@ -19,10 +19,8 @@ def markdown(report: Report) -> str:
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
     lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
-    lines += ["", "## Goals (measured)", ""]
     if not report.tokens or max(report.tokens) < 100:
-        lines += ["Conversations this short (`--quick`) only check that the benchmark runs; judge the goals on a full run.", ""]
-    lines += [f"- [{'x' if ok else ' '}] {goal}: {why}" for goal, ok, why in report.goals]
+        lines += ["", "Conversations this short (`--quick`) only check that the benchmark runs."]
     lines += ["", f"Benchmark ran in {report.seconds:.1f} s."]
     return "\n".join(lines)
 
@@ -36,8 +34,9 @@ def _token_tables(report: Report) -> list[str]:
             "",
             "| strategy | input tokens | output tokens | largest reply request | over budget | "
             "calls/turn reply / summary / count | model calls | replies that waited on a summary (most in one turn) "
-            f"| summaries after a reply | $ per 100 turns at {PRICED_MODEL} (summary input / output) |",
-            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+            f"| summaries after a reply | $ per 100 turns at {PRICED_MODEL} (summary input / output) "
+            "| retention (stale / missing) | replies without the current message |",
+            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in rows:
             ratio = r.ratio_to_article
@@ -48,9 +47,14 @@ def _token_tables(report: Report) -> list[str]:
                 f"| {r.largest_reply_input:,} ({_x(ratio['largest_reply_input'])}) "
                 f"| {r.over_budget} | {per['reply']:.2f} / {per['summary']:.2f} / {per['count']:.2f} "
                 f"| {sum(r.calls.values())} ({_x(ratio['model_calls'])}) "
-                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} | {usd_cell(r)} |"
+                f"| {r.turns_waiting_on_summary} ({r.most_summaries_in_one_turn}) | {r.summaries_after_reply} | {usd_cell(r)} "
+                f"| {_share(r.recalled, r)} ({_share(r.stale, r)} / {_share(r.missing, r)}) | {r.without_current} |"
             )
     return lines
+
+
+def _share(count: int, row: TokenFigures) -> str:
+    return f"{count / row.facts_probed:.2f}" if row.facts_probed else "n/a"
 
 
 def usd_cell(row: TokenFigures) -> str:
@@ -60,42 +64,46 @@ def usd_cell(row: TokenFigures) -> str:
 
 
 def _peer_tables(report: Report) -> list[str]:
-    if not report.peers and not report.peers_missing:
+    if not report.sweep and not report.peers_missing:
         return []
+    from benchmarks.memory.sweep import dominating
+
     price = list_price()
-    turns = max(report.tokens)
+    first = report.sweep[0] if report.sweep else None
     lines = [
         "",
-        f"## Peer memory libraries, {turns}-turn conversation",
+        "## Cost against retention, every strategy and peer at equal summary caps",
         "",
-        f"Each peer with its own memory class and its own fake model, returning the same extractive summary; `fitted`: its knob "
-        f"lowered for what its own count leaves out (see `memora/bench/peers.py`); `lowered`: a token knob lowered further, in steps "
-        f"of 5% of the budget, until none of its replies went over on this very script. The page's memory also runs with fewer "
-        f"recent turns. Recent pairs: how many of the previous (user, reply) pairs each reply request sent whole, just "
-        f"before the current message. $ at {PRICED_MODEL} list prices "
-        f"(${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), no prompt cache.",
+        "Each peer with its own memory class and its own fake model, returning the same extractive summary within the same "
+        "cap, oldest lines dropped first; a peer's token knob (in brackets) tuned on the tuning seed only (see "
+        "`benchmarks/memory/peers.py`). Retention: the share of planted facts, last stated 4 or more turns earlier, whose "
+        "latest value reached the reply request; stale: an older value did instead; missing: none did. "
+        f"$ at {PRICED_MODEL} list prices (${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), "
+        "no prompt cache, mean over the held-out seeds"
+        + (f" {', '.join(map(str, first.seeds))}, {first.turns}-turn scripts." if first else "."),
     ]
     if report.peers_missing:
         lines += ["", "Left out, library not installed: " + ", ".join(report.peers_missing) + " (`pip install -r requirements-bench.txt`)."]
-    for budget, rows in report.peers.items():
-        memora = next(r for r in rows if r.strategy == "memora")
+    for budget in sorted({p.budget for p in report.sweep}):
         lines += [
             "",
             f"### Budget {budget:,} tokens, {report.recent_turns} recent turns",
             "",
-            "| strategy | summary requests per turn | input tokens (x Memora) | reply requests over budget (largest) "
-            f"| replies that waited on a summary | recent pairs sent verbatim: mean, replies with fewer than {report.recent_turns} "
-            "| $ per 100 turns (x Memora) | of which summary input / output |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            "| strategy | summary cap | $ per 100 turns | retention | stale | missing | summaries per turn "
+            "| replies over budget, per seed | replies without the current message, per seed |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---|",
         ]
-        for r in rows:
-            usd, ref = r.usd_per_100_turns, memora.usd_per_100_turns
+        for p in sorted((p for p in report.sweep if p.budget == budget), key=lambda p: (p.strategy, p.cap)):
             lines.append(
-                f"| {r.strategy} | {r.calls_per_turn['summary']:.2f} | {r.input_tokens:,} ({_x(r.input_tokens / memora.input_tokens)}) "
-                f"| {r.over_budget} ({r.largest_reply_input:,}) | {r.turns_waiting_on_summary} "
-                f"| {r.mean_recent_pairs:.2f}, {r.short_of_recent} "
-                f"| ${usd['total']:.4f} ({_x(usd['total'] / ref['total'])}) | ${usd['summary_input']:.4f} / ${usd['summary_output']:.4f} |"
+                f"| {p.label} | {p.cap} | ${p.usd:.4f} | {p.retention:.2f} | {p.stale:.2f} | {p.missing:.2f} "
+                f"| {p.summaries_per_turn:.2f} | {' / '.join(map(str, p.over_budget))} | {' / '.join(map(str, p.without_current))} |"
             )
+    beaten = dominating(report.sweep, PAGE)
+    lines += ["", f"Peers that hold (0 over budget, 0 without the question, every seed), cheaper and better than {PAGE} at equal cap:"]
+    lines += [
+        f"- {m.budget:,} tokens, cap {m.cap}: {p.label} ${p.usd:.4f} / {p.retention:.2f} vs ${m.usd:.4f} / {m.retention:.2f}"
+        for m, p in beaten
+    ] or ["- none"]
     return lines
 
 

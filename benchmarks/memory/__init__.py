@@ -1,4 +1,4 @@
-"""``python -m memora.bench``: a benchmark of short-term memory strategies, offline and deterministic.
+"""``python -m benchmarks.memory``: a benchmark of short-term memory strategies, offline and deterministic.
 
 It replays scripted conversations (``script.py``) against a recording backend
 (``recording.py``) and compares full history, the article's v0.7 algorithm

@@ -1,19 +1,20 @@
-"""Replays, measurements and the report of ``python -m memora.bench``."""
+"""Replays, measurements and the report of ``python -m benchmarks.memory``."""
 
 from __future__ import annotations
 
 import copy
 import gc
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from memora.bench.recording import Call, RecordingBackend
-from memora.bench.script import Script, make_script
-from memora.bench.strategies import Article, FullHistory, Limits, Memora, Strategy
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
+from benchmarks.memory.script import Script, make_script
+from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy
 from memora.teaching.prices import ModelPrice, PriceTable
 from memora.tokens import o200k_base
 
@@ -97,11 +98,27 @@ class TokenFigures:
     ratio_to_article: dict[str, float | None] = field(default_factory=dict)
     usd_per_100_turns: dict[str, float] = field(default_factory=dict)
     """At ``PRICED_MODEL`` list prices; see ``usd_per_100_turns``."""
+    facts_probed: int = 0
+    recalled: int = 0
+    stale: int = 0
+    missing: int = 0
+    """The retention probe over every reply request (``retention.py``): planted facts due, and by outcome."""
+    without_current: int = 0
+    """Reply requests that lacked the user's current message (langmem's langchain-ai/langmem#77)."""
+
+    @property
+    def retention(self) -> float:
+        """The share of probed facts whose latest value reached the reply request (0 when none was probed)."""
+        return self.recalled / self.facts_probed if self.facts_probed else 0.0
 
 
-def replay(factory: Factory, script: Script, limits: Limits, delay_s: float = 0.0) -> tuple[Strategy, list[float]]:
-    """Plays the whole script; returns the strategy and each turn's time to first token."""
-    strategy = factory(RecordingBackend(script.replies, delay_s=delay_s), limits)
+def replay(
+    factory: Factory, script: Script, limits: Limits, delay_s: float = 0.0, summary_cap: int = SUMMARY_TOKEN_CAP
+) -> tuple[Strategy, list[float]]:
+    """Plays the whole script, probing each reply request for its planted facts; returns the strategy and each turn's
+    time to first token. Every summary is at most ``summary_cap`` tokens."""
+    backend = RecordingBackend(script.replies, delay_s=delay_s, script=script, summary_cap=summary_cap)
+    strategy = factory(backend, limits)
     firsts = []
     for number, text in enumerate(script.user_messages, start=1):
         strategy.backend.turn = number
@@ -118,6 +135,7 @@ def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int,
     summaries = [c.input_tokens for c in calls if c.kind == "summary"]
     # Only summaries the reply had to wait for; a prefold's belongs to no reply's wait.
     per_turn = Counter(c.turn for c in calls if c.kind == "summary" and not c.after_reply)
+    recalls = [c.recall for c in calls if c.kind == "reply" and c.recall is not None]
     return TokenFigures(
         strategy=name,
         turns=turns,
@@ -134,6 +152,11 @@ def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int,
         mean_recent_pairs=statistics.fmean(pairs) if pairs else 0.0,
         short_of_recent=sum(1 for previous, kept in enumerate(pairs) if previous >= recent_turns and kept < recent_turns),
         usd_per_100_turns=usd_per_100_turns(calls, turns, list_price()),
+        facts_probed=sum(r.probed for r in recalls),
+        recalled=sum(r.recalled for r in recalls),
+        stale=sum(r.stale for r in recalls),
+        missing=sum(r.missing for r in recalls),
+        without_current=sum(1 for c in calls if c.kind == "reply" and not c.has_current),
     )
 
 
@@ -153,7 +176,7 @@ def with_ratios(rows: list[TokenFigures]) -> list[TokenFigures]:
             "model_calls": _ratio(sum(row.calls.values()), ref_calls),
             "summary_calls": _ratio(row.calls["summary"], ref.calls["summary"]),
         }
-        out.append(TokenFigures(**{**asdict(row), "ratio_to_article": ratios}))
+        out.append(replace(row, ratio_to_article=ratios))
     return out
 
 
@@ -282,12 +305,11 @@ class Report:
     tokens: dict[int, list[TokenFigures]]
     bookkeeping: dict[str, dict[int, float]]
     ttft: list[TtftFigures]
-    goals: list[tuple[str, bool, str]]
     batch_by_budget: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Budget -> (summary requests of Memora's default, of batched folding) over the longest script."""
     seconds: float = 0.0
-    peers: dict[int, list[TokenFigures]] = field(default_factory=dict)
-    """Budget -> Memora's strategies then each installed peer (``--peers``), over the longest script."""
+    sweep: list[Any] = field(default_factory=list)
+    """``sweep.Point``s (``--peers``): every strategy and installed peer at each budget and summary cap, held-out seeds."""
     peers_missing: list[str] = field(default_factory=list)
     tokenization_us: float = 0.0
     """One tokenization of a turn's new message (``tokenization_us``): the unit of the bookkeeping ratio."""
@@ -304,16 +326,19 @@ class Report:
             "tokenization_us": round(self.tokenization_us, 2),
             "new_text_tokenization_us": round(self.new_text_us, 2),
             "ttft": [asdict(t) for t in self.ttft],
-            "goals": [{"goal": g, "met": ok, "figures": why} for g, ok, why in self.goals],
             "summary_requests_by_budget": {
                 str(budget): {"memora": plain, f"memora-batch{self.batch}": batched}
                 for budget, (plain, batched) in self.batch_by_budget.items()
             },
             "seconds": round(self.seconds, 1),
             "priced_at": {"model": PRICED_MODEL, **{k: v for k, v in asdict(list_price()).items() if k != "model"}},
-            "peers": {str(budget): [asdict(r) for r in rows] for budget, rows in self.peers.items()},
+            "sweep": [{**asdict(p), "holds": p.holds} for p in self.sweep],
             "peers_missing": self.peers_missing,
         }
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run(
@@ -328,13 +353,14 @@ def run(
     repeats: int = 11,
     budgets: Sequence[int] | None = None,
     peer_budgets: Sequence[int] = (),
+    sweep_options: dict[str, Any] | None = None,
 ) -> Report:
     began = time.perf_counter()
     factories = strategies(batch)
     longest = make_script(max(conversation_turns), seed)
     tokens: dict[int, list[TokenFigures]] = {}
     for turns in conversation_turns:
-        script = Script(seed, longest.user_messages[:turns], longest.replies[:turns])
+        script = longest.prefix(turns)
         rows = []
         for name, factory in factories.items():
             strategy, _ = replay(factory, script, limits)
@@ -343,7 +369,7 @@ def run(
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
-    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, [])
+    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts)
     report.tokenization_us = tokenization_us(repeats=repeats)
     report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
     base = limits.max_input_tokens
@@ -355,203 +381,12 @@ def run(
             counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
         report.batch_by_budget[budget] = (counts[0], counts[1])
     if peer_budgets:
-        from memora.bench.peers import holdable_peers, missing_libraries, peer_factories
+        from benchmarks.memory.peers import installed_peers, missing_libraries
+        from benchmarks.memory.sweep import sweep
 
         report.peers_missing = missing = missing_libraries()
-        peers = peer_factories(missing)
-        report.peers = peer_comparison(peers, factories, batch, longest, limits, peer_budgets, holdable_peers(missing))
-    report.goals = goals(report) + peer_goals(report)
+        report.sweep = sweep(
+            peer_budgets, installed_peers(missing), recent_turns=limits.max_recent_turns, progress=_progress, **(sweep_options or {})
+        )
     report.seconds = time.perf_counter() - began
     return report
-
-
-def peer_comparison(
-    peers: dict[str, Factory],
-    factories: dict[str, Factory],
-    batch: int,
-    script: Script,
-    limits: Limits,
-    budgets: Sequence[int],
-    lowered: Sequence[str] = (),
-) -> dict[int, list[TokenFigures]]:
-    """Memora's strategies and the peers on one script, at each budget (same recent turns).
-
-    The page's memory also runs with each smaller number of recent turns (its
-    rows still count ``short_of_recent`` against ``limits``' number), and each
-    peer in ``lowered`` (``peers.holdable_peers``) once more with its knob
-    lowered until it holds to the budget (``lowest_holding``). Together they show
-    what each memory costs against how much recent history it sends verbatim.
-    """
-    ours = {
-        name: factories[name]
-        for name in ("memora", f"memora-batch{batch}", "memora+prefold", "memora-watermark", "memora-watermark+prefold", REFERENCE)
-    }
-    out = {}
-    for budget in budgets:
-        roomier = Limits(budget, limits.max_recent_turns)
-        rows = []
-        for name, factory in {**ours, **peers}.items():
-            rows.append(_figures(name, factory, script, roomier))
-            if name == PAGE:
-                for recent in range(limits.max_recent_turns - 1, 0, -1):
-                    row = _figures(PAGE, factory, script, Limits(budget, recent), recent_turns=limits.max_recent_turns)
-                    rows.append(replace(row, strategy=f"{PAGE}, {recent} recent turn{'s' if recent > 1 else ''}"))
-            peer = name.removesuffix("-fitted")
-            if peer != name and peer in lowered:
-                rows.append(lowest_holding(peer, script, roomier))
-        out[budget] = rows
-    return out
-
-
-def _figures(name: str, factory: Factory, script: Script, limits: Limits, recent_turns: int | None = None) -> TokenFigures:
-    strategy, _ = replay(factory, script, limits)
-    turns, recent = len(script.user_messages), recent_turns or limits.max_recent_turns
-    return token_figures(getattr(strategy, "name", name), strategy.backend, turns, limits.max_input_tokens, recent)
-
-
-LOWERING_STEP = 0.05
-"""``lowest_holding`` lowers a peer's knob in steps of this share of the budget, at most down by half the budget."""
-
-
-def lowest_holding(key: str, script: Script, limits: Limits) -> TokenFigures:
-    """Peer ``key``, fitted, its token knob lowered step by step until none of its reply requests went over the budget.
-
-    Returns the first such run; a peer that still goes over with its knob half
-    the budget lower returns that last run (its row shows it still over).
-    Tuned on the very script it is measured on: the most favourable knob for the peer, on this grid.
-    """
-    from memora.bench.peers import lowered_peer
-
-    step = max(1, int(limits.max_input_tokens * LOWERING_STEP))
-    for lower_by in range(step, max(step, limits.max_input_tokens // 2) + 1, step):
-        row = _figures(key, lowered_peer(key, lower_by), script, limits)
-        if row.over_budget == 0:
-            break
-    return row
-
-
-def goals(report: Report) -> list[tuple[str, bool, str]]:
-    """The issue's goals, each checked against the measured figures (not asserted anywhere)."""
-    longest = max(report.tokens)
-    rows = {r.strategy: r for r in report.tokens[longest]}
-    memora_rows = [r for name, r in rows.items() if name.startswith("memora")]
-    out = []
-    worst = max([*memora_rows, rows[REFERENCE]], key=lambda r: r.largest_reply_input)
-    out.append(
-        (
-            "No request over the budget (article and Memora strategies)",
-            all(r.over_budget == 0 for r in [*memora_rows, rows[REFERENCE]]),
-            f"largest reply request {worst.largest_reply_input} of {report.budget} tokens ({worst.strategy}); "
-            f"full history: {rows['full-history'].over_budget} of {longest} requests over",
-        )
-    )
-    lo, hi = min(next(iter(report.bookkeeping.values()))), max(next(iter(report.bookkeeping.values())))
-    growth = {name: by_n[hi] / by_n[lo] for name, by_n in report.bookkeeping.items()}
-    memora_growth = max(g for name, g in growth.items() if name.startswith("memora"))
-    out.append(
-        (
-            f"Bookkeeping per turn flat, {lo} vs {hi} turns of history (Memora within 1.5x)",
-            memora_growth <= 1.5,
-            ", ".join(f"{name} {g:.2f}x" for name, g in growth.items()),
-        )
-    )
-    page = report.bookkeeping.get("memora-watermark+prefold")
-    if page and report.tokenization_us:
-        ratios = {n: us / report.tokenization_us for n, us in page.items()}
-        out.append(
-            (
-                "Bookkeeping of the page's memory (watermark + prefold) at most 3x one tokenization of the turn's new message, "
-                f"flat from {lo} to {hi} turns (within 1.5x)",
-                max(ratios.values()) <= 3 and ratios[hi] / ratios[lo] <= 1.5,
-                ", ".join(f"{ratio:.2f}x at {n}" for n, ratio in ratios.items())
-                + f" turns (one tokenization {report.tokenization_us:.1f} µs); "
-                + (
-                    "to the turn's new text, its message and its reply: "
-                    + ", ".join(f"{us / report.new_text_us:.2f}x at {n}" for n, us in page.items())
-                    + f" ({report.new_text_us:.1f} µs)"
-                    if report.new_text_us
-                    else ""
-                ),
-            )
-        )
-    default = rows["memora"]
-    out.append(
-        (
-            "Default Memora: every summary request within the budget (a fold too big for one goes in pieces), "
-            "fewer model calls than the article",
-            default.largest_summary_input <= report.budget and sum(default.calls.values()) < sum(rows[REFERENCE].calls.values()),
-            f"largest summary request {default.largest_summary_input:,} of {report.budget:,} tokens "
-            f"(article {rows[REFERENCE].largest_summary_input:,}); "
-            f"most summaries in one turn {default.most_summaries_in_one_turn} (article {rows[REFERENCE].most_summaries_in_one_turn}); "
-            f"model calls {sum(default.calls.values())} vs {sum(rows[REFERENCE].calls.values())} "
-            f"({default.ratio_to_article['model_calls']:.2f}x)",
-        )
-    )
-    batched = rows[f"memora-batch{report.batch}"]
-    cut = default.calls["summary"] / batched.calls["summary"] if batched.calls["summary"] else float("inf")
-    sweep = {budget: plain / batched_count for budget, (plain, batched_count) in report.batch_by_budget.items() if batched_count}
-    out.append(
-        (
-            f"Batched folding (k={report.batch}) cuts summary requests about {report.batch}x at equal budget",
-            max(sweep.values(), default=cut) >= report.batch,
-            f"{default.calls['summary']} -> {batched.calls['summary']} summary requests at {report.budget} tokens "
-            f"({cut:.2f}x fewer, {batched.over_budget} over budget)"
-            + "".join(f"; {ratio:.2f}x at {budget}" for budget, ratio in sweep.items())
-            + ". A roomy window folds k+1 pairs per request; a tight budget stops it growing first",
-        )
-    )
-    by_name = {t.strategy: t for t in report.ttft}
-    for name in ("memora", f"memora-batch{report.batch}", "memora-watermark"):
-        plain, pre = by_name[name], by_name[name + "+prefold"]
-        plain_rows, pre_rows = rows[name], rows[name + "+prefold"]
-        out.append(
-            (
-                f"Prefold ({name}): summaries leave the critical path, except folds the new message itself forces",
-                pre.mean_ms < plain.mean_ms and pre_rows.turns_waiting_on_summary < plain_rows.turns_waiting_on_summary,
-                f"mean time to first token {pre.mean_ms:.0f} ms vs {plain.mean_ms:.0f} ms "
-                f"({pre.mean_ms / plain.mean_ms:.2f}x); replies that waited on a summary: "
-                f"{pre_rows.turns_waiting_on_summary} vs {plain_rows.turns_waiting_on_summary} of {longest} turns",
-            )
-        )
-    return out
-
-
-def peer_goals(report: Report) -> list[tuple[str, bool, str]]:
-    """Issue 11's goals for the page's memory, from the ``--peers`` tables (none without them)."""
-    out = []
-    for budget, rows in report.peers.items():
-        page = next(r for r in rows if r.strategy == PAGE)
-        rivals = [r for r in rows if r.calls["summary"] and not r.strategy.startswith("memora") and r.strategy != REFERENCE]
-        cheapest = min(rivals, key=lambda r: r.usd_per_100_turns["total"], default=None)
-        if cheapest is not None:
-            out.append(
-                (
-                    f"The page's memory the cheapest summarizing strategy at {budget:,} tokens, none over budget",
-                    page.usd_per_100_turns["total"] < cheapest.usd_per_100_turns["total"] and page.over_budget == 0,
-                    f"${page.usd_per_100_turns['total']:.4f} per 100 turns, {page.over_budget} over; cheapest peer "
-                    f"{cheapest.strategy} ${cheapest.usd_per_100_turns['total']:.4f}, {cheapest.over_budget} of {cheapest.turns} over",
-                )
-            )
-        held = sorted((r for r in rivals if r.over_budget == 0), key=lambda r: r.usd_per_100_turns["total"])
-        better = [
-            r
-            for r in held
-            if r.usd_per_100_turns["total"] < page.usd_per_100_turns["total"] and r.mean_recent_pairs >= page.mean_recent_pairs
-        ]
-        out.append(
-            (
-                f"No summarizing peer that holds to {budget:,} tokens is both cheaper than the page's memory "
-                "and sends as many recent pairs verbatim",
-                not better,
-                f"the page ${page.usd_per_100_turns['total']:.4f} with {page.mean_recent_pairs:.2f} pairs; "
-                + "; ".join(f"{r.strategy} ${r.usd_per_100_turns['total']:.4f} with {r.mean_recent_pairs:.2f}" for r in held),
-            )
-        )
-        out.append(
-            (
-                f"The page's memory at {budget:,} tokens: at most 0.25 summary requests per turn and 5% of replies waiting",
-                page.calls_per_turn["summary"] <= 0.25 and page.turns_waiting_on_summary <= 0.05 * page.turns,
-                f"{page.calls_per_turn['summary']:.2f} per turn, {page.turns_waiting_on_summary} of {page.turns} replies waited",
-            )
-        )
-    return out

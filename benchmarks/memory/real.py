@@ -1,0 +1,192 @@
+"""``python -m benchmarks.memory.real``: the retention probe against a real model on any OpenAI-compatible server.
+
+Plays a scripted conversation with planted facts (``script.py``) through Memora's
+``ShortTermMemory`` on the Chat Completions backend, so that the model itself
+writes every summary, and probes each reply request for the facts last stated 4
+or more turns earlier (``retention.py``). Prints the recall at each checkpoint:
+at that turn's request, and over every request so far. The model's replies are
+not judged, only what the memory sent it. Example, a llama.cpp server on port 8080::
+
+    python -m benchmarks.memory.real --base-url http://127.0.0.1:8080/v1 --model smollm2 --turns 24 --every 8
+
+The API key, when the server needs one, is read from the variable that ``--api-key-env``
+names (default ``MEMORA_API_KEY``) and never printed. Costs real requests: about
+``--turns`` replies and a summary every few turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+
+from benchmarks.memory.retention import Recall, due_facts, has_current_message, probe
+from benchmarks.memory.script import Script, make_script
+from memora.backends.base import Backend, Completion, ReplyRequest, SummaryRequest
+from memora.memory import ContextBudgetError, ShortTermMemory
+
+
+@dataclass
+class ProbingBackend:
+    """Wraps a real backend: probes each reply request of turn ``turn`` of ``script`` before sending it on."""
+
+    inner: Backend
+    script: Script
+    turn: int = 0
+    recalls: list[Recall] = field(default_factory=list)
+    without_current: int = 0
+    summaries: int = 0
+
+    def __post_init__(self) -> None:
+        self._due = due_facts(self.script)
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    @property
+    def offline(self) -> bool:
+        return self.inner.offline
+
+    @property
+    def profile(self):
+        return self.inner.profile
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        # A retried request (the memory folds more and sends again) replaces its turn's first probe.
+        if len(self.recalls) == self.turn:
+            self.recalls.pop()
+        self.recalls.extend([Recall()] * (self.turn - 1 - len(self.recalls)))
+        self.recalls.append(probe(request.messages, self._due[self.turn - 1]))
+        self.without_current += not has_current_message(request.messages, self.script.user_messages[self.turn - 1])
+        return self.inner.stream_reply(request)
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        self.summaries += 1
+        return self.inner.summarize(request)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Recall at one turn's reply request (``at_turn``) and over every request up to it (``so_far``)."""
+
+    turn: int
+    probed: int
+    at_turn: float | None
+    so_far: float | None
+    stale_so_far: float | None
+    missing_so_far: float | None
+    without_current: int
+    summaries: int
+    refused: int
+    """Turns whose message did not fit the budget with the instructions (``ContextBudgetError``): no request sent."""
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def play(backend: Backend, model: str, script: Script, checkpoints: Sequence[int], **memory_options: object) -> list[Checkpoint]:
+    """Plays ``script`` through ``ShortTermMemory`` on ``backend``; returns the recall at each checkpoint turn."""
+    probing = ProbingBackend(backend, script)
+    memory = ShortTermMemory(probing, model=model, **memory_options)  # type: ignore[arg-type]
+    out = []
+    refused = 0
+    for number, text in enumerate(script.user_messages, start=1):
+        probing.turn = number
+        try:
+            with memory.turn(text) as turn:
+                turn.run()
+        except ContextBudgetError:
+            # A pasted paragraph can pass a small budget by the server's own count; the memory keeps the
+            # conversation as it was, as the page does, and the probe says how many turns were refused.
+            refused += 1
+        if number in checkpoints:
+            recalls = probing.recalls
+            last = recalls[-1]
+            total = Recall(sum(r.recalled for r in recalls), sum(r.stale for r in recalls), sum(r.missing for r in recalls))
+            out.append(
+                Checkpoint(
+                    number,
+                    last.probed,
+                    _share(last.recalled, last.probed),
+                    _share(total.recalled, total.probed),
+                    _share(total.stale, total.probed),
+                    _share(total.missing, total.probed),
+                    probing.without_current,
+                    probing.summaries,
+                    refused,
+                )
+            )
+    return out
+
+
+def markdown(checkpoints: Sequence[Checkpoint]) -> str:
+    def cell(share: float | None) -> str:
+        return "n/a" if share is None else f"{share:.2f}"
+
+    lines = [
+        "| turn | facts due at this request | recall at this request | recall so far (stale / missing) "
+        "| requests without the current message | summary requests | turns refused (message over the budget) |",
+        "|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for c in checkpoints:
+        lines.append(
+            f"| {c.turn} | {c.probed} | {cell(c.at_turn)} | {cell(c.so_far)} ({cell(c.stale_so_far)} / {cell(c.missing_so_far)}) "
+            f"| {c.without_current} | {c.summaries} | {c.refused} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.memory.real", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-url", required=True, help="the server's OpenAI-compatible /v1 URL")
+    parser.add_argument("--model", required=True, help="the model name the server expects")
+    parser.add_argument("--api-key-env", default="MEMORA_API_KEY", help="variable holding the API key (default MEMORA_API_KEY)")
+    parser.add_argument("--turns", type=int, default=24, help="turns of the scripted conversation (default 24)")
+    parser.add_argument("--every", type=int, default=8, help="a checkpoint every this many turns (default 8)")
+    parser.add_argument("--seed", type=int, default=11, help="seed of the script (default 11)")
+    parser.add_argument("--policy", choices=("watermark", "window"), default="watermark", help="fold policy (default watermark)")
+    parser.add_argument("--budget", type=int, default=1000, help="max_input_tokens (default 1000)")
+    parser.add_argument("--recent-turns", type=int, default=3, help="max_recent_turns (default 3)")
+    parser.add_argument("--summary-tokens", type=int, default=200, help="max_summary_tokens (default 200)")
+    parser.add_argument("--reply-tokens", type=int, default=64, help="max_reply_tokens (default 64)")
+    parser.add_argument("--context-window", type=int, default=None, help="the server's context window, if small (e.g. 2048)")
+    parser.add_argument("--json", metavar="PATH", help="also write the checkpoints as JSON to PATH")
+    args = parser.parse_args(argv)
+    if args.turns < 1 or args.every < 1:
+        parser.error("--turns and --every must be 1 or more")
+
+    import openai
+
+    from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+
+    client = openai.OpenAI(base_url=args.base_url, api_key=os.environ.get(args.api_key_env) or NO_KEY, max_retries=0, timeout=300)
+    script = make_script(args.turns, args.seed)
+    checkpoints = sorted({*range(args.every, args.turns + 1, args.every), args.turns})
+    results = play(
+        ChatCompletionsBackend(client),
+        args.model,
+        script,
+        checkpoints,
+        max_input_tokens=args.budget,
+        max_recent_turns=args.recent_turns,
+        max_summary_tokens=args.summary_tokens,
+        max_reply_tokens=args.reply_tokens,
+        context_window=args.context_window,
+        fold_policy=args.policy,
+    )
+    print(f"Retention probe, {args.model} at {args.base_url}: {args.policy} policy, budget {args.budget}, seed {args.seed}")
+    print()
+    print(markdown(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump([asdict(c) for c in results], out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
