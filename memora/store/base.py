@@ -20,6 +20,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -57,6 +58,33 @@ class StoreCaps:
     conversation_bytes: int | None = None
     new_per_hour: int | None = None
     store_bytes: int | None = None
+
+    def admit(
+        self,
+        conversation_id: str,
+        expected_version: int,
+        owner: str,
+        found: tuple[int, str | None, int] | None,
+        *,
+        size: int,
+        new_this_hour: Callable[[], int],
+        store_total: int,
+    ) -> None:
+        """The checks every store makes inside a save's transaction, on the row it found under the id.
+
+        ``found`` is that row's (version, owner, size), or None. Raises VersionConflict when the row is at
+        another version, or is another owner's (so an id from someone else's URL is never written), and
+        CapReached at a cap. ``new_this_hour`` is asked only for a new row.
+        """
+        version = None if found is None else found[0]
+        if (version or 0) != expected_version or (found is not None and found[1] != owner):
+            raise VersionConflict(conversation_id, expected_version, version)
+        self.check(
+            size=size,
+            old_size=0 if found is None else found[2],
+            new_this_hour=new_this_hour() if found is None else None,
+            store_total=store_total,
+        )
 
     def check(self, *, size: int, old_size: int, new_this_hour: int | None, store_total: int) -> None:
         """Raises CapReached for a save of ``size`` bytes over a row of ``old_size`` (0 for a new one).

@@ -135,13 +135,13 @@ class PostgresStore:
             if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
             row = c.execute("SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone()
-            found = None if row is None else row[0]
-            if (found or 0) != expected_version or (row is not None and row[1] != owner):
-                raise VersionConflict(conversation_id, expected_version, found)
-            self.caps.check(
+            self.caps.admit(
+                conversation_id,
+                expected_version,
+                owner,
+                row,
                 size=size,
-                old_size=0 if row is None else row[2],
-                new_this_hour=self._new_this_hour(c, owner) if row is None else None,
+                new_this_hour=lambda: self._new_this_hour(c, owner),
                 store_total=self._total(c),
             )
             if row is None:

@@ -16,7 +16,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
+from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -60,13 +60,13 @@ class SqliteStore:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 row = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-                found = None if row is None else row[0]
-                if (found or 0) != expected_version or (row is not None and row[1] != owner):
-                    raise VersionConflict(conversation_id, expected_version, found)
-                self.caps.check(
+                self.caps.admit(
+                    conversation_id,
+                    expected_version,
+                    owner,
+                    row,
                     size=size,
-                    old_size=0 if row is None else row[2],
-                    new_this_hour=self._new_this_hour(connection, owner, now) if row is None else None,
+                    new_this_hour=lambda: self._new_this_hour(connection, owner, now),
                     store_total=self._total(connection),
                 )
                 connection.execute(
