@@ -69,6 +69,7 @@ class ReplyJob:
         self.memory = memory
         self._after = after
         self._cancelled = threading.Event()
+        self._skip_after = threading.Event()
         self._progress = Progress("replying" if user_text is not None else "summarizing", user_text, base=len(memory.history))
         self._thread = threading.Thread(target=self._run, name="memora-reply", daemon=True)
 
@@ -92,6 +93,11 @@ class ReplyJob:
         """
         self._cancelled.set()
 
+    def skip_after(self) -> None:
+        """Lets the reply finish and be committed, but skips ``after`` if it has not begun (a server shutting down
+        has no time for a fold the next turn can do; one already under way runs to its end)."""
+        self._skip_after.set()
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Waits up to ``timeout_s`` for the job to finish; True when it has."""
         self._thread.join(timeout_s)
@@ -105,7 +111,7 @@ class ReplyJob:
         with self.memory.lock:
             if self._progress.user_text is not None and not self._reply(self._progress.user_text):
                 return
-            if self._after is not None and not self.cancelled:
+            if self._after is not None and not self.cancelled and not self._skip_after.is_set():
                 try:
                     self._after(self.memory)
                 except Exception as error:  # BackendError, SummaryError, or a bug: the next prepare() folds instead

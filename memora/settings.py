@@ -64,6 +64,8 @@ Conversation persistence (``memora.store``; see docs/postgresql.md):
 - ``MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR``: conversations one browser may start in an hour (new ones
   from their first reply, imports and forks); default 20.
 - ``MEMORA_MAX_STORE_MB``: every saved conversation together, in MiB; default 1,024.
+- ``MEMORA_SHUTDOWN_GRACE_S``: when the server is stopped (SIGTERM, Ctrl-C), how long the replies
+  being written may take to finish and be saved; default 5 (``memora.shutdown``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,10 @@ DEFAULT_MAX_CONVERSATION_KB = 1024
 ten times a classroom's 40-turn cap; a file padded to an import's 2 MiB, its bulk in the last context, is refused."""
 DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
 DEFAULT_MAX_STORE_MB = 1024
+DEFAULT_SHUTDOWN_GRACE_S = 5.0
+"""Long enough for most replies under way (a 1,000-token cap streams in 5-15 s from a hosted model, and a reply is
+usually part-way), yet, with ``memora.shutdown.UNWIND_S`` after it, under the 10 s that ``docker stop`` waits before
+SIGKILL, which would keep nothing at all. systemd (90 s) and Kubernetes (30 s) allow a longer grace."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,7 @@ class Settings:
     max_conversation_kb: int = DEFAULT_MAX_CONVERSATION_KB
     max_new_conversations_per_hour: int = DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR
     max_store_mb: int = DEFAULT_MAX_STORE_MB
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
 
     @property
     def store_caps(self) -> StoreCaps:
@@ -315,6 +322,7 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
             1,
         ),
         max_store_mb=_int("MEMORA_MAX_STORE_MB", get("MEMORA_MAX_STORE_MB") or defaults.max_store_mb, 1),
+        shutdown_grace_s=_seconds("MEMORA_SHUTDOWN_GRACE_S", get("MEMORA_SHUTDOWN_GRACE_S") or defaults.shutdown_grace_s),
     )
 
 

@@ -55,6 +55,13 @@ def streamlit_run(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[st
     Yields the page's URL once /_stcore/health answers; fails the test if that
     takes over 60 s or the server exits. Output is appended to ``log``.
     """
+    with streamlit_process(env, log, *extra) as (url, _process):
+        yield url
+
+
+@contextmanager
+def streamlit_process(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit_run``, yielding the process too, for a test that stops it itself (a SIGTERM)."""
     port = free_port()
     log.parent.mkdir(exist_ok=True)
     with open(log, "ab") as out:
@@ -83,6 +90,7 @@ def streamlit_run(env: Mapping[str, str], log: Path, *extra: str) -> Iterator[st
         url = f"http://127.0.0.1:{port}"
         try:
             wait_until_answering(url + "/_stcore/health", process, 60, f"streamlit did not start; see {log}")
-            yield url
+            yield url, process
         finally:
-            stop(process)
+            if process.poll() is None:
+                stop(process)

@@ -28,7 +28,7 @@ from memora.store.base import (
     new_conversation_id,
 )
 from memora.store.owner import new_owner
-from memora.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved
+from memora.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,42 @@ class ConversationKeeper:
         finally:
             memory.lock.release()
 
-    def _save(self, memory: ShortTermMemory, fork: bool = True) -> bool:
+    def save_pending(self, text: str, *, timeout_s: float) -> bool:
+        """Saves the conversation with ``text`` kept as its pending message (a turn the server stopped before
+        it was answered), for the next visit to put back in the input box; True when it is stored.
+
+        Waits up to ``timeout_s`` for the memory's lock. A turn still holding it (waiting for the model's
+        first byte) has not changed what was last saved, so then the stored copy gets the message instead,
+        at this keeper's version; nothing is saved (False) when there is no stored copy yet, when the
+        memory holds changes the store refused (the stored copy is older), or when the store fails.
+        """
+        memory = self.memory
+        if memory is None:
+            return False
+        if not memory.lock.acquire(timeout=timeout_s):
+            return self._mark_stored_pending(text)
+        try:
+            return self._save(memory, pending_message=text)
+        finally:
+            memory.lock.release()
+
+    def _mark_stored_pending(self, text: str) -> bool:
         with self._lock:
-            payload = dumps_saved(memory, self.language)
+            if not self.saved or self.dirty:
+                return False
+            try:
+                row = self.store.load(self.conversation_id, self.owner)
+                if row is None or row.version != self.version:
+                    return False
+                stored = self.store.save(self.conversation_id, with_pending(row.payload, text), self.version, self.owner)
+            except (StoreError, SavedConversationError):
+                return False
+            self.version = stored.version
+            return True
+
+    def _save(self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None) -> bool:
+        with self._lock:
+            payload = dumps_saved(memory, self.language, pending_message=pending_message)
             if len(payload.encode()) > MAX_SAVED_BYTES:
                 # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
                 self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
@@ -209,6 +242,7 @@ class Reopened:
     language: str | None = None
     requested_id: str | None = None
     problem: Exception | None = None
+    pending_message: str | None = None
 
 
 def reopen(
@@ -248,4 +282,36 @@ def reopen(
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
     keeper.language = saved.language
-    return Reopened("restored", keeper, memory, saved.language, requested_id)
+    return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
+
+
+def reopen_live(
+    live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, token_counter: Any = None, wait_s: float = 5.0
+) -> Reopened | None:
+    """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``; sends no request.
+
+    For a reload while the conversation is newer here than in the store (a reply just committed, or a
+    save the store refused): the copy continues at ``live``'s version, so the next save follows it
+    instead of forking, and it keeps ``live``'s unsaved state (``dirty``, ``failure``) to retry. The
+    payload goes through the store's own rules (``parse_saved``, ``restore_saved``), so the copy is
+    what a restore from the store would give. None when the memory stays busy for ``wait_s`` (a turn
+    of another tab), or when the copy is refused (then the store's copy is the one to open). The copy
+    keeps ``live.owner``: the caller opens it only for that owner's browser, as ``reopen`` would.
+    """
+    memory = live.memory
+    if memory is None or not memory.lock.acquire(timeout=wait_s):
+        return None
+    try:
+        with live._lock:
+            payload = dumps_saved(memory, live.language)
+            conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
+    finally:
+        memory.lock.release()
+    try:
+        saved = parse_saved(payload)
+        restored = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+    except SavedConversationError:
+        return None
+    keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
+    keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
+    return Reopened("restored", keeper, restored, saved.language, conversation_id)

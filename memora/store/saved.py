@@ -34,6 +34,8 @@ SAVED_FORMAT = "memora-conversation"
 SAVED_VERSION = 1
 MAX_SAVED_BYTES = 8 * 1024 * 1024
 """Above an import's 2 MiB: a conversation may grow past what anyone would upload, and must still come back."""
+MAX_PENDING_CHARS = 200_000
+"""A pending message was accepted by the page under ``MEMORA_MAX_MESSAGE_CHARS``; this only bounds a hostile payload."""
 
 
 class SavedConversationError(TranscriptError):
@@ -46,26 +48,46 @@ class SavedFile(StrictModel):
     language: Annotated[str, Field(min_length=1, max_length=16)]
     fold_policy: Literal["window", "watermark"]
     transcript: dict[str, Any]
+    pending_message: Annotated[str, Field(max_length=MAX_PENDING_CHARS)] | None = None
 
 
 @dataclass(frozen=True)
 class SavedConversation:
-    """A stored payload, validated: the conversation and the page's language and fold policy."""
+    """A stored payload, validated: the conversation and the page's language and fold policy.
+
+    ``pending_message``: a message the server stopped before answering (``memora.shutdown``); it is not
+    part of the history, and the restored page puts it back in the input box.
+    """
 
     transcript: Transcript
     language: str
     fold_policy: FoldPolicy
+    pending_message: str | None = None
 
 
-def dumps_saved(memory: ShortTermMemory, language: str, *, now: datetime | None = None) -> str:
-    """The payload to store for ``memory``: compact JSON text (a pending user message is left out, as in an export)."""
-    document = {
+def dumps_saved(memory: ShortTermMemory, language: str, *, now: datetime | None = None, pending_message: str | None = None) -> str:
+    """The payload to store for ``memory``: compact JSON text (a pending user message is left out, as in an export).
+
+    ``pending_message``, when given, is kept beside the transcript, for the next visit's input box.
+    """
+    document: dict[str, Any] = {
         "format": SAVED_FORMAT,
         "version": SAVED_VERSION,
         "language": language,
         "fold_policy": memory.fold_policy,
         "transcript": export_transcript(memory, now=now),
     }
+    if pending_message is not None:
+        document["pending_message"] = pending_message
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def with_pending(payload: str, pending_message: str) -> str:
+    """A stored ``payload`` with ``pending_message`` set, the rest as it was; raises SavedConversationError
+    when the payload is not a saved conversation."""
+    parse_saved(payload)  # refuses anything that is not a saved conversation
+    document = json.loads(payload)
+    document["pending_message"] = pending_message
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -78,7 +100,7 @@ def parse_saved(raw: str | bytes) -> SavedConversation:
         transcript = transcript_from_data(file.transcript)
     except TranscriptError as error:
         raise SavedConversationError(error.code, str(error), f"transcript.{error.path}".rstrip("."), **error.details) from None
-    return SavedConversation(transcript, file.language, file.fold_policy)
+    return SavedConversation(transcript, file.language, file.fold_policy, file.pending_message)
 
 
 def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool, token_counter: Any = None) -> ShortTermMemory:

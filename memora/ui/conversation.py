@@ -29,7 +29,7 @@ from memora.settings import Settings
 from memora.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.store.keeper import ConversationKeeper, Reopened, reopen
 from memora.store.owner import owner_of
-from memora.ui import render
+from memora.ui import handover, render
 from memora.ui import state as keys
 from memora.ui.browser import browser_secret, remember_browser
 from memora.ui.i18n import LANGUAGES, error_message, t
@@ -60,6 +60,7 @@ def keep(state: Any) -> ConversationKeeper | None:
         state[keys.CONVERSATION_OPENED] = True
         if state[keys.CONVERSATION] is None:  # a test may have put its own keeper in, as it may a memory
             state[keys.CONVERSATION] = open_conversation(state)
+    handover.finish(state)  # a reply adopted from before a reload has ended: this session takes its own copy
     keeper: ConversationKeeper | None = state[keys.CONVERSATION]
     if keeper is None:
         return None
@@ -84,12 +85,17 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     if opened is None:
         return None
     store, sweep = opened
+    owner = owner_of(browser_secret(state))
+    # A reload while this process has this browser's conversation newer than the store (a reply running, a refused save).
+    adopted = handover.adopt(state, st.query_params.get(PARAM), owner)
+    if adopted is not None:
+        return adopted
     session: ShortTermMemory = state[keys.MEMORY]
     result = reopen(
         store,
         st.query_params.get(PARAM),
         session,
-        owner=owner_of(browser_secret(state)),
+        owner=owner,
         locked=settings.locked,
         token_counter=token_counter_for(settings, session.backend),
         sweep=sweep,
@@ -114,6 +120,9 @@ def _continue_with(state: Any, result: Reopened) -> None:
     # As after an import: coming back sends no request; the next reply's prefold does what is due.
     state[keys.PREFOLD_AT] = len(memory.history)
     state[keys.NOTICE] = Notice("info", "conversation.restored", {"messages": len(memory.history)})
+    if result.pending_message is not None:  # the server stopped before answering it (memora.shutdown)
+        state[keys.RESTORE_TEXT] = result.pending_message
+        state[keys.NOTICE] = Notice("warning", "conversation.restored_pending", {"messages": len(memory.history)})
 
 
 def _not_restored(result: Reopened, settings: Settings) -> Notice:
@@ -161,9 +170,10 @@ def _size(size: int) -> str:
 
 def _sync_url(keeper: ConversationKeeper) -> None:
     current = st.query_params.get(PARAM)
-    if keeper.saved and current != keeper.conversation_id:
+    kept = keeper.saved or handover.in_flight(keeper)  # during a first reply too, so that a reload finds it
+    if kept and current != keeper.conversation_id:
         st.query_params[PARAM] = keeper.conversation_id
-    elif not keeper.saved and current is not None:
+    elif not kept and current is not None:
         del st.query_params[PARAM]  # after Reset: the old link would open the old conversation
 
 

@@ -60,7 +60,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.bad_id": "The link's conversation id is not one Memora makes. This is a new conversation.",
         "conversation.refused": "The link's conversation could not be restored (`{code}` at `{path}`); it stays in the store as it is. This is a new conversation.",
         "conversation.load_failed": "The conversation store could not be read, so the link's conversation is not shown (it is still there). This is a new conversation. {reason}",
-        "conversation.save_failed": "This conversation could not be saved: {reason} It is still here, and saving is tried again at your next step; a reload before that would lose what is unsaved.",
+        "conversation.save_failed": "This conversation could not be saved: {reason} It is still here, and saving is tried again at your next step; a reload on this server brings it back as it is here, but a server restart before then would lose what is unsaved.",
         "conversation.forked": "Another tab of this browser saved this conversation meanwhile. So that neither tab loses a turn, this one goes on as a new conversation; the other stays as that tab left it.",
         # Classroom trust (issue 20): a conversation belongs to its browser; the store's caps.
         "conversation.not_here": "This link's conversation is not one of this browser's: it was started in another browser, or idle for more than {days} days and deleted. This is a new conversation of your own. (To move a conversation to another device, use Export and Import.)",
@@ -75,6 +75,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.cap_kept.conversation": "This conversation reached {limit}, the most this server keeps for one conversation: it is kept as last saved, and what came after is not. Export it to keep all of it.",
         "conversation.cap_kept.browser": "This browser started {limit} conversations in the last hour, the most this server allows: this one is not saved yet. Export it to keep it.",
         "conversation.cap_kept.store": "The conversation store is full ({limit}): this conversation is kept as last saved, and what came after is not. Export it to keep all of it.",
+        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/shutdown.py)
+        "conversation.adopted": "This conversation's last reply is still being written: it goes on below, and is kept when it ends.",
+        "conversation.restored_unsaved": "The conversation is back as this server holds it ({messages} messages), newer than the copy the store could save; saving is tried again at your next step.",
+        "conversation.restored_pending": "The conversation is back ({messages} messages), but the server stopped before it answered your last message. It is in the input box again: send it when you are ready.",
         "error.store": "The conversation store failed ({detail}).",
         # errors
         "error.budget": "This message needs {input_tokens} input tokens with the instructions and summary, but the budget (max_input_tokens) is {max_input_tokens}. Shorten the message or raise the budget.",
@@ -378,7 +382,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.bad_id": "連結裡的對話 id 不是 Memora 產生的。這是新的對話。",
         "conversation.refused": "無法恢復連結裡的對話（`{code}`，位置 `{path}`）；它原封不動留在儲存區。這是新的對話。",
         "conversation.load_failed": "無法讀取對話儲存區，所以沒有顯示連結裡的對話（它仍在那裡）。這是新的對話。{reason}",
-        "conversation.save_failed": "這段對話無法保存：{reason} 對話仍在這裡，下一步時會再試一次保存；在那之前重新整理頁面，未保存的部分會遺失。",
+        "conversation.save_failed": "這段對話無法保存：{reason} 對話仍在這裡，下一步時會再試一次保存；在這個伺服器上重新整理頁面會帶回這裡的樣子，但在那之前伺服器重啟的話，未保存的部分會遺失。",
         "conversation.forked": "這個瀏覽器的另一個分頁在這期間保存了這段對話。為了不讓任何一個分頁遺失對話，這個分頁改以新的對話繼續；另一段保持那個分頁留下的樣子。",
         # Classroom trust (issue 20): a conversation belongs to its browser; the store's caps.
         "conversation.not_here": "這個連結的對話不屬於這個瀏覽器：它是在另一個瀏覽器開始的，或閒置超過 {days} 天而被刪除。這是你自己的新對話。（要把對話搬到另一台裝置，請用匯出和匯入。）",
@@ -393,6 +397,10 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.cap_kept.conversation": "這段對話已達 {limit}，是這個伺服器為一段對話保存的上限：它保持最後保存的樣子，之後的部分沒有保存。請匯出以保留全部內容。",
         "conversation.cap_kept.browser": "這個瀏覽器在過去一小時內已開始 {limit} 段對話，是這個伺服器允許的上限：這段對話還沒有保存。請匯出以保留它。",
         "conversation.cap_kept.store": "對話儲存區已滿（{limit}）：這段對話保持最後保存的樣子，之後的部分沒有保存。請匯出以保留全部內容。",
+        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/shutdown.py)
+        "conversation.adopted": "這段對話的最後一個回覆還在產生中：它會在下方繼續，結束後就會保存。",
+        "conversation.restored_unsaved": "對話已恢復為這個伺服器上的樣子（{messages} 則訊息），比儲存區能保存的版本更新；下一步時會再試一次保存。",
+        "conversation.restored_pending": "對話已恢復（{messages} 則訊息），但伺服器在回答你最後一則訊息之前就停止了。那則訊息已放回輸入框：準備好就再送出。",
         "error.store": "對話儲存區發生錯誤（{detail}）。",
         "error.budget": "這則訊息加上指示與摘要需要 {input_tokens} 個輸入 Token，但預算（max_input_tokens）只有 {max_input_tokens}。請縮短訊息或提高預算。",
         "error.summary": "摘要更新失敗，因此保留先前的摘要。",

@@ -17,8 +17,9 @@ import streamlit as st
 
 from memora.memory import ShortTermMemory
 from memora.reply_job import Progress, ReplyJob
-from memora.ui import prefold, render, settings_panel
+from memora.ui import handover, prefold, render, settings_panel
 from memora.ui import state as keys
+from memora.ui.conversation import PARAM
 from memora.ui.i18n import t
 from memora.ui.state import Notice
 
@@ -60,6 +61,7 @@ def settle(memory: ShortTermMemory) -> Progress | None:
         state[keys.PREFOLD_AT] = len(memory.history)
         if prefold.fold_is_due(memory):
             state[keys.REPLY_JOB] = ReplyJob(memory, None, after=prefold.summarize_ahead).start()
+            handover.track(state[keys.REPLY_JOB], PARAM)
     return settled
 
 
@@ -70,7 +72,8 @@ def start(memory: ShortTermMemory, text: str) -> None:
     for its fold on the memory's lock, and a failure of that fold is not shown
     (the new turn's own ``prepare()`` folds what it left).
     """
-    st.session_state[keys.REPLY_JOB] = ReplyJob(memory, text, after=prefold.summarize_ahead).start()
+    job = st.session_state[keys.REPLY_JOB] = ReplyJob(memory, text, after=prefold.summarize_ahead).start()
+    handover.track(job, PARAM)  # a reload adopts it, a shutdown waits for it
 
 
 def current() -> Progress | None:

@@ -57,6 +57,8 @@ WHAT_IF = "what_if"
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
 BROWSER_SECRET = "browser_secret"  # the browser's cookie, or the one this session sets (a test may put its own in)
+# A reload during a reply (memora/ui/handover.py): the adopted flight and this session's own memory, until the reply ends.
+ADOPTED = "adopted"
 
 KeySource = Literal["secrets", "env", "field"]
 
@@ -195,6 +197,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         CONVERSATION: None,
         CONVERSATION_OPENED: False,
         BROWSER_SECRET: None,
+        ADOPTED: None,
     }
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():

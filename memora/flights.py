@@ -1,0 +1,89 @@
+"""The reply jobs running in this server process, by conversation: what a reload adopts and a shutdown waits for.
+
+A reply job (``memora.reply_job``) belongs to the page session that started it, but it outlives that
+session's script run, and a reload (F5) makes a new session. ``FLIGHTS`` lets the new session find the
+job its conversation is still waiting on, and lets the process, when it is stopped, find every reply
+still being written. A flight is the job and the ``ConversationKeeper`` that saves its memory.
+
+A finished flight is forgotten, unless its keeper still holds changes the store refused (``dirty``):
+the live memory is then newer than the store, and a reload must be given it, not the store's copy.
+Such a flight is forgotten once a save succeeds (or a reload takes it over); until then it keeps its
+memory alive, even for a closed tab, so that a reload or the shutdown drain can still save it.
+Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from memora.reply_job import ReplyJob
+from memora.store.keeper import ConversationKeeper
+
+
+@dataclass(frozen=True)
+class Flight:
+    """One reply job and the keeper that saves the memory it runs on."""
+
+    job: ReplyJob
+    keeper: ConversationKeeper
+
+    @property
+    def running(self) -> bool:
+        return not self.job.progress.finished
+
+    @property
+    def unsaved(self) -> bool:
+        """Whether the keeper holds changes the store refused, with no turn of a newer job on that memory since."""
+        return self.keeper.dirty and self.keeper.memory is self.job.memory
+
+
+class Flights:
+    """A process-wide, thread-safe set of flights; each method forgets the flights that are over first."""
+
+    def __init__(self) -> None:
+        self._flights: list[Flight] = []
+        self._lock = threading.Lock()
+
+    def add(self, job: ReplyJob, keeper: ConversationKeeper) -> Flight:
+        flight = Flight(job, keeper)
+        with self._lock:
+            # A newer job on the same memory supersedes the last one's entry: one flight per memory.
+            self._flights = [f for f in self._live() if f.job.memory is not job.memory] + [flight]
+        return flight
+
+    def for_conversation(self, conversation_id: str | None, owner: str) -> Flight | None:
+        """The flight a reload of ``owner``'s ``conversation_id`` must continue: its job still runs, or its memory is unsaved.
+
+        None for no id, for another owner's conversation (nothing of it is handed out), or when this
+        process has nothing newer than the store for it.
+        """
+        if not conversation_id:
+            return None
+        with self._lock:
+            live = self._live()
+        matching = [f for f in live if f.keeper.conversation_id == conversation_id and f.keeper.owner == owner]
+        return matching[-1] if matching else None
+
+    def running(self) -> list[Flight]:
+        """The flights whose job has not finished, oldest first."""
+        with self._lock:
+            return [f for f in self._live() if f.running]
+
+    def unsaved(self) -> list[Flight]:
+        """The finished flights whose keeper holds changes the store refused."""
+        with self._lock:
+            return [f for f in self._live() if not f.running and f.unsaved]
+
+    def forget(self, flight: Flight) -> None:
+        """Drops ``flight`` (a reload took its conversation over, with its own keeper)."""
+        with self._lock:
+            self._flights = [f for f in self._flights if f is not flight]
+
+    def _live(self) -> list[Flight]:
+        self._flights = [f for f in self._flights if f.running or f.unsaved]
+        return list(self._flights)
+
+
+FLIGHTS = Flights()
+"""This process's flights: one Streamlit server runs every session's jobs in its threads."""
