@@ -3,7 +3,8 @@
 A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
 (``memora.ui.browser``); the store keeps only its hash, bound to every conversation saved from that browser
 (``memora.store.owner``). The id travels in the page's URL as ``?c=<id>`` (``st.query_params``),
-written after the first successful save: it is a locator, so two tabs keep their own conversations
+written after the first successful save (or when the first reply begins, so that a reload during it
+finds it: ``memora.ui.handover``): it is a locator, so two tabs keep their own conversations
 and a reload, a bookmark or a server restart in the same browser opens the same one. It is not a
 key: a link opened in another browser (or naming a conversation saved before owners existed) opens
 a new conversation, with a one-line notice, and reads or writes nothing of the linked one. The page

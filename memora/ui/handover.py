@@ -6,7 +6,7 @@ next save, built on the older version, would fork. Instead, every job is registe
 ``memora.flights.FLIGHTS``, and a session opening an id with a job still running there *adopts* it:
 
 1. While the job runs, the new session shows the same memory and job as the old one (the reply goes
-   on streaming, with its Stop button), and saves nothing of its own.
+   on streaming, with its Stop button), and saves through the same keeper.
 2. Once the job has finished (its reply committed and saved, or stopped, or failed), the session
    copies the conversation into its own memory and keeper (``keeper.reopen_live``), at the version
    the old keeper saved: its next save follows that version, so there is no fork. It continues with
