@@ -5,7 +5,8 @@ For each N, twice: replies that end within a long grace (30 s; ``--fast-drip`` s
 replies that cannot end within ``--grace`` (``--slow-drip``). Each time a fresh `streamlit run` on a fresh data folder, with the server
 budget on, is pointed at a local Responses server (tests/servers.py); N Chromium contexts (students)
 each send one message; once every reply is streaming the server gets SIGTERM. Printed per run: the
-seconds from SIGTERM to exit, the replies saved, the unanswered messages kept as pending, and the
+seconds from SIGTERM to exit and the drain's own share of them (from its log line; the rest is
+Streamlit stopping), the replies saved, the unanswered messages kept as pending, and the
 estimated spend rows in the server ledger. Needs Debian's Chromium and Playwright.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -32,7 +34,15 @@ DELTAS = tuple(f" word{i}" for i in range(10))
 LOG = ROOT / "test-output" / "bench-shutdown.log"
 
 
-def run_once(playwright, students: int, grace_s: float, drip_s: float) -> dict[str, float]:
+def drain_seconds(log_from: int) -> float | None:
+    """The drain's own seconds, from its closing line in the server log (none when nothing was running)."""
+    lines = LOG.read_bytes()[log_from:].decode(errors="replace").splitlines()
+    found = [re.search(r"; ([0-9.]+) s\.$", line) for line in lines if line.startswith("Memora: ")]
+    return float(found[-1].group(1)) if found and found[-1] else None
+
+
+def run_once(playwright, students: int, grace_s: float, drip_s: float) -> dict[str, float | None]:
+    log_from = LOG.stat().st_size if LOG.exists() else 0
     with tempfile.TemporaryDirectory() as home, ResponsesServer(deltas=DELTAS) as model:
         data = Path(home) / "data"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORA_", "OPENAI_"))}
@@ -80,7 +90,7 @@ def run_once(playwright, students: int, grace_s: float, drip_s: float) -> dict[s
         if (data / "usage.sqlite3").exists():
             with sqlite3.connect(data / "usage.sqlite3") as connection:
                 estimated = connection.execute("SELECT COUNT(*) FROM requests WHERE kind = 'reply' AND estimated = 1").fetchone()[0]
-        return {"exit_s": exit_s, "saved": saved, "kept": kept, "estimated": estimated}
+        return {"exit_s": exit_s, "drain_s": drain_seconds(log_from), "saved": saved, "kept": kept, "estimated": estimated}
 
 
 def main() -> None:
@@ -94,12 +104,13 @@ def main() -> None:
 
     LOG.parent.mkdir(exist_ok=True)
     print(f"{len(DELTAS)} deltas per reply")
-    print(f"{'students':>8} {'replies':>8} {'grace s':>7} {'exit s':>7} {'saved':>6} {'kept':>5} {'estimated':>9}")
+    print(f"{'students':>8} {'replies':>8} {'grace s':>7} {'exit s':>7} {'drain s':>7} {'saved':>6} {'kept':>5} {'estimated':>9}")
     with sync_playwright() as playwright:
         for students in args.students:
             for label, grace_s, drip_s in (("within", 30.0, args.fast_drip), ("past", args.grace, args.slow_drip)):
                 row = run_once(playwright, students, grace_s, drip_s)
-                figures = f"{row['exit_s']:>7.1f} {row['saved']:>6} {row['kept']:>5} {row['estimated']:>9}"
+                drain = "-" if row["drain_s"] is None else f"{row['drain_s']:.1f}"
+                figures = f"{row['exit_s']:>7.1f} {drain:>7} {row['saved']:>6} {row['kept']:>5} {row['estimated']:>9}"
                 print(f"{students:>8} {label:>8} {grace_s:>7g} {figures}", flush=True)
 
 
