@@ -16,55 +16,16 @@ a failure instead when CI is set.
 from __future__ import annotations
 
 import sqlite3
-from urllib.parse import parse_qs, urlsplit
 
 from memora.store.owner import owner_of
-from memora.ui.browser import COOKIE
 from tests import processes
-from tests.helpers.browser import chromium, require_browser, wait_idle
+from tests.helpers.browser import Person, chromium, require_browser, wait_idle
 from tests.processes import ROOT
 from tests.test_browser_persistence import chat_texts, page_env
 
 LOG = ROOT / "test-output" / "streamlit-classroom-drill.log"
 MESSAGES = '[data-testid="stChatMessage"]'
 PRIVATE = "Private note for the teacher: the quiz answers are B, C, A."
-
-
-class Browser:
-    """One person's browser: a context of its own, one tab, and every websocket frame the server sent it."""
-
-    def __init__(self, browser, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1300, "height": 1000})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(30_000)
-        self.frames: list[bytes] = []
-        self.page.on("websocket", lambda ws: ws.on("framereceived", self._keep))
-        self.page.goto(url)
-
-    def _keep(self, payload) -> None:
-        self.frames.append(payload.encode() if isinstance(payload, str) else bytes(payload))
-
-    def ready(self) -> None:
-        self.page.get_by_test_id("stChatInputTextArea").wait_for()
-        wait_idle(self.page)
-
-    def type(self, text: str) -> None:
-        box = self.page.get_by_test_id("stChatInputTextArea")
-        box.fill(text)
-        box.press("Enter")
-
-    def wait_for_messages(self, count: int) -> None:
-        self.page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=count)
-        wait_idle(self.page)
-
-    def conversation_id(self) -> str | None:
-        return parse_qs(urlsplit(self.page.url).query).get("c", [None])[0]
-
-    def secret(self) -> str:
-        return next(c["value"] for c in self.context.cookies() if c["name"] == COOKIE)
-
-    def seen(self) -> bytes:
-        return self.page.content().encode() + b"\n".join(self.frames)
 
 
 def rows(path) -> dict[str, tuple]:
@@ -79,7 +40,7 @@ def test_a_teachers_shared_url_shows_and_changes_nothing_for_five_students_at_on
     env = page_env(tmp_path) | {"MEMORA_LOCK_SETTINGS": "true"}
     store_path = tmp_path / "data" / "conversations.sqlite3"
     with processes.streamlit_run(env, LOG, "--server.fileWatcherType", "none") as url, chromium() as browser:
-        teacher = Browser(browser, url)
+        teacher = Person(browser, url)
         teacher.ready()
         teacher.type(PRIVATE)
         teacher.wait_for_messages(2)
@@ -97,7 +58,7 @@ def test_a_teachers_shared_url_shows_and_changes_nothing_for_five_students_at_on
         assert offered.rstrip("/") == url.rstrip("/") and cid not in offered
 
         # Five students open her address-bar URL at once (pages load side by side, then all type together).
-        students = [Browser(browser, shared) for _ in range(5)]
+        students = [Person(browser, shared) for _ in range(5)]
         for student in students:
             student.ready()
             student.page.get_by_text("not one of this browser's").wait_for()
@@ -126,7 +87,7 @@ def test_a_teachers_shared_url_shows_and_changes_nothing_for_five_students_at_on
         assert teacher.conversation_id() == cid
 
         # Two more students follow the class link: each a conversation of their own, with no notice.
-        newcomers = [Browser(browser, offered) for _ in range(2)]
+        newcomers = [Person(browser, offered) for _ in range(2)]
         for n, newcomer in enumerate(newcomers):
             newcomer.ready()
             assert newcomer.page.get_by_text("not one of this browser's").count() == 0

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests import processes
-from tests.helpers.browser import chromium, require_browser, wait_idle
+from tests.helpers.browser import Person, chromium, require_browser, wait_idle
 from tests.processes import ROOT
 from tests.servers import ResponsesServer, drip, status
 
@@ -69,39 +69,9 @@ def fast_rerun_page(model_server: ResponsesServer) -> Iterator[str]:
         yield url
 
 
-class Student:
-    """One browser context: its own cookies, its own websocket, every frame the server sent it."""
-
-    def __init__(self, browser, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1300, "height": 1000})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(30_000)
-        self.frames: list[bytes] = []
-        self.page.on("websocket", lambda ws: ws.on("framereceived", self._keep))
-        self.page.goto(url)
-        self.page.get_by_test_id("stChatInputTextArea").wait_for()
-        wait_idle(self.page)
-
-    def _keep(self, payload) -> None:
-        self.frames.append(payload.encode() if isinstance(payload, str) else bytes(payload))
-
-    def type(self, text: str) -> None:
-        box = self.page.get_by_test_id("stChatInputTextArea")
-        box.fill(text)
-        box.press("Enter")
-
-    def wait_for_messages(self, count: int) -> None:
-        self.page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=count)
-        wait_idle(self.page)
-
-    def seen(self) -> bytes:
-        """The DOM as it is now, and everything the websocket brought."""
-        return self.page.content().encode() + b"\n".join(self.frames)
-
-
 def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_page: str, model_server: ResponsesServer) -> None:
     with chromium() as browser:
-        alice, bob = Student(browser, shared_page), Student(browser, shared_page)
+        alice, bob = Person(browser, shared_page).ready(), Person(browser, shared_page).ready()
         # Both send before either reply is awaited: two sessions in flight at once.
         alice.type("My name is Alice and I study in room 101.")
         bob.type("My name is Bob and I like trains.")
@@ -150,7 +120,7 @@ def test_a_rerun_in_the_middle_of_a_reply_lets_it_finish(page_fixture: str, mode
     and the reply, which runs on the session's reply job, goes on and is kept, with or without
     fastReruns. (Before memora.reply_job, the rerun cut the turn and only gave its text back.)"""
     with chromium() as browser:
-        student = Student(browser, request.getfixturevalue(page_fixture))
+        student = Person(browser, request.getfixturevalue(page_fixture)).ready()
         page = student.page
         model_server.queue_for("reply", drip(0.5))
         student.type("A question whose reply is slow.")

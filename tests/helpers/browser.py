@@ -10,8 +10,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
+from memora.ui.browser import COOKIE
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -62,3 +65,45 @@ def wait_idle(page) -> None:
     for _ in range(2):
         page.wait_for_timeout(300)
         page.wait_for_function(idle, timeout=30_000)
+
+
+class Person:
+    """One person's browser: a context of its own (its own cookies, as a student's own laptop), one tab on
+    ``url``, and every websocket frame the server sent it. ``ready()`` waits for the chat box."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1300, "height": 1000})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.frames: list[bytes] = []
+        self.page.on("websocket", lambda ws: ws.on("framereceived", self._keep))
+        self.page.goto(url)
+
+    def _keep(self, payload) -> None:
+        self.frames.append(payload.encode() if isinstance(payload, str) else bytes(payload))
+
+    def ready(self) -> Person:
+        self.page.get_by_test_id("stChatInputTextArea").wait_for()
+        wait_idle(self.page)
+        return self
+
+    def type(self, text: str) -> None:
+        box = self.page.get_by_test_id("stChatInputTextArea")
+        box.fill(text)
+        box.press("Enter")
+
+    def wait_for_messages(self, count: int) -> None:
+        self.page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=count)
+        wait_idle(self.page)
+
+    def conversation_id(self) -> str | None:
+        """The ``?c=`` id in the tab's address bar, or None."""
+        return parse_qs(urlsplit(self.page.url).query).get("c", [None])[0]
+
+    def secret(self) -> str:
+        """This browser's secret, from its cookie."""
+        return next(c["value"] for c in self.context.cookies() if c["name"] == COOKIE)
+
+    def seen(self) -> bytes:
+        """The DOM as it is now, and everything the websocket brought."""
+        return self.page.content().encode() + b"\n".join(self.frames)
