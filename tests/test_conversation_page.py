@@ -71,6 +71,24 @@ def test_a_reload_brings_the_conversation_back_as_it_was(store_path):
     assert len(open_page(cid).session_state[keys.MEMORY].history) == 6
 
 
+def test_a_restored_conversations_status_says_what_happened_before_it_was_opened(store_path, monkeypatch):
+    monkeypatch.setenv("MEMORA_MAX_RECENT_TURNS", "1")
+    at = open_page()
+    for text in ("My name is Ana.", "I live in Porto.", "I am a nurse."):
+        send(at, text)
+    folded = at.session_state[keys.MEMORY].summarized_message_count
+    assert folded == 4
+
+    reloaded = open_page(at.query_params["c"])
+    page = texts(reloaded)
+    # The fold's reason and the last request are not kept with the conversation: say so, never "0 tokens" or "nothing folded".
+    assert f"{folded} messages had been folded into its summary before" in page
+    assert "no request has been sent since this conversation was opened here" in page
+    assert "Nothing has been folded yet" not in page and "the last request sent 0" not in page
+    send(reloaded, "I like tea.")
+    assert "the last request sent" in texts(reloaded)
+
+
 def test_the_language_comes_back_with_the_conversation(store_path):
     at = open_page()
     at.radio(key=keys.LANG).set_value("zh-TW").run()

@@ -19,7 +19,16 @@ from memora.ui.costs import ledger_table, money_columns, render_costs
 from memora.ui.i18n import t
 from memora.ui.settings_panel import render_fold_policy
 from memora.ui.summary_audit import render_summary_audit
-from memora.ui.views import calibration_note, context_frame, fold_note, history_frame, last_context_rows, status_figures, what_if_frame
+from memora.ui.views import (
+    bounded_note,
+    calibration_note,
+    context_frame,
+    fold_note,
+    history_frame,
+    last_context_rows,
+    status_figures,
+    what_if_frame,
+)
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -37,9 +46,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         columns = st.columns(2)
         for position, figure in enumerate(figures):
             columns[position % 2].metric(t(lang, figure.key), figure.value)
-        sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
-        full = f"{memory.full_history_tokens():,}"
-        render.caption(t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}"))
+        render.caption(bounded_note(memory, lang))
         render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
         render.caption(fold_note(memory, lang))
         render.caption(calibration_note(memory, lang))

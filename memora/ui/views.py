@@ -73,10 +73,24 @@ def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
     ]
 
 
+def bounded_note(memory: ShortTermMemory, lang: str) -> str:
+    """What the full history would cost now, beside what the last request sent; a conversation restored
+    or imported has sent nothing in this session yet, and says so rather than "0 tokens"."""
+    full = f"{memory.full_history_tokens():,}"
+    if memory.last_prepared is None:
+        return t(lang, "status.bounded_none", full=full, budget=f"{memory.max_input_tokens:,}")
+    return t(lang, "status.bounded", full=full, sent=f"{memory.last_prepared.input_tokens:,}", budget=f"{memory.max_input_tokens:,}")
+
+
 def fold_note(memory: ShortTermMemory, lang: str) -> str:
-    """Which fold policy is on, and why the last fold happened, in one or two sentences."""
+    """Which fold policy is on, and why the last fold happened, in one or two sentences.
+
+    A restored or imported conversation keeps its summary but not the reason of its last fold: it says
+    how many messages had been folded before, not that nothing was."""
     note = t(lang, f"policy.{memory.fold_policy}_note")
     plan = memory.last_fold_plan
+    if plan is None and memory.summarized_message_count:
+        return note + " " + t(lang, "fold.before_opened", count=memory.summarized_message_count)
     if plan is None:
         return note + " " + t(lang, "fold.none_yet")
     return note + " " + t(lang, f"fold.{plan.reason}", planned=f"{plan.input_tokens:,}", budget=f"{plan.budget:,}")
