@@ -77,9 +77,10 @@ def bounded_note(memory: ShortTermMemory, lang: str) -> str:
     """What the full history would cost now, beside what the last request sent; a conversation restored
     or imported has sent nothing in this session yet, and says so rather than "0 tokens"."""
     full = f"{memory.full_history_tokens():,}"
-    if memory.last_prepared is None:
+    if memory.last_prepared is None and memory.history:
         return t(lang, "status.bounded_none", full=full, budget=f"{memory.max_input_tokens:,}")
-    return t(lang, "status.bounded", full=full, sent=f"{memory.last_prepared.input_tokens:,}", budget=f"{memory.max_input_tokens:,}")
+    sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
+    return t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}")
 
 
 def fold_note(memory: ShortTermMemory, lang: str) -> str:
