@@ -278,9 +278,16 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
             return str(value).strip() if isinstance(value, str) else value
         return (environ.get(name) or "").strip() or None
 
+    return Settings(**_model_settings(get), **_classroom_settings(get))
+
+
+Getter = Callable[[str], Any]
+
+
+def _model_settings(get: Getter) -> dict[str, Any]:
+    """The backend, the model and the memory's own limits; raises SettingsError as ``load_settings`` says."""
     api_key = get("OPENAI_API_KEY")
     backend, counting = _backend_and_counting(get, api_key)
-
     base_url = get("MEMORA_BASE_URL") or get("OPENAI_BASE_URL")
     model = get("MEMORA_MODEL")
     if backend == "chat":
@@ -291,39 +298,46 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
         if not model:
             raise SettingsError("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
     defaults = Settings()
-    return Settings(
-        backend=backend,  # type: ignore[arg-type]
-        model=model or defaults.model,
-        max_input_tokens=_int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens, 1),
-        max_recent_turns=_int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
-        max_reply_tokens=_int("MEMORA_MAX_REPLY_TOKENS", get("MEMORA_MAX_REPLY_TOKENS") or defaults.max_reply_tokens, 1),
-        context_window=_cap("MEMORA_CONTEXT_WINDOW", get("MEMORA_CONTEXT_WINDOW")),
-        fold_policy=_choice("MEMORA_FOLD_POLICY", get("MEMORA_FOLD_POLICY") or defaults.fold_policy, FOLD_POLICIES),  # type: ignore[arg-type]
-        api_key=api_key,
-        base_url=base_url,
-        chat_api_key=get("MEMORA_API_KEY"),
-        token_counting=counting,  # type: ignore[arg-type]
-        timeout_s=_seconds("MEMORA_TIMEOUT", get("MEMORA_TIMEOUT") or defaults.timeout_s),
-        max_retries=_int("MEMORA_MAX_RETRIES", _first(get("MEMORA_MAX_RETRIES"), defaults.max_retries), 0),
-        locked=_flag("MEMORA_LOCK_SETTINGS", get("MEMORA_LOCK_SETTINGS")),
-        max_message_chars=_int("MEMORA_MAX_MESSAGE_CHARS", get("MEMORA_MAX_MESSAGE_CHARS") or defaults.max_message_chars, 1),
-        max_turns=_cap("MEMORA_MAX_TURNS", get("MEMORA_MAX_TURNS")),
-        max_session_tokens=_cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
-        max_server_tokens=_cap("MEMORA_MAX_SERVER_TOKENS", get("MEMORA_MAX_SERVER_TOKENS")),
-        data_dir=str(get("MEMORA_DATA_DIR") or defaults.data_dir),
-        store_url=_store_url(get("MEMORA_STORE_URL")),
-        conversation_idle_days=_int(
+    return {
+        "backend": backend,
+        "model": model or defaults.model,
+        "max_input_tokens": _int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens, 1),
+        "max_recent_turns": _int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
+        "max_reply_tokens": _int("MEMORA_MAX_REPLY_TOKENS", get("MEMORA_MAX_REPLY_TOKENS") or defaults.max_reply_tokens, 1),
+        "context_window": _cap("MEMORA_CONTEXT_WINDOW", get("MEMORA_CONTEXT_WINDOW")),
+        "fold_policy": _choice("MEMORA_FOLD_POLICY", get("MEMORA_FOLD_POLICY") or defaults.fold_policy, FOLD_POLICIES),
+        "api_key": api_key,
+        "base_url": base_url,
+        "chat_api_key": get("MEMORA_API_KEY"),
+        "token_counting": counting,
+        "timeout_s": _seconds("MEMORA_TIMEOUT", get("MEMORA_TIMEOUT") or defaults.timeout_s),
+        "max_retries": _int("MEMORA_MAX_RETRIES", _first(get("MEMORA_MAX_RETRIES"), defaults.max_retries), 0),
+    }
+
+
+def _classroom_settings(get: Getter) -> dict[str, Any]:
+    """The lock, the caps per conversation and per server, the store and its caps, and the shutdown grace."""
+    defaults = Settings()
+    return {
+        "locked": _flag("MEMORA_LOCK_SETTINGS", get("MEMORA_LOCK_SETTINGS")),
+        "max_message_chars": _int("MEMORA_MAX_MESSAGE_CHARS", get("MEMORA_MAX_MESSAGE_CHARS") or defaults.max_message_chars, 1),
+        "max_turns": _cap("MEMORA_MAX_TURNS", get("MEMORA_MAX_TURNS")),
+        "max_session_tokens": _cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
+        "max_server_tokens": _cap("MEMORA_MAX_SERVER_TOKENS", get("MEMORA_MAX_SERVER_TOKENS")),
+        "data_dir": str(get("MEMORA_DATA_DIR") or defaults.data_dir),
+        "store_url": _store_url(get("MEMORA_STORE_URL")),
+        "conversation_idle_days": _int(
             "MEMORA_CONVERSATION_IDLE_DAYS", get("MEMORA_CONVERSATION_IDLE_DAYS") or defaults.conversation_idle_days, 1
         ),
-        max_conversation_kb=_conversation_kb(get("MEMORA_MAX_CONVERSATION_KB") or defaults.max_conversation_kb),
-        max_new_conversations_per_hour=_int(
+        "max_conversation_kb": _conversation_kb(get("MEMORA_MAX_CONVERSATION_KB") or defaults.max_conversation_kb),
+        "max_new_conversations_per_hour": _int(
             "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR",
             get("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR") or defaults.max_new_conversations_per_hour,
             1,
         ),
-        max_store_mb=_int("MEMORA_MAX_STORE_MB", get("MEMORA_MAX_STORE_MB") or defaults.max_store_mb, 1),
-        shutdown_grace_s=_seconds("MEMORA_SHUTDOWN_GRACE_S", get("MEMORA_SHUTDOWN_GRACE_S") or defaults.shutdown_grace_s),
-    )
+        "max_store_mb": _int("MEMORA_MAX_STORE_MB", get("MEMORA_MAX_STORE_MB") or defaults.max_store_mb, 1),
+        "shutdown_grace_s": _seconds("MEMORA_SHUTDOWN_GRACE_S", get("MEMORA_SHUTDOWN_GRACE_S") or defaults.shutdown_grace_s),
+    }
 
 
 def _conversation_kb(raw: Any) -> int:
