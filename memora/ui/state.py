@@ -152,22 +152,9 @@ def apply_error_details(settings: Settings) -> None:
         st.set_option("client.showErrorDetails", LOCKED_ERROR_DETAILS)
 
 
-def setup_state(environ: Mapping[str, str] | None = None) -> Any:
-    """Creates every session key on the first run; later runs leave them as they are.
-
-    Returns ``st.session_state``. ``environ`` defaults to ``os.environ``.
-    """
-    state = st.session_state
-    if MEMORY not in state:
-        settings, memory, source, notice = _initial_memory(os.environ if environ is None else environ)
-        state[SETTINGS] = settings
-        state[MEMORY] = memory
-        apply_error_details(settings)
-        state[BACKEND_NAME] = settings.backend
-        state[KEY_SOURCE] = source
-        state[NOTICE] = notice
-    memory: ShortTermMemory = state[MEMORY]
-    defaults: dict[str, Any] = {
+def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
+    """Every key's first value; the settings widgets start from ``memory``'s own settings."""
+    return {
         SETTINGS: Settings(),
         BACKEND_NAME: "offline",
         KEY_SOURCE: None,
@@ -177,7 +164,7 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         COMMAND: None,
         SETTINGS_NOTICE: None,
         LANG: DEFAULT_LANGUAGE,
-        BACKEND_INPUT: state.get(BACKEND_NAME, "offline"),
+        BACKEND_INPUT: backend_name,
         MODEL_INPUT: memory.model,
         API_KEY_INPUT: "",
         BUDGET_INPUT: memory.max_input_tokens,
@@ -199,6 +186,23 @@ def setup_state(environ: Mapping[str, str] | None = None) -> Any:
         BROWSER_SECRET: None,
         ADOPTED: None,
     }
+
+
+def setup_state(environ: Mapping[str, str] | None = None) -> Any:
+    """Creates every session key on the first run; later runs leave them as they are.
+
+    Returns ``st.session_state``. ``environ`` defaults to ``os.environ``.
+    """
+    state = st.session_state
+    if MEMORY not in state:
+        settings, memory, source, notice = _initial_memory(os.environ if environ is None else environ)
+        state[SETTINGS] = settings
+        state[MEMORY] = memory
+        apply_error_details(settings)
+        state[BACKEND_NAME] = settings.backend
+        state[KEY_SOURCE] = source
+        state[NOTICE] = notice
+    defaults = _defaults(state[MEMORY], state.get(BACKEND_NAME, "offline"))
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():
         if key not in state:
