@@ -84,7 +84,8 @@ class PreparedContext:
     ``sources[i]`` and ``message_tokens[i]`` describe ``context_messages[i]``.
     ``instructions`` is what goes as the request's instructions: empty when they
     travel in the context's system message instead. ``input_tokens`` covers
-    instructions plus all messages, framing included.
+    instructions plus all messages, framing included. ``server_input_tokens`` is the
+    server tokenizer's own count of the request, template included, when it has one.
     """
 
     instructions: str
@@ -94,6 +95,7 @@ class PreparedContext:
     input_tokens: int
     summary_token_usage: int
     newly_summarized_count: int
+    server_input_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The article's ``memory_stats`` dict."""
