@@ -171,8 +171,7 @@ class ChatCompletionsBackend:
         if not finished:
             raise stream_ended_early()
         text = "".join(parts)
-        # A proxy's streamed usage may be its own estimate (LiteLLM 1.108): shown, never learned from.
-        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text), by="the server", teaches=False)
+        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text), by="the server")
         yield Completion(text, usage_read, cut=finished == "length")
 
     def summarize(self, request: SummaryRequest) -> Completion:

@@ -143,19 +143,22 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     def counts_exactly(self) -> bool:
         """Whether the budget is held by the server's own count: OpenAI's tokenizer is o200k_base (local counts
         are its counts), or the server has a tokenizer endpoint that counts each request before it is sent."""
-        return self.calibration.exact or self._exact_source() is not None
+        return self.calibration.exact or self.exact_source() is not None
 
     @property
     def counting(self) -> str:
         """Which count the budget uses, in words, for the Status panel and the REPL."""
-        source = self._exact_source()
+        source = self.exact_source()
         if source is not None:
             return f"the server's tokenizer, exact ({source})"
         if self.calibration.exact:
             return "local o200k_base, the server's own tokenizer: exact"
         return "local, with a learned margin"
 
-    def _exact_source(self) -> str | None:
+    def exact_source(self) -> str | None:
+        """The server's tokenizer endpoint that counts each request (``"llama.cpp /apply-template + /tokenize"``), or None."""
+        if self.calibration.exact:
+            return None
         tokenizer = getattr(self.backend, "server_tokenizer", None)
         found = tokenizer(self.model) if callable(tokenizer) else None
         return getattr(found, "source", None) if found is not None else None

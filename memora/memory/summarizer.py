@@ -98,7 +98,6 @@ class Summarizer:
         clipped = sum(a is not b for a, b in zip(messages, sent, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
 
-
     def _request(self, summary: str, sent: tuple[Message, ...]) -> tuple[SummaryRequest, int]:
         """The request, and its local count: the input is one new text, counted once, not through the shared
         cache, where it would evict the window's messages."""

@@ -116,7 +116,9 @@ class TurnStats:
     ``estimated`` is True when the server reported no usage and it was counted locally.
     ``cut`` is True when the reply stopped at ``max_reply_tokens``. ``over_budget``
     is True when the server counted more input than the budget; ``implausible``
-    when what it reported is too low to be the request's cost.
+    when what it reported is too low to be the request's cost. ``input_source`` says whose figure
+    ``input_tokens`` is (``UsageRecord.input_label``), ``bills`` whether it is a bill, ``disagrees``
+    whether it contradicts ``server_counted_input_tokens``, the server tokenizer's own count.
     """
 
     turn: int
@@ -132,6 +134,18 @@ class TurnStats:
     over_budget: bool = False
     implausible: bool = False
     input_budget: int | None = None
+    input_source: str = ""
+    bills: bool = False
+    disagrees: bool = False
+    server_counted_input_tokens: int | None = None
+
+    @property
+    def server_input_tokens(self) -> int | None:
+        """The server's own count of the input: its tokenizer's, else a reported figure nothing contradicts."""
+        if self.server_counted_input_tokens is not None:
+            return self.server_counted_input_tokens
+        trusted = self.input_tokens is not None and not (self.estimated or self.implausible or self.disagrees)
+        return self.input_tokens if trusted else None
 
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
@@ -160,4 +174,8 @@ class TurnStats:
             over_budget=record.over_budget,
             implausible=record.implausible,
             input_budget=record.input_budget,
+            input_source=record.input_label,
+            bills=record.billed,
+            disagrees=record.disagrees,
+            server_counted_input_tokens=record.server_counted_input_tokens,
         )
