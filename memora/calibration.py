@@ -137,6 +137,13 @@ class Calibration:
     def ratio(self) -> float:
         return max(self.kind_ratio(kind) for kind in self.seen | {"latin"})
 
+    def mix_ratio(self, kinds: Mapping[Kind, int]) -> float:
+        """The planning ratio of text made of ``kinds`` (local tokens by kind): each kind at its own ratio."""
+        total = sum(kinds.values())
+        if self.exact or total <= 0:
+            return self.ratio if not self.exact else 1.0
+        return sum(tokens * self.kind_ratio(kind) for kind, tokens in kinds.items()) / total
+
     @property
     def worst_kind(self) -> Kind:
         """The kind whose ratio ``ratio`` is."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from memora.backends import Backend, BackendError, as_backend
 from memora.backends.openai_errors import ContextOverflowError
-from memora.calibration import Calibration, request_kinds
+from memora.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
@@ -123,6 +123,12 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         check_limits(budget, recent, self.minimum_budget(), output, self.context_window, self.fold_batch_turns)
         self.max_input_tokens, self.max_recent_turns, self.fold_policy = budget, recent, fold_policy or self.fold_policy
 
+    def window_too_small(self) -> bool:
+        """Whether the server's context window, learned from an overflow error, cannot hold even the largest
+        output: no fold or cut can make a request fit it, and only a setting can."""
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
+        return self.server_window is not None and self.server_window <= output
+
     def budget_in_force(self) -> int:
         """``max_input_tokens``, or less when the server's context window, learned from an overflow error,
         leaves less room beside the largest output."""
@@ -136,8 +142,22 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return self.calibration.server_estimate(self._sizes().minimum_budget)
 
     def local_budget(self) -> int:
-        """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
-        return self.calibration.local_budget(self.budget_in_force())
+        """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count.
+
+        Without the server's own count, every local token is planned at the highest ratio among the kinds of
+        text the conversation holds: a plan must hold whatever share of Chinese the request ends up with. Where
+        the server counts each request before it is sent (``exact_source``), that count holds the budget, and
+        the plan only has to be close: it weighs each kind's ratio by its share of the texts a request may
+        carry (instructions, summary, unfolded messages), so that English instructions are not planned as Chinese.
+        """
+        if self.calibration.exact or self.exact_source() is None:
+            return self.calibration.local_budget(self.budget_in_force())
+        texts = [self.system_prompt, self.summary, *(m.content for m in self.history[self.summarized_message_count :])]
+        kinds: dict[Kind, int] = {}
+        for text in texts:
+            for kind, tokens in kind_tokens(text).items():
+                kinds[kind] = kinds.get(kind, 0) + tokens
+        return math.floor(self.budget_in_force() / self.calibration.mix_ratio(kinds))
 
     @property
     def counts_exactly(self) -> bool:
@@ -345,6 +365,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             version, record = self._summarize(messages, span)
         except ContextOverflowError as overflow:
             self._learn_overflow(overflow, self._summary_request_tokens(messages), summary_texts(self.summary, messages))
+            if self.window_too_small():
+                raise self._overflow_error() from None
             try:
                 version, record = self._summarize(messages, span)
             except ContextOverflowError:

@@ -86,6 +86,8 @@ class Turn:
                 if attempt:
                     raise memory._overflow_error() from None
                 memory.learn_overflow(overflow, prepared)
+                if memory.window_too_small():
+                    raise memory._overflow_error() from None
                 continue
             raise BackendError("The model's stream ended before the response was complete.")
 
