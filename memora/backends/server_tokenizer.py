@@ -31,6 +31,10 @@ Wire = Sequence[dict[str, str]]
 """Chat messages as the chat backend sends them (``chat_messages``)."""
 
 PROBE_TIMEOUT_S = 5.0
+"""For the tokenizer endpoints, which answer in milliseconds."""
+
+MEASURE_TIMEOUT_S = 120.0
+"""For the two one-token chat requests that measure a template: a server's first request may load its model."""
 
 BOUNDARY_SLACK = 1
 """Tokens added per message where each text is counted apart from its template (llama-cpp-python):
@@ -166,9 +170,10 @@ class LlamaCppPythonTokenizer:
         contents = ["You help.", "Hi.", "Hello.", "Bye."]
         roles = ["system", "user", "assistant", "user"]
         prompts = []
+        chat = Endpoint(endpoint.root, endpoint.api_key, MEASURE_TIMEOUT_S)
         for n in (2, 4):
             messages = [{"role": r, "content": c} for r, c in zip(roles[:n], contents[:n], strict=True)]
-            answer = endpoint.post("/v1/chat/completions", {"model": model, "messages": messages, "max_tokens": 1})
+            answer = chat.post("/v1/chat/completions", {"model": model, "messages": messages, "max_tokens": 1})
             usage = answer.get("usage") if isinstance(answer, dict) else None
             texts = sum(_count(endpoint.post("/extras/tokenize/count", {"model": model, "input": c}), "count") for c in contents[:n])
             prompts.append(_count(usage, "prompt_tokens") - texts)
