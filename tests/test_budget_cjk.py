@@ -64,6 +64,7 @@ def fresh_probes(monkeypatch):
     import memora.backends.server_tokenizer as module
 
     monkeypatch.setattr(module, "_probed", {})
+    monkeypatch.setattr(module, "_unreachable", {})
 
 
 # -- the server's own count ----------------------------------------------------------------
@@ -229,14 +230,14 @@ def test_the_probe_finds_llama_cpps_tokenizer_once_per_server():
         assert server.requests == []  # no chat request was spent on probing
 
 
-def test_a_server_without_a_tokenizer_is_planned_with_the_margin_and_a_server_down_is_probed_again():
+def test_a_server_without_a_tokenizer_is_planned_with_the_margin_and_a_server_down_is_probed_again_later():
     with ChatServer() as server:
         assert probe(server.url, "m") is None
     url = f"http://127.0.0.1:{closed_port()}/v1"
     assert probed(url, "m") is None
     import memora.backends.server_tokenizer as module
 
-    assert (url, "m") not in module._probed
+    assert (url, "m") not in module._probed and (url, "m") in module._unreachable  # asked again later, not never
 
 
 def test_the_chat_backend_counts_what_it_will_send():
@@ -244,3 +245,18 @@ def test_the_chat_backend_counts_what_it_will_send():
         chat_backend = backend(server)
         messages = (Message("user", PASTED),)
         assert chat_backend.count_exact("m", "Be kind.", messages) == server.prompt_tokens(chat_messages("Be kind.", messages))
+
+
+def test_the_status_panel_says_which_count_the_budget_uses():
+    from memora.ui.views import calibration_note
+
+    with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
+        exact = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
+        assert "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)" in calibration_note(exact, "en")
+        assert "伺服器的 tokenizer，精確" in calibration_note(exact, "zh-TW")
+    with ChatServer(han_ratio=HAN) as server:
+        local = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
+        local.check_new_message("明日は東京で会議があります。")
+        note = calibration_note(local, "en")
+        assert note.startswith("Token counts: local, with a learned margin per kind of text")
+        assert "Chinese/Japanese 2.45× (worst known)" in note and "Latin 1.71× (worst known)" in note

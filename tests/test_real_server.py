@@ -260,6 +260,7 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
     assert "Request failed" not in done.stdout
     assert done.stdout.count("Memora: ") == 4
     assert "Summary available: True" in done.stdout
+    assert "Budget counted by: the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)" in done.stdout
 
 
 def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -218,21 +219,30 @@ def probe(base_url: str, model: str, api_key: str | None = None) -> ServerTokeni
 
 
 _probed: dict[tuple[str, str], ServerTokenizer | None] = {}
+_unreachable: dict[tuple[str, str], float] = {}
 _probed_lock = threading.Lock()
+
+REPROBE_AFTER_S = 30.0
+"""A server that did not answer is probed again after this long, not on every count of every turn."""
 
 
 def probed(base_url: str, model: str, api_key: str | None = None) -> ServerTokenizer | None:
     """``probe``, once per server and model for the whole process (every session shares the answer).
 
-    A server that did not answer is not remembered: None now, and probed again on the next call.
+    A server that did not answer is not taken for one without a tokenizer: None for now, and probed
+    again after ``REPROBE_AFTER_S``.
     """
     key = (base_url, model)
     with _probed_lock:
         if key in _probed:
             return _probed[key]
+        if time.monotonic() - _unreachable.get(key, -REPROBE_AFTER_S) < REPROBE_AFTER_S:
+            return None
     try:
         found = probe(base_url, model, api_key)
     except ServerTokenizerError:
+        with _probed_lock:
+            _unreachable[key] = time.monotonic()
         return None
     with _probed_lock:
         _probed[key] = found
