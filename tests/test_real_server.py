@@ -350,7 +350,7 @@ def test_a_context_overflow_never_reaches_the_learner(server):
     """A budget above the server's window, which Memora was not told: the server refuses one request."""
     recorder = backend_for(server)
     memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=3000, max_recent_turns=6, max_reply_tokens=24)
-    long_pastes = [text + "\n" + text for text in CONVERSATIONS["Traditional Chinese"]]
+    long_pastes = ["\n".join([text] * 3) for text in CONVERSATIONS["Traditional Chinese"]]
     for text in long_pastes:
         chat(memory, text)  # no error reaches the learner
 

@@ -10,7 +10,7 @@ chat template adds tokens of its own around each message. Several servers can co
   so the tokens it adds are measured once, from two one-token requests whose ``prompt_tokens``
   the server reports, and each message's text is counted once and cached.
 - LiteLLM's proxy: ``/utils/token_counter`` takes the messages; its count is taken only when LiteLLM
-  says it used the model's own (Hugging Face) tokenizer, not its tiktoken fallback, which is an estimate.
+  says it came from the upstream provider (``count_source: "provider"``), not its ``local_estimate``.
 
 ``probe`` tries them in that order, once per server and model (``probed``), and returns None for a
 server with none of them (Ollama, OpenAI's chat endpoint, LM Studio): Memora then plans with a
@@ -119,9 +119,10 @@ class MessagesTokenizer:
         if self.path == "/tokenize":
             body["add_generation_prompt"] = True  # as the chat endpoint renders it: the assistant's turn opened
         answer = self.endpoint.post(self.path, body)
-        # LiteLLM falls back to tiktoken for a model whose tokenizer it does not know: an estimate, no count.
-        if self.path == "/utils/token_counter" and answer.get("tokenizer_type") != "huggingface_tokenizer":
-            raise ServerTokenizerError("LiteLLM counts this model with its fallback tokenizer: an estimate")
+        # LiteLLM 1.108 says whose count it is: "provider" (the upstream's counting API) or "local_estimate"
+        # (its own tokenizer, tiktoken by default, without the chat template): only the first is a count.
+        if self.path == "/utils/token_counter" and answer.get("count_source") != "provider":
+            raise ServerTokenizerError("LiteLLM only estimated this count")
         return _count(answer, self.key)
 
 
