@@ -438,8 +438,9 @@ class ChatServer(ModelServer):
 
     With ``han_ratio`` set, it counts like a local model's tokenizer (``han_weighted_count``) over the chatml
     prompt, in its usage and its tokenizer endpoint; ``tokenizer="llama.cpp"`` serves llama.cpp's
-    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``). ``context_window`` refuses, as
-    llama-cpp-python does, a prompt of that many tokens or more (HTTP 400, "exceed context window").
+    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``). ``context_window`` refuses a
+    prompt of that many tokens or more as llama-cpp-python 0.3.36 does: a streamed request gets a stream
+    that ends with nothing in it, a non-streamed one HTTP 400 with the figures.
     """
 
     report_usage: bool = True
@@ -465,8 +466,18 @@ class ChatServer(ModelServer):
             handler.send_json(404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}})
         elif self.context_window is not None and (prompt := self.prompt_tokens(request.body["messages"])) >= self.context_window:
             self.overflows += 1
-            message = f"Requested tokens ({prompt}) exceed context window of {self.context_window}"
-            handler.send_json(400, {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}})
+            if request.body.get("stream"):
+                handler.start_stream()  # the check runs inside the stream's generator: it ends empty
+                handler.end_stream()
+                return
+            completion = request.body.get("max_tokens") or 0
+            message = (
+                f"This model's maximum context length is {self.context_window} tokens. However, you requested "
+                f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+            error = {"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+            handler.send_json(400, {"error": error})
         elif request.body.get("stream"):
             self.stream(handler, request)
         else:

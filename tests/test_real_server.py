@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ import pytest
 
 from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
+from memora.backends.openai_errors import context_overflow
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
@@ -312,11 +314,22 @@ CONVERSATIONS = {
 }
 
 
+def server_count(server: LlamaServer, messages: list[dict[str, str]]) -> int:
+    """The server's own count of a request's prompt; for one over its window, the count its refusal gives."""
+    try:
+        return server.prompt_tokens(messages)
+    except urllib.error.HTTPError as error:
+        refusal = context_overflow(error.read().decode())
+        if refusal is None or refusal.prompt_tokens is None:
+            raise
+        return refusal.prompt_tokens
+
+
 def replayed(server: LlamaServer, recorder: Recorder) -> tuple[list[int], list[int]]:
     """The server's own count of every reply and summary request Memora sent, replayed to it."""
-    replies = [server.prompt_tokens(wire(r)) for r in recorder.replies]
+    replies = [server_count(server, wire(r)) for r in recorder.replies]
     summaries = [
-        server.prompt_tokens(chat_messages(request.instructions, [Message("user", request.input_text)]))
+        server_count(server, chat_messages(request.instructions, [Message("user", request.input_text)]))
         for request, _ in recorder.summaries
     ]
     return replies, summaries

@@ -27,7 +27,7 @@ from typing import Any
 import openai
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, Completion, ReplyRequest, SummaryRequest
-from memora.backends.openai_errors import explain_error, stream_ended_early
+from memora.backends.openai_errors import ContextOverflowError, explain_error, stream_ended_early
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
@@ -169,6 +169,8 @@ class ChatCompletionsBackend:
             if not (finished and isinstance(error, openai.APIConnectionError)):
                 raise self._explain(error, during_stream=started) from None
         if not finished:
+            if not started:
+                self._diagnose(request)
             raise stream_ended_early()
         text = "".join(parts)
         usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text), by="the server")
@@ -184,6 +186,25 @@ class ChatCompletionsBackend:
         estimate = estimate_usage(request.instructions, [Message("user", request.input_text)], text)
         usage = usage_of(response.usage, estimate, by="the server")
         return Completion(text, usage, cut=bool(choice and choice.finish_reason == "length"))
+
+    def _diagnose(self, request: ReplyRequest) -> None:
+        """Raises ContextOverflowError when a stream that ended before its first chunk was refused for its length.
+
+        llama-cpp-python starts a streamed reply before it checks the prompt against its context window,
+        then ends the stream with nothing in it ("Requested tokens (2378) exceed context window of 2048"
+        stays in its log). The same request without streaming, for one token, gets the refusal with its
+        figures (HTTP 400), which the memory learns from; any other answer leaves the stream's own error.
+        """
+        params = {**self.reply_params(request), "stream": False, "max_tokens": 1}
+        params.pop("stream_options", None)
+        # The broken stream's connection may be handed out again and found closed: one retry opens a new one.
+        client = self.client.with_options(max_retries=max(1, self.client.max_retries))
+        try:
+            client.chat.completions.create(**params)
+        except openai.OpenAIError as error:
+            explained = self._explain(error)
+            if isinstance(explained, ContextOverflowError):
+                raise explained from None
 
     def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
         key = getattr(self.client, "api_key", None)
