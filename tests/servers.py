@@ -438,7 +438,8 @@ class ChatServer(ModelServer):
 
     With ``han_ratio`` set, it counts like a local model's tokenizer (``han_weighted_count``) over the chatml
     prompt, in its usage and its tokenizer endpoint; ``tokenizer="llama.cpp"`` serves llama.cpp's
-    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``). ``context_window`` refuses a
+    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``), ``"litellm-provider"`` or
+    ``"litellm-estimate"`` LiteLLM's ``/utils/token_counter`` with that ``count_source``. ``context_window`` refuses a
     prompt of that many tokens or more as llama-cpp-python 0.3.36 does: a streamed request gets a stream
     that ends with nothing in it, a non-streamed one HTTP 400 with the figures.
     """
@@ -462,6 +463,11 @@ class ChatServer(ModelServer):
         elif self.tokenizer == "llama.cpp" and request.path == "/tokenize":
             count = han_weighted_count(request.body["content"], self.han_ratio or 1.0)
             handler.send_json(200, {"tokens": list(range(count))})
+        elif self.tokenizer and self.tokenizer.startswith("litellm") and request.path == "/utils/token_counter":
+            # LiteLLM 1.108.7's answer: "provider" when the upstream counted, else its own "local_estimate".
+            source = "provider" if self.tokenizer == "litellm-provider" else "local_estimate"
+            count = self.prompt_tokens(request.body["messages"])
+            handler.send_json(200, {"total_tokens": count, "tokenizer_type": "openai_tokenizer", "count_source": source})
         elif not request.path.endswith("/chat/completions"):
             handler.send_json(404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}})
         elif self.context_window is not None and (prompt := self.prompt_tokens(request.body["messages"])) >= self.context_window:

@@ -261,3 +261,10 @@ def test_the_status_panel_says_which_count_the_budget_uses():
         note = calibration_note(local, "en")
         assert note.startswith("Token counts: local, with a learned margin per kind of text")
         assert "Chinese/Japanese 2.45× (worst known)" in note and "Latin 1.71× (worst known)" in note
+
+
+@pytest.mark.parametrize(("answer", "counts"), [("litellm-provider", True), ("litellm-estimate", False)])
+def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, counts):
+    with ChatServer(han_ratio=HAN, tokenizer=answer) as server:
+        found = probe(server.url, "m")
+    assert (found is not None and found.source == "LiteLLM /utils/token_counter") is counts
