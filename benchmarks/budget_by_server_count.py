@@ -28,12 +28,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--budget", type=int, default=1000)
+    parser.add_argument(
+        "--margin-only", action="store_true", help="ignore the server's tokenizer: plan with the per-kind margins, as for Ollama"
+    )
     args = parser.parse_args()
     server = LlamaServer(args.base_url, None)
     print("| conversation | reply requests | over | fullest | summary requests | over | fullest | budget counted by |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for language, texts in CONVERSATIONS.items():
-        recorder = backend_for(server)
+        recorder = backend_for(server, probe=not args.margin_only)
         memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=args.budget, max_reply_tokens=24)
         for text in texts:
             chat(memory, text)

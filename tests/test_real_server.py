@@ -103,9 +103,10 @@ def any_template(request, server) -> Iterator[LlamaServer]:
         yield running
 
 
-def backend_for(server: LlamaServer) -> Recorder:
+def backend_for(server: LlamaServer, *, probe: bool = True) -> Recorder:
+    """The real chat backend for ``server``; ``probe=False`` ignores its tokenizer endpoint (the margins plan alone)."""
     client = openai.OpenAI(base_url=server.url, api_key=NO_KEY, max_retries=0, timeout=300)
-    return Recorder(ChatCompletionsBackend(client))
+    return Recorder(ChatCompletionsBackend(client, probe=probe))
 
 
 def chat(memory: ShortTermMemory, text: str) -> str:
