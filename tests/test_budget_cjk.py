@@ -268,3 +268,26 @@ def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, c
     with ChatServer(han_ratio=HAN, tokenizer=answer) as server:
         found = probe(server.url, "m")
     assert (found is not None and found.source == "LiteLLM /utils/token_counter") is counts
+
+
+def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_before_it_is_sent():
+    from memora.backends.base import CHAT_SERVER_PROFILE
+    from memora.memory.summarizer import Summarizer
+    from memora.tokens import LocalTokenCounter, count_message
+    from tests.fakes import ScriptedBackend
+
+    def exact(model, instructions, messages):  # a tokenizer counting three times o200k_base
+        return 3 * LocalTokenCounter().count(model, instructions, messages)
+
+    taught: list[tuple[int, int]] = []
+    fake = ScriptedBackend(profile=CHAT_SERVER_PROFILE, summary_text=lambda request: "- 美玲想翻譯公司簡介。")
+    messages = (Message("user", PASTED), Message("assistant", "Sure. Here it is in English."))
+    summarizer = Summarizer("m", "Summarize the conversation.", 40)
+    version, record = summarizer.fold(
+        fake, "", messages, (0, 2), room=400, message_tokens=tuple(count_message(m.role, m.content) for m in messages),
+        turn=1, served_by="m", input_budget=500, exact=exact, learn=lambda local, server, texts: taught.append((local, server)),
+    )  # fmt: skip
+    sent = fake.summaries[-1]
+    assert exact("m", sent.instructions, [Message("user", sent.input_text)]) == record.server_counted_input_tokens <= 500
+    assert taught and taught[0][1] > 500  # the first count, over the budget, taught the calibration
+    assert version.clipped == 1  # the pasted paragraph's middle was cut, with a marker

@@ -68,7 +68,9 @@ class Summarizer:
             if learn is not None:
                 learn(counted, server_count, [request.instructions, request.input_text])
             # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
-            room = max(1, room - math.ceil((server_count - input_budget) * counted / server_count) - RECUT_SPARE)
+            # From what the messages take now, not from the room, which they may not have filled.
+            taken = min(room, sum(message_tokens))
+            room = max(1, taken - math.ceil((server_count - input_budget) * counted / server_count) - RECUT_SPARE)
             request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
             server_count = exact(self.model, request.instructions, [Message("user", request.input_text)])  # type: ignore[misc]
         else:
