@@ -61,7 +61,9 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
     elif stats.implausible:
         actual = f"{stats.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
     else:
-        actual = f"{stats.input_tokens} (billed by the server)"
+        # Billed only by a provider that bills by the figure; anything else says who reported it, and whether
+        # the server tokenizer's own count contradicts it.
+        actual = f"{stats.input_tokens} ({stats.input_source or ('billed by the server' if stats.bills else 'reported by the server')})"
     if offline:
         gap = "none to show (offline: both figures are local counts)"
     else:
@@ -77,6 +79,11 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
             f"Newly summarized messages: {stats.newly_summarized_count}",
             f"Context messages sent: {stats.context_messages}",
             f"Counted input tokens: {stats.counted_input_tokens}",
+            *(
+                [f"Input tokens by the server's tokenizer: {stats.server_counted_input_tokens}"]
+                if stats.server_counted_input_tokens is not None
+                else []
+            ),
             f"Actual input tokens: {actual}",
             f"Estimate gap (counted - actual): {gap}",
             f"Output tokens: {stats.output_tokens}",
@@ -117,7 +124,8 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "usage":
         return format_usage(memory.ledger)
     if command == "status":
-        rows = "\n".join(f"{name}: {value}" for name, value in memory.get_status().items())
+        status = {**memory.get_status(), "Budget counted by": memory.counting}
+        rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
     return None
 
@@ -195,7 +203,7 @@ def repl(
     """
     write(f"Memora {__version__} (the article's v0.7 loop)")
     model = "" if memory.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label}")
+    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.counting}")
     write("Commands: " + ", ".join(COMMANDS))
     folding: BackgroundFold | None = None
     while True:

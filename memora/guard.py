@@ -24,15 +24,16 @@ from dataclasses import replace
 from typing import Any
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.calibration import WORST_KNOWN_RATIO
 from memora.memory import MAX_REPLY_TOKENS
 from memora.redaction import redact
 from memora.server_budget import CappedSpend, Reservation
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
 
-FOREIGN_TOKENIZER_CEILING = 2.5
-"""Booked per local token for a server with another tokenizer: SmolLM2's counted up to 2.32× o200k_base
-(Japanese). A server counting more still has its bill recorded; only then can the total pass the cap,
-by that one request's excess."""
+FOREIGN_TOKENIZER_CEILING = max(WORST_KNOWN_RATIO.values())
+"""Booked per local token for a server with another tokenizer: the worst ratio measured for any kind of text
+(``memora.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
+still has its bill recorded; only then can the total pass the cap, by that one request's excess."""
 
 
 class GuardedBackend:

@@ -18,7 +18,9 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_API_KEY``: the ``chat`` server's key, if it needs one.
 - ``MEMORA_MODEL``: the model. Default ``gpt-5-mini`` for ``openai``; required by ``chat``.
 - ``MEMORA_TOKEN_COUNTING``: ``local`` (o200k_base, no network; default) or ``api``
-  (``responses.input_tokens.count``; ``openai`` backend only).
+  (``responses.input_tokens.count``; ``openai`` backend only). A ``chat`` server with its own
+  tokenizer endpoint (llama.cpp, llama-cpp-python, vLLM) counts each request itself, whatever this
+  says: ``ChatCompletionsBackend`` probes for one (``memora.backends.server_tokenizer``).
 - ``MEMORA_TIMEOUT``: seconds to wait for the server's answer, and between streamed
   bytes; default 120 (a reasoning model may think a while before its first word).
   Connecting is given at most 5 seconds.

@@ -13,10 +13,14 @@ RequestKind = Literal["reply", "summary"]
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens one model request used, as the server reported them.
+    """Tokens one model request used, and whose figures they are.
 
-    ``estimated`` is True when the server reported nothing and the figures were
-    counted locally instead.
+    ``estimated`` is True when nobody counted the request: the server reported
+    nothing and Memora counted locally (``by`` None), or ``by`` names who estimated
+    (LiteLLM's streamed usage is its own estimate). ``bills`` is True only when ``by``
+    is a provider that bills by these figures (OpenAI). ``teaches`` is False for a
+    figure that may be an estimate though nothing marks it as one (a proxy's streamed
+    usage): the calibration never learns from it.
     """
 
     input_tokens: int
@@ -24,10 +28,29 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     estimated: bool = False
+    by: str | None = None
+    bills: bool = False
+    teaches: bool = True
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    @property
+    def label(self) -> str:
+        """Whose figure this is, in words: "billed by OpenAI", "reported by the server", "estimated locally (o200k_base)"."""
+        return usage_label(self.estimated, self.bills, self.by)
+
+
+def usage_label(estimated: bool, bills: bool, by: str | None) -> str:
+    """``Usage.label``: "billed" only for a provider that bills by the figure."""
+    if estimated:
+        return f"estimated by {by}" if by else "estimated locally (o200k_base)"
+    return f"{'billed' if bills else 'reported'} by {by or 'the server'}"
+
+
+DISAGREEMENT_TOKENS = 3
+"""A reported input count further than this (or 2%) from the server tokenizer's own count disagrees with it."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +66,10 @@ class UsageRecord:
     ``cut`` is True when the server stopped the output at its cap. ``implausible``
     is True when the server reported fewer input tokens than the request's text
     can cost (``memora.calibration.implausible``): that figure is no bill.
-    ``input_budget`` is the budget the request was planned for. For a reply,
+    ``input_budget`` is the budget the request was planned for. ``server_counted_input_tokens`` is the
+    server tokenizer's own count of the request, taken before sending (None where the server has no
+    tokenizer endpoint); ``source`` says whose figure ``input_tokens`` is (``Usage.label``), and
+    ``teaches`` whether the calibration may learn from it. For a reply,
     ``context_messages``, ``newly_summarized`` and ``summary_tokens`` are the
     turn's figures: messages sent, messages folded and summary tokens spent
     while preparing it; ``TurnStats`` is derived from them, not stored apart.
@@ -67,16 +93,50 @@ class UsageRecord:
     context_messages: int | None = None
     newly_summarized: int | None = None
     summary_tokens: int | None = None
+    server_counted_input_tokens: int | None = None
+    source: str = ""
+    bills: bool = False
+    teaches: bool = True
+
+    @property
+    def disagrees(self) -> bool:
+        """Whether the reported input differs from the server tokenizer's own count of the same request."""
+        exact, reported = self.server_counted_input_tokens, self.input_tokens
+        if exact is None or reported is None or self.estimated:
+            return False
+        return abs(reported - exact) > max(DISAGREEMENT_TOKENS, exact * 0.02)
+
+    @property
+    def trusted(self) -> bool:
+        """Whether ``input_tokens`` is a server's own, believable count: not estimated, not implausibly low,
+        not contradicted by the server tokenizer's count."""
+        return self.input_tokens is not None and not self.estimated and not self.implausible and not self.disagrees
 
     @property
     def billed(self) -> bool:
-        """Whether ``input_tokens`` is the server's own, believable count."""
-        return self.input_tokens is not None and not self.estimated and not self.implausible
+        """Whether ``input_tokens`` is a bill: a trusted figure from a provider that bills by it."""
+        return self.bills and self.trusted
+
+    @property
+    def server_input_tokens(self) -> int | None:
+        """The server's own count of the input: its tokenizer's, else a trusted reported figure; else None."""
+        if self.server_counted_input_tokens is not None:
+            return self.server_counted_input_tokens
+        return self.input_tokens if self.trusted else None
 
     @property
     def over_budget(self) -> bool:
         """Whether the server counted more input than the budget the request was planned for."""
-        return self.billed and self.input_budget is not None and self.input_tokens > self.input_budget  # type: ignore[operator]
+        counted = self.server_input_tokens
+        return counted is not None and self.input_budget is not None and counted > self.input_budget
+
+    @property
+    def input_label(self) -> str:
+        """Whose figure ``input_tokens`` is, and whether it disagrees with the server tokenizer's count."""
+        label = self.source or usage_label(self.estimated, self.bills, None)
+        if self.disagrees:
+            label += f", disagreeing with the server tokenizer's {self.server_counted_input_tokens}"
+        return label
 
     @classmethod
     def of(
@@ -94,6 +154,7 @@ class UsageRecord:
         context_messages: int | None = None,
         newly_summarized: int | None = None,
         summary_tokens: int | None = None,
+        server_counted_input_tokens: int | None = None,
     ) -> UsageRecord:
         """A record of a request whose server reported ``usage``; implausible input is flagged."""
 
@@ -116,6 +177,10 @@ class UsageRecord:
             context_messages=context_messages,
             newly_summarized=newly_summarized,
             summary_tokens=summary_tokens,
+            server_counted_input_tokens=server_counted_input_tokens,
+            source=usage.label,
+            bills=usage.bills,
+            teaches=usage.teaches,
         )
 
 

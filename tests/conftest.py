@@ -98,6 +98,7 @@ MODULE_TIERS = {
             "test_backends_http",
             "test_bench_real",
             "test_bounded_requests",
+            "test_budget_cjk",
             "test_cli_backends",
             "test_contract",
             "test_fault_matrix",

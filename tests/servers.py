@@ -18,6 +18,8 @@ Every request is recorded (``server.requests``), and every usage the server repo
 from __future__ import annotations
 
 import json
+import math
+import re
 import socket
 import threading
 import time
@@ -55,8 +57,8 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         recorded = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
         model = self.server.model
-        model.requests.append(recorded)
-        behaviour = model.next_behaviour(recorded)
+        (model.requests if model.routes(recorded.path) else model.side_requests).append(recorded)
+        behaviour = model.next_behaviour(recorded) if model.routes(recorded.path) else None
         try:
             if behaviour is not None:
                 behaviour(self, recorded)
@@ -207,6 +209,8 @@ class ModelServer:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     requests: list[Recorded] = field(default_factory=list)
+    side_requests: list[Recorded] = field(default_factory=list)
+    """Requests outside the model API (``routes``): tokenizer endpoints and their probes."""
     billed: list[tuple[str, int]] = field(default_factory=list)
     """``(kind, total_tokens)`` for every usage the server reported, in order."""
     behaviours: deque[Behaviour] = field(default_factory=deque)
@@ -232,6 +236,10 @@ class ModelServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def routes(self, path: str) -> bool:
+        """Whether ``path`` is the model API's, recorded in ``requests``; anything else goes to ``side_requests``."""
+        return True
 
     def queue(self, *behaviours: Behaviour) -> None:
         """The next requests get these behaviours, one each, in order."""
@@ -404,15 +412,78 @@ class ResponsesServer(ModelServer):
         }
 
 
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_SPECIAL = re.compile(r"<\|im_start\|>|<\|im_end\|>")
+
+
+def han_weighted_count(text: str, han_ratio: float) -> int:
+    """A tokenizer unlike o200k_base: Han runs cost ``han_ratio`` times their o200k_base tokens, and chatml's
+    special tokens one each; the rest as o200k_base. SmolLM2 counts Chinese at 2.05x o200k_base."""
+    specials = len(_SPECIAL.findall(text))
+    total = 0
+    for piece in _SPECIAL.split(text):
+        han = sum(count_text(run) for run in _HAN.findall(piece))
+        total += count_text(_HAN.sub("", piece)) + math.ceil(han * han_ratio)
+    return total + specials
+
+
+def chatml(messages: Sequence[dict[str, str]]) -> str:
+    """The prompt chatml renders: each message framed, then the assistant's turn opened."""
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages) + "<|im_start|>assistant\n"
+
+
 @dataclass
 class ChatServer(ModelServer):
-    """OpenAI-compatible ``/v1/chat/completions``; ``report_usage=False`` acts like a server that never reports usage."""
+    """OpenAI-compatible ``/v1/chat/completions``; ``report_usage=False`` acts like a server that never reports usage.
+
+    With ``han_ratio`` set, it counts like a local model's tokenizer (``han_weighted_count``) over the chatml
+    prompt, in its usage and its tokenizer endpoint; ``tokenizer="llama.cpp"`` serves llama.cpp's
+    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``), ``"litellm-provider"`` or
+    ``"litellm-estimate"`` LiteLLM's ``/utils/token_counter`` with that ``count_source``. ``context_window`` refuses a
+    prompt of that many tokens or more as llama-cpp-python 0.3.36 does: a streamed request gets a stream
+    that ends with nothing in it, a non-streamed one HTTP 400 with the figures.
+    """
 
     report_usage: bool = True
+    han_ratio: float | None = None
+    tokenizer: str | None = None
+    context_window: int | None = None
+    overflows: int = 0
+
+    def routes(self, path: str) -> bool:
+        return path.endswith("/chat/completions")
+
+    def prompt_tokens(self, messages: Sequence[dict[str, str]]) -> int:
+        """The server's own count of a chat request's prompt."""
+        return han_weighted_count(chatml(messages), self.han_ratio or 1.0)
 
     def answer(self, handler: Handler, request: Recorded) -> None:
-        if not request.path.endswith("/chat/completions"):
+        if self.tokenizer == "llama.cpp" and request.path == "/apply-template":
+            handler.send_json(200, {"prompt": chatml(request.body["messages"])})
+        elif self.tokenizer == "llama.cpp" and request.path == "/tokenize":
+            count = han_weighted_count(request.body["content"], self.han_ratio or 1.0)
+            handler.send_json(200, {"tokens": list(range(count))})
+        elif self.tokenizer and self.tokenizer.startswith("litellm") and request.path == "/utils/token_counter":
+            # LiteLLM 1.108.7's answer: "provider" when the upstream counted, else its own "local_estimate".
+            source = "provider" if self.tokenizer == "litellm-provider" else "local_estimate"
+            count = self.prompt_tokens(request.body["messages"])
+            handler.send_json(200, {"total_tokens": count, "tokenizer_type": "openai_tokenizer", "count_source": source})
+        elif not request.path.endswith("/chat/completions"):
             handler.send_json(404, {"error": {"message": f"no route {request.path}", "type": "invalid_request_error"}})
+        elif self.context_window is not None and (prompt := self.prompt_tokens(request.body["messages"])) >= self.context_window:
+            self.overflows += 1
+            if request.body.get("stream"):
+                handler.start_stream()  # the check runs inside the stream's generator: it ends empty
+                handler.end_stream()
+                return
+            completion = request.body.get("max_tokens") or 0
+            message = (
+                f"This model's maximum context length is {self.context_window} tokens. However, you requested "
+                f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+            error = {"message": message, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+            handler.send_json(400, {"error": error})
         elif request.body.get("stream"):
             self.stream(handler, request)
         else:
@@ -469,6 +540,8 @@ class ChatServer(ModelServer):
         # Bill as the Responses server does: the leading system message is the instructions.
         instructions = messages[0].content if messages and messages[0].role == "system" else ""
         billed = self.billed_input(instructions, messages[1:] if instructions else messages)
+        if self.han_ratio is not None:
+            billed = self.prompt_tokens(request.body["messages"])
         output = count_text(text) + self.reasoning_tokens
         self.bill(request, billed + output)
         return {

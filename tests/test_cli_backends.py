@@ -34,7 +34,8 @@ def _stats(**changes) -> TurnStats:
 def test_stats_show_the_gap_between_counted_and_billed() -> None:
     text = format_stats(_stats())
     assert "Counted input tokens: 95" in text
-    assert "Actual input tokens: 100 (billed by the server)" in text
+    assert "Actual input tokens: 100 (reported by the server)" in text
+    assert "Actual input tokens: 100 (billed by OpenAI)" in format_stats(_stats(bills=True, input_source="billed by OpenAI"))
     assert "Estimate gap (counted - actual): -5 tokens (-5.0% of actual)" in text
 
 

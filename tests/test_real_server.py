@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ import pytest
 
 from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
+from memora.backends.openai_errors import context_overflow
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
@@ -68,6 +70,12 @@ class Recorder:
     def profile(self):
         return self.inner.profile
 
+    def server_tokenizer(self, model: str):
+        return self.inner.server_tokenizer(model)
+
+    def count_exact(self, model: str, instructions: str, messages):
+        return self.inner.count_exact(model, instructions, messages)
+
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         self.replies.append(request)
         return self.inner.stream_reply(request)
@@ -95,9 +103,10 @@ def any_template(request, server) -> Iterator[LlamaServer]:
         yield running
 
 
-def backend_for(server: LlamaServer) -> Recorder:
+def backend_for(server: LlamaServer, *, probe: bool = True) -> Recorder:
+    """The real chat backend for ``server``; ``probe=False`` ignores its tokenizer endpoint (the margins plan alone)."""
     client = openai.OpenAI(base_url=server.url, api_key=NO_KEY, max_retries=0, timeout=300)
-    return Recorder(ChatCompletionsBackend(client))
+    return Recorder(ChatCompletionsBackend(client, probe=probe))
 
 
 def chat(memory: ShortTermMemory, text: str) -> str:
@@ -254,6 +263,7 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
     assert "Request failed" not in done.stdout
     assert done.stdout.count("Memora: ") == 4
     assert "Summary available: True" in done.stdout
+    assert "Budget counted by: the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)" in done.stdout
 
 
 def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
@@ -273,3 +283,95 @@ def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
     memory = at.session_state["memory"]
     assert len(memory.history) == 6 and memory.summary
     assert memory.last_prepared.sources[0] == "instructions_summary"
+
+
+# -- the learners' languages: the budget by the server's own count ----------------------------------
+
+CONVERSATIONS = {
+    "English": [message(turn, 4) for turn in range(6)],
+    "Traditional Chinese": [
+        "我叫美玲，在台北的一家貿易公司上班。下個月我要去倫敦參加一個國際會議，需要用英文做簡報。請幫我把下面這段話翻譯成自然的英文："
+        "「我們公司成立於二〇〇八年，主要出口電子零件到歐洲和東南亞。近年來，我們積極開發綠色能源相關的產品，希望在未來五年內將營收提高一倍。"
+        "我們相信，透過與各國夥伴的合作，可以為客戶提供更有競爭力的解決方案。」",
+        "謝謝！可以再翻譯這一段嗎？「我們的工廠位於桃園，員工約有三百人，其中研發人員佔三分之一。每年我們投入營收的百分之八於研究與開發，"
+        "並與多所大學合作培育人才。」",
+        "「營收提高一倍」用英文還有其他說法嗎？請給我三個例句，並說明它們在正式簡報裡的語氣差別。",
+        "昨天我在捷運上讀了一篇關於氣候變遷的英文文章，有很多單字看不懂，例如 mitigation 和 resilience。"
+        "可以用簡單的中文解釋，再各給我一個例句嗎？"
+        "文章裡還有一句：「Adaptation measures must go hand in hand with emission cuts.」這句話應該怎麼翻成中文比較自然？",
+        "請幫我檢查這句英文：We are believe that cooperation can bring more competitive solutions to our customers.",
+        "最後，請把我的自我介紹翻成英文：「大家好，我是美玲，負責公司在歐洲市場的業務，很高興今天有機會和各位分享我們的經驗。」",
+    ],
+    "Japanese": [
+        "はじめまして、健太と申します。大阪の小さな会社でエンジニアとして働いています。来月ロンドンで開かれる国際会議で、"
+        "英語でプレゼンテーションをすることになりました。次の文章を自然な英語に翻訳していただけますか。"
+        "「弊社は二〇〇八年に設立され、主に電子部品をヨーロッパと東南アジアに輸出しております。近年は再生可能エネルギー関連の製品開発に力を入れています。」",
+        "ありがとうございます。「力を入れています」は英語でどう言うのが一番自然ですか？例文を三つお願いします。",
+        "昨日、電車の中で気候変動についての英語の記事を読みましたが、mitigation や resilience といった単語が分かりませんでした。"
+        "やさしい日本語で説明して、それぞれ例文を一つずつ教えてください。",
+        "この英文をチェックしてください：I am work as engineer since five years in Osaka.",
+        "最後に、自己紹介を英語にしてください。「皆さん、こんにちは。健太です。本日は弊社の取り組みについてお話しできることを嬉しく思います。」",
+    ],
+}
+
+
+def server_count(server: LlamaServer, messages: list[dict[str, str]]) -> int:
+    """The server's own count of a request's prompt; for one over its window, the count its refusal gives."""
+    try:
+        return server.prompt_tokens(messages)
+    except urllib.error.HTTPError as error:
+        refusal = context_overflow(error.read().decode())
+        if refusal is None or refusal.prompt_tokens is None:
+            raise
+        return refusal.prompt_tokens
+
+
+def replayed(server: LlamaServer, recorder: Recorder) -> tuple[list[int], list[int]]:
+    """The server's own count of every reply and summary request Memora sent, replayed to it."""
+    replies = [server_count(server, wire(r)) for r in recorder.replies]
+    summaries = [
+        server_count(server, chat_messages(request.instructions, [Message("user", request.input_text)]))
+        for request, _ in recorder.summaries
+    ]
+    return replies, summaries
+
+
+@pytest.mark.parametrize("language", list(CONVERSATIONS))
+def test_no_request_passes_the_budget_by_the_servers_own_count_in_the_learners_languages(any_template, language):
+    server = any_template
+    budget = 1000
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
+    assert memory.counting == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
+    for text in CONVERSATIONS[language]:
+        chat(memory, text)
+
+    replies, summaries = replayed(server, recorder)
+    assert summaries, "the conversation outgrew the budget, so something was folded"
+    # From the first request on: no margin had to be learned first.
+    assert max(replies) <= budget and max(summaries) <= budget, (language, replies, summaries)
+    assert max(replies) > budget * 0.5  # not vacuous: the fullest request used much of the budget
+    # What Memora counted before sending is never under what the server counted.
+    assert [r.server_counted_input_tokens for r in memory.ledger if r.kind == "reply"] >= [0] * len(replies)
+    for counted, real in zip([r.server_counted_input_tokens for r in memory.ledger if r.kind == "reply"], replies, strict=True):
+        assert counted >= real
+    # No figure here is a bill: the summaries' usage is reported by the server, the replies' estimated locally.
+    assert not any(record.billed for record in memory.ledger)
+    assert {record.source for record in memory.ledger} <= {"reported by the server", "estimated locally (o200k_base)"}
+
+
+def test_a_context_overflow_never_reaches_the_learner(server):
+    """A budget above the server's window, which Memora was not told: the server refuses one request."""
+    recorder = backend_for(server)
+    memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=3000, max_recent_turns=6, max_reply_tokens=24)
+    long_pastes = ["\n".join([text] * 3) for text in CONVERSATIONS["Traditional Chinese"]]
+    for text in long_pastes:
+        chat(memory, text)  # no error reaches the learner
+
+    assert len(memory.history) == 2 * len(long_pastes)
+    assert memory.server_window == N_CTX
+    replies, summaries = replayed(server, recorder)
+    refused = [count for count in replies if count >= N_CTX]
+    assert len(refused) == 1, replies  # learned once, never again
+    after = replies[replies.index(refused[0]) + 1 :]
+    assert after and max(after + summaries) <= memory.budget_in_force()

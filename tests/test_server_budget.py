@@ -8,6 +8,7 @@ never touched). The figure reported in the closing note is ``over``: the ledger'
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import sqlite3
@@ -18,6 +19,7 @@ import threading
 import pytest
 
 from memora.backends.base import ReplyRequest
+from memora.calibration import WORST_KNOWN_RATIO
 from memora.guard import FOREIGN_TOKENIZER_CEILING, GuardedBackend
 from memora.messages import Message
 from memora.server_budget import HELD, ServerBudgetReached, ServerBudgetUnavailable, ServerLedger, Standing
@@ -96,9 +98,10 @@ def test_a_booking_is_the_largest_cost_and_settles_to_the_bill(tmp_path) -> None
     assert ledger.standing() == Standing(0, 40 + 300, 0, 10_000), "input plus the output cap, while the reply streams"
     list(stream)
     assert ledger.standing() == Standing(backend.billed[0][1], 0, 0, 10_000)
-    # A server with another tokenizer may bill more per local token: the booking allows for it.
+    # A server with another tokenizer may bill more per local token: the booking allows for the worst measured ratio.
     foreign = GuardedBackend(ScriptedBackend(profile=backend.profile.__class__(counts_like_o200k=False)), server_ledger=ledger)
-    assert foreign.largest_cost(40, "m", 300) == int(40 * FOREIGN_TOKENIZER_CEILING) + 300
+    assert max(WORST_KNOWN_RATIO.values()) == FOREIGN_TOKENIZER_CEILING
+    assert foreign.largest_cost(40, "m", 300) == math.ceil(40 * FOREIGN_TOKENIZER_CEILING) + 300
 
 
 def test_a_reasoning_model_books_its_thinking_allowance_too(tmp_path) -> None:

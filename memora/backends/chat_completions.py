@@ -14,6 +14,9 @@ Usage comes from the stream's last chunk when the server honours
 ``stream_options={"include_usage": True}``. When it reports none, input and output
 are counted locally with o200k_base and marked ``estimated``: a local model has its
 own tokenizer, so the figure is an estimate, and the UI says so.
+
+Where the server offers its own tokenizer (``server_tokenizer``: llama.cpp, llama-cpp-python,
+vLLM), ``count_exact`` gives the server's count of a request, template included, before it is sent.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any
 import openai
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, Completion, ReplyRequest, SummaryRequest
-from memora.backends.openai_errors import explain_error, stream_ended_early
+from memora.backends.openai_errors import ContextOverflowError, explain_error, stream_ended_early
+from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
 from memora.usage import Usage
@@ -44,8 +48,10 @@ def chat_messages(instructions: str, messages: Sequence[Message]) -> list[dict[s
     return leading + [{"role": _ROLE_FOR_SERVER.get(m.role, m.role), "content": m.content} for m in messages]
 
 
-def usage_of(usage: Any, estimate: Usage) -> Usage:
-    """Reads a Chat Completions ``usage`` object, or returns ``estimate`` when there is none."""
+def usage_of(usage: Any, estimate: Usage, *, by: str | None = None, teaches: bool = True) -> Usage:
+    """Reads a Chat Completions ``usage`` object reported ``by`` the server, or returns ``estimate`` when there is none.
+
+    No such server bills by its figures: they are "reported", never "billed"."""
     if usage is None:
         return estimate
     prompt_details = getattr(usage, "prompt_tokens_details", None)
@@ -55,6 +61,8 @@ def usage_of(usage: Any, estimate: Usage) -> Usage:
         output_tokens=usage.completion_tokens,
         reasoning_tokens=getattr(completion_details, "reasoning_tokens", 0) or 0,
         cached_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
+        by=by,
+        teaches=teaches,
     )
 
 
@@ -74,9 +82,37 @@ class ChatCompletionsBackend:
     offline = False
     profile = CHAT_SERVER_PROFILE
 
-    def __init__(self, client: openai.OpenAI, label: str = "OpenAI-compatible chat server") -> None:
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        label: str = "OpenAI-compatible chat server",
+        *,
+        tokenizer: ServerTokenizer | None = None,
+        probe: bool = True,
+    ) -> None:
+        """``tokenizer`` counts for the server; without one, ``probe`` finds the server's own on first use."""
         self.client = client
         self.label = label
+        self._tokenizer, self._probe = tokenizer, probe
+
+    # -- the server's own count -----------------------------------------------------
+
+    def server_tokenizer(self, model: str) -> ServerTokenizer | None:
+        """The server's tokenizer endpoint, probed once per server and model; None where it has none."""
+        if self._tokenizer is not None or not self._probe:
+            return self._tokenizer
+        key = getattr(self.client, "api_key", None)
+        return probed(str(self.client.base_url), model, key if isinstance(key, str) and key != NO_KEY else None)
+
+    def count_exact(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        """The server's own count of this request's prompt, as it will render it; None when it cannot count."""
+        tokenizer = self.server_tokenizer(model)
+        if tokenizer is None:
+            return None
+        try:
+            return tokenizer.count(chat_messages(instructions, messages))
+        except ServerTokenizerError:
+            return None  # the plan then rests on the learned margin, as for a server without a tokenizer
 
     # -- request bodies ---------------------------------------------------------
 
@@ -133,9 +169,11 @@ class ChatCompletionsBackend:
             if not (finished and isinstance(error, openai.APIConnectionError)):
                 raise self._explain(error, during_stream=started) from None
         if not finished:
+            if not started:
+                self._diagnose(request)
             raise stream_ended_early()
         text = "".join(parts)
-        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text))
+        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text), by="the server")
         yield Completion(text, usage_read, cut=finished == "length")
 
     def summarize(self, request: SummaryRequest) -> Completion:
@@ -146,7 +184,27 @@ class ChatCompletionsBackend:
         choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "") if choice else ""
         estimate = estimate_usage(request.instructions, [Message("user", request.input_text)], text)
-        return Completion(text, usage_of(response.usage, estimate), cut=bool(choice and choice.finish_reason == "length"))
+        usage = usage_of(response.usage, estimate, by="the server")
+        return Completion(text, usage, cut=bool(choice and choice.finish_reason == "length"))
+
+    def _diagnose(self, request: ReplyRequest) -> None:
+        """Raises ContextOverflowError when a stream that ended before its first chunk was refused for its length.
+
+        llama-cpp-python starts a streamed reply before it checks the prompt against its context window,
+        then ends the stream with nothing in it ("Requested tokens (2378) exceed context window of 2048"
+        stays in its log). The same request without streaming, for one token, gets the refusal with its
+        figures (HTTP 400), which the memory learns from; any other answer leaves the stream's own error.
+        """
+        params = {**self.reply_params(request), "stream": False, "max_tokens": 1}
+        params.pop("stream_options", None)
+        # The broken stream's connection may be handed out again and found closed: one retry opens a new one.
+        client = self.client.with_options(max_retries=max(1, self.client.max_retries))
+        try:
+            client.chat.completions.create(**params)
+        except openai.OpenAIError as error:
+            explained = self._explain(error)
+            if isinstance(explained, ContextOverflowError):
+                raise explained from None
 
     def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
         key = getattr(self.client, "api_key", None)

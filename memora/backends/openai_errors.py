@@ -6,6 +6,7 @@ so an error that reaches these functions has already been retried.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import openai
@@ -13,7 +14,16 @@ import openai
 from memora.backends.base import BackendError
 from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
 
-__all__ = ["MIN_SECRET_RUN", "ModelServerError", "explain_error", "redact", "stream_ended_early", "url_secrets"]
+__all__ = [
+    "MIN_SECRET_RUN",
+    "ContextOverflowError",
+    "ModelServerError",
+    "context_overflow",
+    "explain_error",
+    "redact",
+    "stream_ended_early",
+    "url_secrets",
+]
 
 _MAX_SERVER_TEXT = 300
 
@@ -29,6 +39,58 @@ class ModelServerError(BackendError):
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
+
+
+class ContextOverflowError(ModelServerError):
+    """The server refused a request longer than its context window (HTTP 400, kind ``overflow``).
+
+    ``prompt_tokens`` is the server's own count of the request's input and ``window`` its
+    context size, when its message gives them. The memory handles this error itself
+    (it learns the figures, folds or cuts, and retries once); it never reaches the learner
+    as advice to resend, since a resend would fail the same way.
+    """
+
+    def __init__(self, message: str, prompt_tokens: int | None, window: int | None, status_code: int | None = 400) -> None:
+        super().__init__(message, "overflow", status_code)
+        self.prompt_tokens = prompt_tokens
+        self.window = window
+
+
+_OVERFLOW = re.compile(
+    r"exceed(?:s)? (?:the )?(?:context window|(?:the )?available context size|maximum context length)"
+    r"|maximum context length is|context_length_exceeded|input length exceeds|exceeds the context window"
+    r"|input exceeds the context window|prompt is too long",
+    re.IGNORECASE,
+)
+_PROMPT_FIGURES = (
+    re.compile(r"Requested tokens \((\d+)\)"),  # llama-cpp-python: the prompt alone
+    re.compile(r"request \((\d+) tokens\) exceeds", re.IGNORECASE),  # llama.cpp's server
+    re.compile(r"\((\d+) in the messages", re.IGNORECASE),  # vLLM: "you requested N tokens (P in the messages, C in the completion)"
+    re.compile(r"your request has (\d+) input tokens", re.IGNORECASE),  # vLLM, newer
+    re.compile(r"messages resulted in (\d+) tokens", re.IGNORECASE),  # OpenAI Chat Completions
+)
+_WINDOW_FIGURES = (
+    re.compile(r"context window of (\d+)", re.IGNORECASE),
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    re.compile(r"available context size \((\d+) tokens\)", re.IGNORECASE),
+)
+
+
+def context_overflow(text: str, status_code: int | None = 400) -> ContextOverflowError | None:
+    """A ContextOverflowError when ``text`` (a server's error message) says the request overflowed its
+    context, with the figures it carries (llama.cpp, llama-cpp-python, vLLM, Ollama, OpenAI); else None."""
+    if not _OVERFLOW.search(text):
+        return None
+
+    def first(patterns: tuple[re.Pattern[str], ...]) -> int | None:
+        for pattern in patterns:
+            if match := pattern.search(text):
+                return int(match.group(1))
+        return None
+
+    return ContextOverflowError(
+        "The request was longer than the model server's context window.", first(_PROMPT_FIGURES), first(_WINDOW_FIGURES), status_code
+    )
 
 
 def explain_error(
@@ -68,6 +130,8 @@ def explain_error(
             return ModelServerError(f"Could not connect to the model server. Check the network and {url_name}.", "connection")
         case openai.APIStatusError() if error.status_code >= 500:
             return ModelServerError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.", "server", error.status_code)
+        case openai.APIStatusError() if (overflow := context_overflow(_error_text(error), error.status_code)) is not None:
+            return overflow
         case openai.APIStatusError():
             detail = redact(error.message, secrets)[:_MAX_SERVER_TEXT]
             return ModelServerError(
@@ -78,6 +142,13 @@ def explain_error(
             return ModelServerError(f"The model server reported an error: {detail}", "stream")
         case _:
             return ModelServerError(redact(f"The model request failed: {error}", secrets)[:_MAX_SERVER_TEXT], "other")
+
+
+def _error_text(error: openai.APIStatusError) -> str:
+    """The error's message and its body's code, where an overflow is named (OpenAI: ``context_length_exceeded``)."""
+    body = error.body if isinstance(error.body, dict) else {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    return f"{error.message} {inner.get('code') or ''} {inner.get('type') or ''}"
 
 
 def stream_ended_early() -> ModelServerError:

@@ -51,8 +51,8 @@ def output_cap(model: str, max_output_tokens: int) -> int:
     return max_output_tokens + REASONING_ALLOWANCE if is_reasoning_model(model) else max_output_tokens
 
 
-def usage_of(usage: Any, estimate: Usage | None = None) -> Usage:
-    """Reads a Responses ``usage`` object.
+def usage_of(usage: Any, estimate: Usage | None = None, *, by: str | None = None, bills: bool = False, teaches: bool = True) -> Usage:
+    """Reads a Responses ``usage`` object, reported ``by`` the server (billed when ``bills``).
 
     Without one, returns ``estimate`` (local counts, marked estimated), or zeros
     marked estimated when there is no estimate either.
@@ -66,6 +66,9 @@ def usage_of(usage: Any, estimate: Usage | None = None) -> Usage:
         output_tokens=usage.output_tokens,
         reasoning_tokens=getattr(output_details, "reasoning_tokens", 0) or 0,
         cached_tokens=getattr(input_details, "cached_tokens", 0) or 0,
+        by=by,
+        bills=bills,
+        teaches=teaches,
     )
 
 
@@ -162,7 +165,8 @@ class OpenAIResponsesBackend:
                         yield event.delta
                     elif event.type in _FINAL:
                         text = "".join(parts)
-                        usage = usage_of(event.response.usage, self._estimate(request, text))
+                        # A proxy's streamed usage may be its own estimate (LiteLLM 1.108): shown, never learned from.
+                        usage = usage_of(event.response.usage, self._estimate(request, text), **self._reporter(streamed=True))
                         yield Completion(text, usage, cut=stopped_at_cap(event.response))
                         return
                     elif event.type == "response.failed":
@@ -180,7 +184,7 @@ class OpenAIResponsesBackend:
             raise self._explain(error) from None
         text = response.output_text
         estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
-        return Completion(text, usage_of(response.usage, estimate), cut=stopped_at_cap(response))
+        return Completion(text, usage_of(response.usage, estimate, **self._reporter(streamed=False)), cut=stopped_at_cap(response))
 
     def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
         """The server's count of this request's input (``responses.input_tokens.count``)."""
@@ -191,6 +195,12 @@ class OpenAIResponsesBackend:
         return counted.input_tokens
 
     # -- helpers ------------------------------------------------------------------
+
+    def _reporter(self, *, streamed: bool) -> dict[str, Any]:
+        """Whose usage this server's figures are: OpenAI bills by them; a proxy only reports them."""
+        if self.profile.counts_like_o200k:
+            return {"by": "OpenAI", "bills": True}
+        return {"by": "the proxy", "bills": False, "teaches": not streamed}
 
     def _estimate(self, request: ReplyRequest, text: str) -> Usage:
         counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)

@@ -98,12 +98,13 @@ class ArticleAPI:
             "context_messages": len(context_messages),
             "newly_summarized": prepared.newly_summarized_count if prepared else 0,
             "summary_tokens": prepared.summary_token_usage if prepared else 0,
+            "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
         }
         if usage is None:
             record = UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
         else:
             record = UsageRecord.of(**fields, usage=usage)
-        self._record(record)
+        self._record(record, [self.request_instructions(), *(m.content for m in context_messages)])
         self._append(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
         self._changed("turn")

@@ -8,20 +8,23 @@ the article's own method names are ``article_api.ArticleAPI``.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
-from memora.backends import Backend, as_backend
-from memora.calibration import Calibration
+from memora.backends import Backend, BackendError, as_backend
+from memora.backends.openai_errors import ContextOverflowError
+from memora.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
 from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import Sizes, check_limits, request_sizes
-from memora.memory.summarizer import check_summary
+from memora.memory.summarizer import check_summary, summary_texts
 from memora.memory.turn import Turn, transaction
 from memora.memory.values import (
     DEFAULT_MODEL,
@@ -98,6 +101,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
     ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self.history, self.summary_versions = list(history), list(summary_versions)
+        self.calibration = self.calibration.seeing([*(m.content for m in self.history), self.summary])
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         # Each history message's tokens, kept beside it as the history changes (only through ``_append`` and
         # ``_pop``): a turn plans from a slice of it instead of looking every unfolded message up again.
@@ -119,19 +123,83 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         check_limits(budget, recent, self.minimum_budget(), output, self.context_window, self.fold_batch_turns)
         self.max_input_tokens, self.max_recent_turns, self.fold_policy = budget, recent, fold_policy or self.fold_policy
 
+    def window_too_small(self) -> bool:
+        """Whether the server's context window, learned from an overflow error, cannot hold even the largest
+        output: no fold or cut can make a request fit it, and only a setting can."""
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
+        return self.server_window is not None and self.server_window <= output
+
+    def budget_in_force(self) -> int:
+        """``max_input_tokens``, or less when the server's context window, learned from an overflow error,
+        leaves less room beside the largest output."""
+        if self.server_window is None:
+            return self.max_input_tokens
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)
+        return max(1, min(self.max_input_tokens, self.server_window - output))
+
     def minimum_budget(self) -> int:
         """The smallest budget, in the server's tokens, for a reply and for a summary request."""
         return self.calibration.server_estimate(self._sizes().minimum_budget)
 
     def local_budget(self) -> int:
-        """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count."""
-        return self.calibration.local_budget(self.max_input_tokens)
+        """``max_input_tokens`` in local tokens, as the calibration makes it hold by the server's count.
+
+        Without the server's own count, every local token is planned at the highest ratio among the kinds of
+        text the conversation holds: a plan must hold whatever share of Chinese the request ends up with. Where
+        the server counts each request before it is sent (``exact_source``), that count holds the budget, and
+        the plan only has to be close: it weighs each kind's ratio by its share of the texts a request may
+        carry (instructions, summary, unfolded messages), so that English instructions are not planned as Chinese.
+        """
+        if self.calibration.exact or self.exact_source() is None:
+            return self.calibration.local_budget(self.budget_in_force())
+        texts = [self.system_prompt, self.summary, *(m.content for m in self.history[self.summarized_message_count :])]
+        kinds: dict[Kind, int] = {}
+        for text in texts:
+            for kind, tokens in kind_tokens(text).items():
+                kinds[kind] = kinds.get(kind, 0) + tokens
+        return math.floor(self.budget_in_force() / self.calibration.mix_ratio(kinds))
+
+    @property
+    def counts_exactly(self) -> bool:
+        """Whether the budget is held by the server's own count: OpenAI's tokenizer is o200k_base (local counts
+        are its counts), or the server has a tokenizer endpoint that counts each request before it is sent."""
+        return self.calibration.exact or self.exact_source() is not None
+
+    @property
+    def counting(self) -> str:
+        """Which count the budget uses, in words, for the Status panel and the REPL."""
+        source = self.exact_source()
+        if source is not None:
+            return f"the server's tokenizer, exact ({source})"
+        if self.calibration.exact:
+            return "local o200k_base, the server's own tokenizer: exact"
+        return "local, with a learned margin"
+
+    def exact_source(self) -> str | None:
+        """The server's tokenizer endpoint that counts each request (``"llama.cpp /apply-template + /tokenize"``), or None."""
+        if self.calibration.exact:
+            return None
+        tokenizer = getattr(self.backend, "server_tokenizer", None)
+        found = tokenizer(self.model) if callable(tokenizer) else None
+        return getattr(found, "source", None) if found is not None else None
+
+    def _exact(self, instructions: str, messages: Sequence[Message]) -> int | None:
+        """The server's own count of a request, template included; None where it has no tokenizer endpoint."""
+        if self.calibration.exact:
+            return None  # o200k_base is the server's tokenizer: the local count is exact
+        count = getattr(self.backend, "count_exact", None)
+        return count(self.model, instructions, messages) if callable(count) else None
+
+    def _learn(self, local: int, server: int, texts: Sequence[str]) -> None:
+        """Teaches the calibration a count the server itself made (never a figure it estimated)."""
+        self.calibration = self.calibration.learn(local, server, request_kinds(local, texts))
 
     def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
         """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
         self.backend, self.client, self.model = backend, backend, model
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
+        self.server_window: int | None = None  # the server's context window, as an overflow error gave it
 
     # -- turns ----------------------------------------------------------------
 
@@ -144,7 +212,8 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         (the character cap first, so a pasted book is never tokenized), then ContextBudgetError when the
         message with instructions and summary is over the budget (``turn`` leaves that check to ``prepare``)."""
         self.check_limits(user_text)
-        self._check_message_alone(self._tokens.message("user", user_text))
+        self.calibration = self.calibration.seeing([user_text])
+        self._check_message_alone(self._tokens.message("user", user_text), user_text)
 
     @property
     def turn_stats(self) -> dict[int, TurnStats]:
@@ -169,7 +238,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
 
     def plan(self, current: int, message_tokens: int) -> Plan:
         """The fold policy's plan (``planner``) for a message of ``message_tokens`` at history index ``current``."""
-        self._check_message_alone(message_tokens)
+        self._check_message_alone(message_tokens, self.history[current].content)
         self.last_plan = self._plan_for(self._unfolded_tokens(current), message_tokens)
         if self.last_plan.fold:
             self.last_fold_plan = self.last_plan
@@ -210,12 +279,16 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             if start > self.summarized_message_count:
                 self.fold_through(start)
             prepared = self._context_from(start, current, sum(v.tokens for v in self.summary_versions[versions:]), start - pointer)
-            if prepared.input_tokens <= self.local_budget():
+            exact = self._exact(prepared.instructions, prepared.context_messages)
+            if exact is not None:
+                self._learn(prepared.input_tokens, exact, [prepared.instructions, *(m.content for m in prepared.context_messages)])
+                prepared = replace(prepared, server_input_tokens=exact)
+            if (prepared.input_tokens <= self.local_budget()) if exact is None else (exact <= self.budget_in_force()):
                 self.last_prepared = prepared
                 return prepared
             if start >= current:
-                raise self._budget_error(prepared.input_tokens)
-            start += 2  # the counter in use (the API's) disagreed with the local plan
+                raise self._budget_error(prepared.input_tokens, exact)
+            start += 2  # the server's count (or the API's) disagreed with the local plan: one more pair leaves
 
     def fold_through(self, end: int) -> SummaryVersion:
         """Folds ``history[summarized_message_count:end]``, in as few requests as fit the budget (``fold_pieces``).
@@ -281,6 +354,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return self._sizes().fixed + self._history_tokens
 
     def _append(self, message: Message) -> None:
+        self.calibration = self.calibration.seeing([message.content])
         tokens = self.message_tokens(message)
         self.history.append(message)
         self._history_counts.append(tokens)
@@ -291,7 +365,28 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         return self.history.pop()
 
     def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
-        version, record = self._sizes().summarizer.fold(
+        """One summary request, held to the budget by the server's own count where it has one. A context-overflow
+        error teaches its figures, and the request is cut to the room they leave and sent once more."""
+        try:
+            version, record = self._summarize(messages, span)
+        except ContextOverflowError as overflow:
+            self._learn_overflow(overflow, self._summary_request_tokens(messages), summary_texts(self.summary, messages))
+            if self.window_too_small():
+                raise self._overflow_error() from None
+            try:
+                version, record = self._summarize(messages, span)
+            except ContextOverflowError:
+                raise self._overflow_error() from None
+        self._record(record, summary_texts(self.summary, messages))
+        self.calibration = self.calibration.seeing([version.text])
+        check_summary(version, messages)
+        self.summary_versions.append(version)
+        self._changed("fold")
+        return version
+
+    def _summarize(self, messages: tuple[Message, ...], span: tuple[int, int]) -> tuple[SummaryVersion, UsageRecord]:
+        exact = getattr(self.backend, "count_exact", None)
+        return self._sizes().summarizer.fold(
             self.backend,
             self.summary,
             messages,
@@ -300,13 +395,34 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             message_tokens=tuple(self.message_tokens(m) for m in messages),
             turn=self.turn_number,
             served_by=self.served_by,
-            input_budget=self.max_input_tokens,
+            input_budget=self.budget_in_force(),
+            exact=None if self.calibration.exact or not callable(exact) else exact,
+            learn=self._learn,
         )
-        self._record(record)
-        check_summary(version, messages)
-        self.summary_versions.append(version)
-        self._changed("fold")
-        return version
+
+    def _summary_request_tokens(self, messages: tuple[Message, ...]) -> int:
+        return self._sizes().summarizer.overhead() + sum(self.message_tokens(m) for m in messages)
+
+    def learn_overflow(self, overflow: ContextOverflowError, prepared: PreparedContext) -> None:
+        """Learns what a reply request's context-overflow error says: the server's count of the request,
+        and its context window, so that the next ``prepare`` folds or cuts to fit them."""
+        self._learn_overflow(overflow, prepared.input_tokens, [prepared.instructions, *(m.content for m in prepared.context_messages)])
+
+    def _learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None:
+        if overflow.prompt_tokens is not None:
+            self._learn(local, overflow.prompt_tokens, texts)
+        if overflow.window is not None:
+            self.server_window = overflow.window if self.server_window is None else min(self.server_window, overflow.window)
+        elif overflow.prompt_tokens is None:
+            # No figure at all: plan as if the server counted a quarter more than the margin did.
+            self._learn(local, math.ceil(self.calibration.server_estimate(local) * 1.25), texts)
+
+    def _overflow_error(self) -> BackendError:
+        return BackendError(
+            "The model server's context window is smaller than Memora's budget, even after folding and cutting to the "
+            "figures it gave. Lower MEMORA_MAX_INPUT_TOKENS or set MEMORA_CONTEXT_WINDOW to the server's context size "
+            "(llama.cpp: --n_ctx). Your message is kept."
+        )
 
     def _context_from(self, start: int, current: int, spent: int, folded: int) -> PreparedContext:
         recent = self.history[start:current]
@@ -323,9 +439,11 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         instructions = self.request_instructions()
         return REPLY_PRIMING_TOKENS + sum(tokens) + (count_message("system", instructions) if instructions else 0)
 
-    def _record(self, record: UsageRecord) -> None:
-        if record.billed and record.input_tokens is not None:
-            self.calibration = self.calibration.learn(record.counted_input_tokens, record.input_tokens)
+    def _record(self, record: UsageRecord, texts: Sequence[str] = ()) -> None:
+        """Appends ``record``; a trusted figure the server counted itself (not one it may have estimated, nor
+        one its tokenizer's own count contradicts) teaches the calibration, by the kinds of ``texts``."""
+        if record.trusted and record.teaches and record.server_counted_input_tokens is None and record.input_tokens is not None:
+            self._learn(record.counted_input_tokens, record.input_tokens, texts)
         self.ledger.append(record)
 
     def check_limits(self, user_text: str) -> None:
@@ -334,12 +452,18 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
             raise ValueError("The message is empty.")
         self.limits.check(user_text, len(self.history) // 2, self.session_total_tokens)
 
-    def _check_message_alone(self, message_tokens: int) -> None:
-        if (alone := self._sizes().fixed + message_tokens) > self.local_budget():
-            raise self._budget_error(alone + self._sizes().summary(self.summary))
+    def _check_message_alone(self, message_tokens: int, text: str | None = None) -> None:
+        """Raises ContextBudgetError when the message with the instructions alone is over the budget: by the
+        server's own count where it has one (the margin may be pessimistic), else by the planned ratio."""
+        if (alone := self._sizes().fixed + message_tokens) <= self.local_budget():
+            return
+        exact = None if text is None else self._exact(self.system_prompt, [Message("user", text)])
+        if exact is not None and exact <= self.budget_in_force():
+            return
+        raise self._budget_error(alone + self._sizes().summary(self.summary), exact)
 
-    def _budget_error(self, local_tokens: int) -> ContextBudgetError:
-        return ContextBudgetError(self.calibration.server_estimate(local_tokens), self.max_input_tokens)
+    def _budget_error(self, local_tokens: int, exact: int | None = None) -> ContextBudgetError:
+        return ContextBudgetError(exact if exact is not None else self.calibration.server_estimate(local_tokens), self.budget_in_force())
 
     def _sizes(self) -> Sizes:
         """The request sizes under the summary cap, ``max_summary_tokens`` under either fold policy (chosen by

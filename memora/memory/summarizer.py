@@ -8,13 +8,14 @@ marked ``cut``). The ledger records the request whatever its text.
 
 from __future__ import annotations
 
+import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from memora.backends.base import Backend, SummaryRequest
+from memora.backends.base import Backend, BackendError, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
 from memora.messages import Message
 from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
@@ -45,20 +46,40 @@ class Summarizer:
         turn: int,
         served_by: str,
         input_budget: int,
+        exact: ExactCount | None = None,
+        learn: Callable[[int, int, Sequence[str]], None] | None = None,
     ) -> tuple[SummaryVersion, UsageRecord]:
         """Folds ``messages`` (history ``span``) into ``summary``, within ``room`` local tokens of messages.
 
         ``message_tokens`` are the messages' local tokens, as the memory counted them (so that
         none is tokenized again). ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
+        ``exact`` is the server's own count of a request (its tokenizer endpoint): a request it counts
+        over ``input_budget`` is cut further before anything is sent, and each such count goes to
+        ``learn`` (local tokens, server tokens, the request's texts).
         Returns the new version and the request's record. Raises BackendError when
-        the request fails (nothing is recorded then), and SummaryError, after the
-        record, when the model returned no summary for new messages.
+        the request fails or cannot be cut to fit (nothing is recorded then), and SummaryError,
+        after the record, when the model returned no summary for new messages.
         """
-        sent = clip_for_summary(messages, room, message_tokens)
-        request = SummaryRequest(self.model, self.instructions, summary, sent, self.max_summary_tokens)
-        # The input is one new text, counted once: not through the shared cache, where it would evict the window's messages.
-        counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
-        counted += REPLY_PRIMING_TOKENS
+        request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
+        server_count = None if exact is None else exact(self.model, request.instructions, [Message("user", request.input_text)])
+        for _ in range(MAX_RECUTS):
+            if server_count is None or server_count <= input_budget:
+                break
+            if learn is not None:
+                learn(counted, server_count, [request.instructions, request.input_text])
+            # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
+            # From what the messages take now, not from the room, which they may not have filled.
+            taken = min(room, sum(message_tokens))
+            room = max(1, taken - math.ceil((server_count - input_budget) * counted / server_count) - RECUT_SPARE)
+            request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
+            server_count = exact(self.model, request.instructions, [Message("user", request.input_text)])  # type: ignore[misc]
+        else:
+            if server_count is not None and server_count > input_budget:
+                raise BackendError(
+                    f"The summary request needs {server_count} tokens by the server's count, over the budget of {input_budget}, "
+                    "even with the messages cut. Raise MEMORA_MAX_INPUT_TOKENS. Nothing was sent; your message is kept."
+                )
+        sent = request.new_messages
         began = time.perf_counter()
         completion = backend.summarize(request)
         record = UsageRecord.of(
@@ -70,6 +91,7 @@ class Summarizer:
             latency_s=time.perf_counter() - began,
             cut=completion.cut,
             input_budget=input_budget,
+            server_counted_input_tokens=server_count,
         )
         text = completion.text.strip()
         bounded = truncate_text(text, self.max_summary_tokens)
@@ -77,6 +99,25 @@ class Summarizer:
         text = whole_sentences(bounded) if cut else text
         clipped = sum(a is not b for a, b in zip(messages, sent, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
+
+    def _request(self, summary: str, sent: tuple[Message, ...]) -> tuple[SummaryRequest, int]:
+        """The request, and its local count: the input is one new text, counted once, not through the shared
+        cache, where it would evict the window's messages."""
+        request = SummaryRequest(self.model, self.instructions, summary, sent, self.max_summary_tokens)
+        counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
+        return request, counted + REPLY_PRIMING_TOKENS
+
+
+ExactCount = Callable[[str, str, Sequence[Message]], "int | None"]
+"""A backend's ``count_exact(model, instructions, messages)``: the server's own count of a request."""
+
+MAX_RECUTS = 4
+RECUT_SPARE = 8
+
+
+def summary_texts(summary: str, messages: Sequence[Message]) -> list[str]:
+    """The texts a summary request of ``messages`` carries, for the calibration's kinds of text."""
+    return [summary, *(m.content for m in messages)]
 
 
 @cache

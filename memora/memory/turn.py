@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memora.backends.base import BackendError, Completion, ReplyRequest
+from memora.backends.openai_errors import ContextOverflowError
 from memora.memory.values import PreparedContext, TurnStats
 
 if TYPE_CHECKING:
@@ -56,24 +57,39 @@ class Turn:
         The turn is committed only after the model's final event. If the stream
         fails or is abandoned part-way, nothing of the reply is kept, and the
         enclosing ``with memory.turn(...)`` rolls the user message back.
+
+        A context-overflow error (the server's window is smaller than planned for) never
+        reaches the caller as it is: the memory learns its figures, prepares the context
+        again (folding or cutting to fit them) and sends it once more; a second overflow
+        raises a BackendError that says which setting to change, not to resend.
         """
         memory = self.memory
-        self.prepared = prepared = memory.prepare()
-        request = ReplyRequest(
-            model=memory.model,
-            instructions=prepared.instructions,
-            messages=prepared.context_messages,
-            counted_input_tokens=prepared.input_tokens,
-            input_budget=memory.max_input_tokens,
-            max_output_tokens=memory.max_reply_tokens,
-        )
-        began = time.perf_counter()
-        for item in memory.backend.stream_reply(request):
-            if isinstance(item, Completion):
-                self._commit(item, began)
-                return
-            yield item
-        raise BackendError("The model's stream ended before the response was complete.")
+        for attempt in range(2):
+            self.prepared = prepared = memory.prepare()
+            request = ReplyRequest(
+                model=memory.model,
+                instructions=prepared.instructions,
+                messages=prepared.context_messages,
+                counted_input_tokens=prepared.input_tokens,
+                input_budget=memory.budget_in_force(),
+                max_output_tokens=memory.max_reply_tokens,
+            )
+            began = time.perf_counter()
+            try:
+                for item in memory.backend.stream_reply(request):
+                    if isinstance(item, Completion):
+                        self._commit(item, began)
+                        return
+                    yield item
+            except ContextOverflowError as overflow:
+                # The server refuses before its first token, so nothing was yielded for this attempt.
+                if attempt:
+                    raise memory._overflow_error() from None
+                memory.learn_overflow(overflow, prepared)
+                if memory.window_too_small():
+                    raise memory._overflow_error() from None
+                continue
+            raise BackendError("The model's stream ended before the response was complete.")
 
     def run(self) -> str:
         """Runs the whole turn without streaming; returns the reply text."""

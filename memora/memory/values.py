@@ -84,7 +84,8 @@ class PreparedContext:
     ``sources[i]`` and ``message_tokens[i]`` describe ``context_messages[i]``.
     ``instructions`` is what goes as the request's instructions: empty when they
     travel in the context's system message instead. ``input_tokens`` covers
-    instructions plus all messages, framing included.
+    instructions plus all messages, framing included. ``server_input_tokens`` is the
+    server tokenizer's own count of the request, template included, when it has one.
     """
 
     instructions: str
@@ -94,6 +95,7 @@ class PreparedContext:
     input_tokens: int
     summary_token_usage: int
     newly_summarized_count: int
+    server_input_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The article's ``memory_stats`` dict."""
@@ -114,7 +116,9 @@ class TurnStats:
     ``estimated`` is True when the server reported no usage and it was counted locally.
     ``cut`` is True when the reply stopped at ``max_reply_tokens``. ``over_budget``
     is True when the server counted more input than the budget; ``implausible``
-    when what it reported is too low to be the request's cost.
+    when what it reported is too low to be the request's cost. ``input_source`` says whose figure
+    ``input_tokens`` is (``UsageRecord.input_label``), ``bills`` whether it is a bill, ``disagrees``
+    whether it contradicts ``server_counted_input_tokens``, the server tokenizer's own count.
     """
 
     turn: int
@@ -130,6 +134,18 @@ class TurnStats:
     over_budget: bool = False
     implausible: bool = False
     input_budget: int | None = None
+    input_source: str = ""
+    bills: bool = False
+    disagrees: bool = False
+    server_counted_input_tokens: int | None = None
+
+    @property
+    def server_input_tokens(self) -> int | None:
+        """The server's own count of the input: its tokenizer's, else a reported figure nothing contradicts."""
+        if self.server_counted_input_tokens is not None:
+            return self.server_counted_input_tokens
+        trusted = self.input_tokens is not None and not (self.estimated or self.implausible or self.disagrees)
+        return self.input_tokens if trusted else None
 
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
@@ -158,4 +174,8 @@ class TurnStats:
             over_budget=record.over_budget,
             implausible=record.implausible,
             input_budget=record.input_budget,
+            input_source=record.input_label,
+            bills=record.billed,
+            disagrees=record.disagrees,
+            server_counted_input_tokens=record.server_counted_input_tokens,
         )

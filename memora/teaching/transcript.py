@@ -139,6 +139,10 @@ class LedgerEntry(StrictModel):
     context_messages: Count | None = None
     newly_summarized: Count | None = None
     summary_tokens: Count | None = None
+    server_counted_input_tokens: Count | None = None
+    source: Annotated[str, Field(max_length=200)] = ""
+    bills: bool = False
+    teaches: bool = True
 
 
 class TurnStatsEntry(StrictModel):

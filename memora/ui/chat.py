@@ -65,7 +65,13 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, mark:
         if stats is not None and stats.over_budget:
             render.alert(
                 "warning",
-                t(lang, "chat.over_budget", billed=stats.input_tokens, budget=stats.input_budget, counted=stats.counted_input_tokens),
+                t(
+                    lang,
+                    "chat.over_budget",
+                    billed=stats.server_input_tokens,
+                    budget=stats.input_budget,
+                    counted=stats.counted_input_tokens,
+                ),
                 icon=":material/warning:",
             )
         if stats is not None:
@@ -76,15 +82,21 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, mark:
 
 
 def stats_table(stats: TurnStats, lang: str) -> str:
-    """The article's per-turn block as a Markdown table; estimated figures say so."""
+    """The article's per-turn block as a Markdown table; each input figure says whose it is (billed only by a
+    provider that bills by it), and a figure the server tokenizer's own count contradicts says so."""
     actual = t(lang, "stats.not_reported") if stats.input_tokens is None else f"{stats.input_tokens:,}"
     if stats.estimated and stats.input_tokens is not None:
         actual = t(lang, "stats.estimated", value=actual)
     elif stats.implausible:
         actual = t(lang, "stats.implausible", value=actual)
+    elif stats.disagrees:
+        actual = t(lang, "stats.disagrees", value=actual, exact=f"{stats.server_counted_input_tokens:,}")
+    elif stats.input_tokens is not None:
+        actual = t(lang, "stats.billed" if stats.bills else "stats.reported", value=actual)
     output = t(lang, "stats.not_reported") if stats.output_tokens is None else f"{stats.output_tokens:,}"
     rows = [
         ("stats.counted_input", f"{stats.counted_input_tokens:,}"),
+        *([("stats.server_counted", f"{stats.server_counted_input_tokens:,}")] if stats.server_counted_input_tokens is not None else []),
         ("stats.actual_input", actual),
         ("stats.output", output),
         ("stats.summary", f"{stats.summary_token_usage:,}"),

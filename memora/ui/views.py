@@ -98,20 +98,21 @@ def fold_note(memory: ShortTermMemory, lang: str) -> str:
 
 
 def calibration_note(memory: ShortTermMemory, lang: str) -> str:
-    """How the budget is held by the server's own token count, in one sentence."""
+    """Which count the budget uses, in one sentence: o200k_base (the server's own), the server's tokenizer
+    (exact), or local counts with each kind of text's margin, learned or still the worst known."""
     calibration = memory.calibration
     if calibration.exact:
         return t(lang, "calibration.exact")
-    if calibration.observed is None:
-        return t(lang, "calibration.unknown", margin=f"{calibration.ratio - 1:.0%}", local=f"{memory.local_budget():,}")
-    return t(
-        lang,
-        "calibration.learned",
-        ratio=f"{calibration.observed:.2f}",
-        reports=calibration.reports,
-        local=f"{memory.local_budget():,}",
-        budget=f"{memory.max_input_tokens:,}",
+    source = memory.exact_source()
+    if source is not None:
+        return t(lang, "calibration.server", source=source, budget=f"{memory.budget_in_force():,}")
+    learned = dict(calibration.learned)
+    ratios = ", ".join(
+        f"{t(lang, f'calibration.kind.{kind}')} {calibration.kind_ratio(kind):.2f}× "
+        f"({t(lang, 'calibration.kind.learned' if kind in learned else 'calibration.kind.worst')})"
+        for kind in sorted(calibration.seen | {"latin"})
     )
+    return t(lang, "calibration.kinds", ratios=ratios, local=f"{memory.local_budget():,}", budget=f"{memory.budget_in_force():,}")
 
 
 @dataclass(frozen=True)
