@@ -40,7 +40,7 @@ from memora.store import ConversationStore, StoreCaps, open_store  # noqa: E402
 from memora.store.keeper import ConversationKeeper  # noqa: E402
 from memora.store.owner import new_owner  # noqa: E402
 from memora.store.saved import dumps_saved  # noqa: E402
-from memora.teaching.transcript import MAX_MESSAGE_CHARS, MAX_TRANSCRIPT_BYTES, continue_in_session, dumps_transcript, parse_transcript  # noqa: E402
+from memora.transcript.format import MAX_MESSAGE_CHARS, MAX_TRANSCRIPT_BYTES, continue_in_session, dumps_transcript, parse_transcript  # noqa: E402
 
 MIB = 1024 * 1024
 

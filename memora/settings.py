@@ -67,7 +67,7 @@ Conversation persistence (``memora.store``; see docs/postgresql.md):
   from their first reply, imports and forks); default 20.
 - ``MEMORA_MAX_STORE_MB``: every saved conversation together, in MiB; default 1,024.
 - ``MEMORA_SHUTDOWN_GRACE_S``: when the server is stopped (SIGTERM, Ctrl-C), how long the replies
-  being written may take to finish and be saved; default 5 (``memora.shutdown``).
+  being written may take to finish and be saved; default 5 (``memora.replies.shutdown``).
 """
 
 from __future__ import annotations
@@ -79,15 +79,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from memora.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
+from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
+from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
-from memora.server_budget import DEFAULT_DATA_DIR, ServerLedger
 from memora.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
 from memora.store.saved import MAX_SAVED_BYTES
 
 if TYPE_CHECKING:
     from memora.backends.base import Backend
-    from memora.store.postgres_ledger import PostgresServerLedger
+    from memora.classroom.postgres_ledger import PostgresServerLedger
     from memora.tokens import TokenCounter
 
 BackendName = Literal["offline", "openai", "chat"]
@@ -112,7 +112,7 @@ DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
 DEFAULT_MAX_STORE_MB = 1024
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
 """Long enough for most replies under way (a 1,000-token cap streams in 5-15 s from a hosted model, and a reply is
-usually part-way), yet, with ``memora.shutdown.UNWIND_S`` after it, under the 10 s that ``docker stop`` waits before
+usually part-way), yet, with ``memora.replies.shutdown.UNWIND_S`` after it, under the 10 s that ``docker stop`` waits before
 SIGKILL, which would keep nothing at all. systemd (90 s) and Kubernetes (30 s) allow a longer grace."""
 
 
@@ -169,7 +169,7 @@ class Settings:
         if self.max_server_tokens is None:
             return None
         if is_postgres(self.store_url):
-            from memora.store.postgres_ledger import PostgresServerLedger
+            from memora.classroom.postgres_ledger import PostgresServerLedger
 
             return PostgresServerLedger(str(self.store_url), self.max_server_tokens)
         return ServerLedger.in_dir(self.data_dir, self.max_server_tokens)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from memora.calibration import implausible
+from memora.tokens.calibration import implausible
 
 RequestKind = Literal["reply", "summary"]
 
@@ -65,7 +65,7 @@ class UsageRecord:
     a total (the article's ``finish_turn(..., response_tokens)``).
     ``cut`` is True when the server stopped the output at its cap. ``implausible``
     is True when the server reported fewer input tokens than the request's text
-    can cost (``memora.calibration.implausible``): that figure is no bill.
+    can cost (``memora.tokens.calibration.implausible``): that figure is no bill.
     ``input_budget`` is the budget the request was planned for. ``server_counted_input_tokens`` is the
     server tokenizer's own count of the request, taken before sending (None where the server has no
     tokenizer endpoint); ``source`` says whose figure ``input_tokens`` is (``Usage.label``), and

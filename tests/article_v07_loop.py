@@ -3,7 +3,7 @@
 # and the client is memora's offline engine behind an article-style client.
 from memora import ShortTermMemory
 from memora.backends import OfflineBackend
-from memora.compat import ArticleClient
+from memora.backends.compat import ArticleClient
 
 client = ArticleClient(OfflineBackend())
 

@@ -12,11 +12,11 @@ import itertools
 import pytest
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
-from memora.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, clip_middle, count_text
+from memora.tokens.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
 from tests.fakes import ScriptedBackend
 from tests.helpers.memory import chat
 

@@ -16,9 +16,9 @@ from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, cha
 from memora.backends.openai_errors import ContextOverflowError, context_overflow, explain_error
 from memora.backends.openai_responses import PROXY_PROFILE, OpenAIResponsesBackend
 from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
-from memora.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
 from memora.memory import ShortTermMemory
 from memora.messages import Message
+from memora.tokens.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
 from memora.usage import Usage, UsageRecord
 from tests.servers import ChatServer, ResponsesServer, closed_port
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from memora.limits import LimitReached, SessionLimits
+from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
-from memora.teaching.transcript import dumps_transcript
+from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import ScriptedBackend
 from tests.helpers.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
@@ -276,7 +276,7 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
 
 
 def test_the_server_budget_counts_every_session_survives_a_restart_and_gives_the_text_back(tmp_path, monkeypatch) -> None:
-    from memora.server_budget import USAGE_DB_NAME, ServerLedger
+    from memora.classroom.server_budget import USAGE_DB_NAME, ServerLedger
 
     with ResponsesServer() as server:
         monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -305,9 +305,9 @@ def test_the_server_budget_counts_every_session_survives_a_restart_and_gives_the
 
 def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> None:
     from memora.backends.base import ReplyRequest
-    from memora.guard import GuardedBackend
+    from memora.classroom.guard import GuardedBackend
+    from memora.classroom.server_budget import ServerLedger
     from memora.messages import Message
-    from memora.server_budget import ServerLedger
 
     ledger = ServerLedger(tmp_path / "usage.sqlite3", 10_000)
     guarded = GuardedBackend(ScriptedBackend(), server_ledger=ledger)
@@ -322,7 +322,7 @@ def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> Non
 def test_the_server_ledger_is_safe_for_many_threads_at_once(tmp_path) -> None:
     import threading
 
-    from memora.server_budget import ServerLedger, Standing
+    from memora.classroom.server_budget import ServerLedger, Standing
 
     ledger = ServerLedger(tmp_path / "deep" / "usage.sqlite3", 10**9)
 

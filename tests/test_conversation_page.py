@@ -17,7 +17,7 @@ from memora.store.keeper import ConversationKeeper
 from memora.store.owner import new_browser_secret, owner_of
 from memora.store.saved import parse_saved
 from memora.store.sqlite import SqliteStore
-from memora.teaching.transcript import dumps_transcript
+from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
 from tests.helpers.app import APP, send, texts, tree_text

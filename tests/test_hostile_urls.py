@@ -14,8 +14,8 @@ import traceback
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
-from memora.server_budget import ServerBudgetUnavailable
 from memora.store import StoreError, new_conversation_id, open_store
 from memora.store.owner import new_owner
 from memora.ui.conversation import shared_store
@@ -64,7 +64,7 @@ def test_redact_removes_a_url_password_in_every_form_and_any_scheme() -> None:
 
 
 def test_the_store_and_the_ledger_never_name_the_password_in_their_errors() -> None:
-    from memora.store.postgres_ledger import PostgresServerLedger
+    from memora.classroom.postgres_ledger import PostgresServerLedger
 
     for url, password in [*hostile_urls(), *hostile_urls(port=9)]:
         with pytest.raises(StoreError) as failed:

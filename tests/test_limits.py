@@ -3,7 +3,7 @@
 import pytest
 
 from memora import ShortTermMemory
-from memora.limits import LimitReached, SessionLimits
+from memora.classroom.limits import LimitReached, SessionLimits
 from tests.helpers.memory import assert_consistent, chat
 
 

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
-from memora.teaching.transcript import dumps_transcript, import_transcript
 from memora.tokens import ApiTokenCounter
+from memora.transcript.format import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.ui.browser import cookie_script
 from memora.ui.frames import ledger_frame

@@ -2,7 +2,7 @@
 
 The page tests drive two AppTest sessions in one process, as a reload makes a second session on the
 same server: the first holds a reply (a GatedBackend stops it after its first piece), the second
-opens the same id. The shutdown tests drive ``memora.shutdown.drain`` on real jobs, keepers, a real
+opens the same id. The shutdown tests drive ``memora.replies.shutdown.drain`` on real jobs, keepers, a real
 SQLite store and the real server ledger. The same two cases against a real `streamlit run` and
 Chromium are in tests/test_browser_reload.py.
 """
@@ -18,12 +18,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from memora.backends.base import Completion, ReplyRequest
-from memora.flights import FLIGHTS, Flights
-from memora.guard import GuardedBackend
+from memora.classroom.guard import GuardedBackend
+from memora.classroom.server_budget import ServerLedger
 from memora.memory import ShortTermMemory
-from memora.reply_job import ReplyJob
-from memora.server_budget import ServerLedger
-from memora.shutdown import drain
+from memora.replies.flights import FLIGHTS, Flights
+from memora.replies.job import ReplyJob
+from memora.replies.shutdown import drain
 from memora.store.keeper import ConversationKeeper
 from memora.store.owner import new_browser_secret, owner_of
 from memora.store.saved import dumps_saved, parse_saved

@@ -1,6 +1,6 @@
 """Replies survive reruns: the turn runs on the session's ReplyJob, and only Stop, Reset or an import cancel it.
 
-The memory-level tests drive ``memora.reply_job`` directly; the page tests
+The memory-level tests drive ``memora.replies.job`` directly; the page tests
 drive the page through AppTest while a GatedBackend holds the reply after its
 first piece, so that each click happens, for certain, in the middle of a reply.
 """
@@ -13,11 +13,11 @@ import time
 import pytest
 
 from memora.backends.base import BackendError
-from memora.limits import LimitReached, SessionLimits
+from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
 from memora.messages import Message
-from memora.reply_job import ReplyJob
-from memora.teaching.transcript import dumps_transcript
+from memora.replies.job import ReplyJob
+from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from tests.fakes import GatedBackend, ScriptedBackend
 from tests.helpers.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts

@@ -19,10 +19,10 @@ import threading
 import pytest
 
 from memora.backends.base import ReplyRequest
-from memora.calibration import WORST_KNOWN_RATIO
-from memora.guard import FOREIGN_TOKENIZER_CEILING, GuardedBackend
+from memora.classroom.guard import FOREIGN_TOKENIZER_CEILING, GuardedBackend
+from memora.classroom.server_budget import HELD, ServerBudgetReached, ServerBudgetUnavailable, ServerLedger, Standing
 from memora.messages import Message
-from memora.server_budget import HELD, ServerBudgetReached, ServerBudgetUnavailable, ServerLedger, Standing
+from memora.tokens.calibration import WORST_KNOWN_RATIO
 from tests.fakes import ScriptedBackend
 from tests.helpers.budget import Outcomes, isolated_postgres_url, ledger_for, second_process, send_at_once
 from tests.helpers.stores import postgres_url
@@ -168,7 +168,7 @@ def test_a_ledger_made_before_bookings_migrates_in_place(tmp_path) -> None:
 def test_a_postgres_ledger_made_before_bookings_migrates_in_place() -> None:
     import psycopg
 
-    from memora.store.postgres_ledger import PostgresServerLedger
+    from memora.classroom.postgres_ledger import PostgresServerLedger
 
     url = isolated_postgres_url(postgres_url())
     with psycopg.connect(url, autocommit=True) as old:
@@ -192,7 +192,7 @@ def test_a_settlement_the_store_cannot_take_is_held_counted_logged_once_and_writ
     moved = tmp_path / "moved.sqlite3"
     path.rename(moved)
     path.mkdir()  # sqlite cannot open a directory: every call fails as a vanished disk would
-    caplog.set_level("INFO", logger="memora.server_budget")
+    caplog.set_level("INFO", logger="memora.classroom.server_budget")
     assert ledger.settle(first, 321) is False
     assert ledger.settle(second, 79, estimated=True) is False
     assert ledger.unsaved() == 400

@@ -98,7 +98,7 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path, Co
         assert "Not saved yet, will retry" in page and f"{backend.billed[1][1]:,} billed tokens" in page
         assert "could not be saved" in page, "the conversation store's own retry notice"
         assert f"{billed(backend):,} of {CAP:,} tokens spent" in page, "the held spend is counted"
-        warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.server_budget"]
+        warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.classroom.server_budget"]
         assert len(warnings) == 1, [r.getMessage() for r in warnings]
         logged = caplog.text
         assert keeper.conversation_id not in logged and CLASSROOM_KEY not in logged and str(data) not in logged
@@ -121,7 +121,7 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path, Co
         assert (missing, still_open) == (0, 0), f"{missing} billed tokens missing from the ledger"
         stored = parse_saved(keeper.store.load(keeper.conversation_id, keeper.owner).payload)
         assert [m.content for m in stored.transcript.history][-1] == "reply 2"
-        assert len([r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.server_budget"]) == 1
+        assert len([r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.classroom.server_budget"]) == 1
 
         send(at, "And now?")
         assert at.session_state[keys.MEMORY].history[-1].content == "reply 3"

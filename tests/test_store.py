@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from memora.backends import OfflineBackend
-from memora.limits import SessionLimits
+from memora.classroom.limits import SessionLimits
 from memora.memory import ShortTermMemory
 from memora.settings import SettingsError, load_settings
 from memora.store import CapReached, IdleSweep, StoreCaps, StoreError, VersionConflict, is_conversation_id, new_conversation_id, open_store
@@ -19,7 +19,7 @@ from memora.store.keeper import ConversationKeeper, reopen
 from memora.store.owner import new_owner
 from memora.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
 from memora.store.sqlite import SqliteStore
-from memora.teaching.transcript import TranscriptError, continue_in_session, dumps_transcript, parse_transcript
+from memora.transcript.format import TranscriptError, continue_in_session, dumps_transcript, parse_transcript
 from tests.fakes import ScriptedBackend
 from tests.helpers.memory import chat
 from tests.helpers.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
@@ -373,8 +373,8 @@ def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
 
 
 def test_the_postgres_server_ledger_is_shared_by_every_process_and_enforced():
-    from memora.server_budget import ServerBudgetReached
-    from memora.store.postgres_ledger import PostgresServerLedger
+    from memora.classroom.postgres_ledger import PostgresServerLedger
+    from memora.classroom.server_budget import ServerBudgetReached
     from tests.helpers.budget import isolated_postgres_url
 
     url = isolated_postgres_url(postgres_url())  # a schema of its own: the shared database's tables are not touched

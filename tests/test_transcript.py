@@ -5,7 +5,7 @@ import pytest
 
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.teaching.transcript import (
+from memora.transcript.format import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
     dumps_transcript,

@@ -14,7 +14,7 @@ def as_backend(client: Any) -> Backend:
     """The backend for what the article calls ``client``.
 
     A memora backend is returned as it is; an article-style client made by
-    ``memora.compat.ArticleClient`` gives its backend back; anything with a
+    ``memora.backends.compat.ArticleClient`` gives its backend back; anything with a
     ``responses`` attribute (an ``openai.OpenAI`` client) is wrapped.
     Raises TypeError for anything else.
     """

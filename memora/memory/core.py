@@ -17,8 +17,7 @@ from typing import Any
 
 from memora.backends import Backend, BackendError, as_backend
 from memora.backends.openai_errors import ContextOverflowError
-from memora.calibration import Calibration, Kind, kind_tokens, request_kinds
-from memora.limits import SessionLimits
+from memora.classroom.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
@@ -41,6 +40,7 @@ from memora.memory.values import (
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TextTokens, TokenCounter, count_message
+from memora.tokens.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.usage import Ledger, UsageRecord
 
 

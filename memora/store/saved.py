@@ -1,6 +1,6 @@
 """What is saved for a conversation, and how it is read back: the transcript export, plus the page's choices.
 
-The payload is the transcript that *Export* downloads (``memora.teaching.transcript``: history, summary
+The payload is the transcript that *Export* downloads (``memora.transcript.format``: history, summary
 versions, ledger, last context, the memory's settings), with the page's language and fold policy around
 it. Like the export it reads only the memory's own state, so it never holds an API key, a base URL or
 any other part of the backend.
@@ -25,10 +25,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from memora import untrusted
 from memora.memory import FoldPolicy, ShortTermMemory
-from memora.teaching.transcript import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
-from memora.untrusted import StrictModel
+from memora.transcript import untrusted
+from memora.transcript.format import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
+from memora.transcript.untrusted import StrictModel
 
 SAVED_FORMAT = "memora-conversation"
 SAVED_VERSION = 1
@@ -55,7 +55,7 @@ class SavedFile(StrictModel):
 class SavedConversation:
     """A stored payload, validated: the conversation and the page's language and fold policy.
 
-    ``pending_message``: a message the server stopped before answering (``memora.shutdown``); it is not
+    ``pending_message``: a message the server stopped before answering (``memora.replies.shutdown``); it is not
     part of the history, and the restored page puts it back in the input box.
     """
 

@@ -37,10 +37,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from memora import untrusted
 from memora.backends.base import Backend, BackendError
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
-from memora.untrusted import NotBlank
+from memora.transcript import untrusted
+from memora.transcript.untrusted import NotBlank
 
 SCENARIO_FORMAT = "memora-probe-scenario"
 SCENARIO_VERSION = 1

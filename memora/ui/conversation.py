@@ -121,7 +121,7 @@ def _continue_with(state: Any, result: Reopened) -> None:
     # As after an import: coming back sends no request; the next reply's prefold does what is due.
     state[keys.PREFOLD_AT] = len(memory.history)
     state[keys.NOTICE] = Notice("info", "conversation.restored", {"messages": len(memory.history)})
-    if result.pending_message is not None:  # the server stopped before answering it (memora.shutdown)
+    if result.pending_message is not None:  # the server stopped before answering it (memora.replies.shutdown)
         state[keys.RESTORE_TEXT] = result.pending_message
         state[keys.NOTICE] = Notice("warning", "conversation.restored_pending", {"messages": len(memory.history)})
 

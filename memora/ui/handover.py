@@ -3,7 +3,7 @@
 A reload starts a new session. The old one's reply job runs on and commits under the conversation's
 id, so a new session restored from the store would show the conversation without that reply, and its
 next save, built on the older version, would fork. Instead, every job is registered with its keeper in
-``memora.flights.FLIGHTS``, and a session opening an id with a job still running there *adopts* it:
+``memora.replies.flights.FLIGHTS``, and a session opening an id with a job still running there *adopts* it:
 
 1. While the job runs, the new session shows the same memory and job as the old one (the reply goes
    on streaming, with its Stop button), and saves through the same keeper.
@@ -26,11 +26,11 @@ from typing import Any
 
 import streamlit as st
 
-from memora.flights import FLIGHTS, Flight
 from memora.memory import ShortTermMemory
-from memora.reply_job import ReplyJob
+from memora.replies.flights import FLIGHTS, Flight
+from memora.replies.job import ReplyJob
+from memora.replies.shutdown import install as install_shutdown
 from memora.settings import Settings
-from memora.shutdown import install as install_shutdown
 from memora.store.keeper import ConversationKeeper, Reopened, reopen_live
 from memora.ui import state as keys
 from memora.ui.i18n import LANGUAGES

@@ -8,9 +8,9 @@ key (a test checks this), so a switch of language never drops a label.
 from __future__ import annotations
 
 from memora.backends.base import BackendError
-from memora.limits import LimitReached
+from memora.classroom.limits import LimitReached
+from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.memory import ContextBudgetError, SummaryError
-from memora.server_budget import ServerBudgetUnavailable
 from memora.store import StoreError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}
@@ -75,7 +75,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.cap_kept.conversation": "This conversation reached {limit}, the most this server keeps for one conversation: it is kept as last saved, and what came after is not. Export it to keep all of it.",
         "conversation.cap_kept.browser": "This browser started {limit} conversations in the last hour, the most this server allows: this one is not saved yet. Export it to keep it.",
         "conversation.cap_kept.store": "The conversation store is full ({limit}): this conversation is kept as last saved, and what came after is not. Export it to keep all of it.",
-        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/shutdown.py)
+        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/replies/shutdown.py)
         "conversation.adopted": "This conversation's last reply is still being written: it goes on below, and is kept when it ends.",
         "conversation.restored_unsaved": "The conversation is back as this server holds it ({messages} messages), newer than the copy the store could save; saving is tried again at your next step.",
         "conversation.restored_pending": "The conversation is back ({messages} messages), but the server stopped before it answered your last message. It is in the input box again: send it when you are ready.",
@@ -413,7 +413,7 @@ CATALOG: dict[str, dict[str, str]] = {
         "conversation.cap_kept.conversation": "這段對話已達 {limit}，是這個伺服器為一段對話保存的上限：它保持最後保存的樣子，之後的部分沒有保存。請匯出以保留全部內容。",
         "conversation.cap_kept.browser": "這個瀏覽器在過去一小時內已開始 {limit} 段對話，是這個伺服器允許的上限：這段對話還沒有保存。請匯出以保留它。",
         "conversation.cap_kept.store": "對話儲存區已滿（{limit}）：這段對話保持最後保存的樣子，之後的部分沒有保存。請匯出以保留全部內容。",
-        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/shutdown.py)
+        # a reload during a reply, and a server stopped mid-reply (memora/ui/handover.py, memora/replies/shutdown.py)
         "conversation.adopted": "這段對話的最後一個回覆還在產生中：它會在下方繼續，結束後就會保存。",
         "conversation.restored_unsaved": "對話已恢復為這個伺服器上的樣子（{messages} 則訊息），比儲存區能保存的版本更新；下一步時會再試一次保存。",
         "conversation.restored_pending": "對話已恢復（{messages} 則訊息），但伺服器在回答你最後一則訊息之前就停止了。那則訊息已放回輸入框：準備好就再送出。",

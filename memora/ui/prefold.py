@@ -1,6 +1,6 @@
 """The summary off the critical path: after a reply, fold what the next turn needs.
 
-The fold runs on the reply's own job (``memora.reply_job``), right after the
+The fold runs on the reply's own job (``memora.replies.job``), right after the
 commit, while the user reads the reply; the next message's ``prepare()`` then
 finds nothing to fold and its reply request goes out at once. A small status in
 the sidebar says a summary is being updated, or why it could not be.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory, SummaryVersion
-from memora.reply_job import Progress
+from memora.replies.job import Progress
 from memora.ui import render
 from memora.ui.i18n import error_message, t
 

@@ -4,7 +4,7 @@ Every panel, message, reply, summary, notice and warning goes through these
 functions (a test checks that no other page module calls ``st.markdown``,
 ``st.caption``, the alerts or ``st.write_stream`` itself). ``shown`` is the
 text as drawn: ``memora.backends.openai_errors.redact`` with the session's
-keys, then ``memora.markup.inert_markdown``, so no text can show a key or make
+keys, then ``memora.ui.markup.inert_markdown``, so no text can show a key or make
 the browser fetch an image.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from memora.markup import inert_markdown
 from memora.redaction import redact
 from memora.ui import state as keys
+from memora.ui.markup import inert_markdown
 
 Level = Literal["info", "success", "warning", "error"]
 

@@ -1,4 +1,4 @@
-"""The page's side of a reply job (``memora.reply_job``): start it, draw it as it grows, settle what it left.
+"""The page's side of a reply job (``memora.replies.job``): start it, draw it as it grows, settle what it left.
 
 A submitted message becomes a ``ReplyJob`` owned by the session. Every run of
 the script, whatever click caused it, draws the job's ``Progress`` instead of
@@ -16,7 +16,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.memory import ShortTermMemory
-from memora.reply_job import Progress, ReplyJob
+from memora.replies.job import Progress, ReplyJob
 from memora.ui import handover, prefold, render, settings_panel
 from memora.ui import state as keys
 from memora.ui.conversation import PARAM

@@ -4,7 +4,7 @@ which the Status panel draws.
 Every change is applied in a widget callback, before the script reruns, so the
 panels and the next turn already see it. A refused change leaves the memory as
 it was, puts the widget back to the memory's value and says why. While a reply
-is being written (``memora.reply_job``), a change that would alter the memory
+is being written (``memora.replies.job``), a change that would alter the memory
 under it (backend, model, key, budget, window, fold policy) is kept in its
 widget and applied when the reply ends (``apply_deferred``); the page says so.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import streamlit as st
 
 from memora.memory import ShortTermMemory
-from memora.reply_job import ReplyJob
+from memora.replies.job import ReplyJob
 from memora.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
 from memora.ui import render
 from memora.ui import state as keys

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from memora.guard import GuardedBackend
+from memora.classroom.guard import GuardedBackend
 from memora.memory import ShortTermMemory
 from memora.settings import Settings, SettingsError, build_backend, build_memory, build_token_counter, load_settings
 from memora.tokens import LocalTokenCounter, TokenCounter

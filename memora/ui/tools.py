@@ -2,7 +2,7 @@
 
 The probe plays a scripted conversation against the session's backend in a
 fresh memory (``memora.teaching.probe.run_probe``), so the user's own conversation is
-never touched. Export reads only the memory (``memora.teaching.transcript``), never the
+never touched. Export reads only the memory (``memora.transcript.format``), never the
 settings, so no key or server URL can leave in the file. Import builds a new
 memory and swaps it in only once the file passed every check; an invalid file
 leaves the current conversation exactly as it was.
@@ -20,7 +20,7 @@ import streamlit as st
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import escape_markdown
 from memora.teaching.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
-from memora.teaching.transcript import (
+from memora.transcript.format import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
     continue_in_session,

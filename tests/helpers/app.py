@@ -7,7 +7,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from memora.memory import ShortTermMemory
-from memora.reply_job import ReplyJob
+from memora.replies.job import ReplyJob
 from memora.ui import state as keys
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from memora.guard import GuardedBackend
+from memora.classroom.guard import GuardedBackend
+from memora.classroom.server_budget import CappedSpend, ServerBudgetReached, ServerLedger
 from memora.memory import ShortTermMemory
-from memora.server_budget import CappedSpend, ServerBudgetReached, ServerLedger
 from tests.fakes import ScriptedBackend
 
 OUTAGE_CLUSTER_VARIABLE = "MEMORA_TEST_POSTGRES_OUTAGE_CLUSTER"
@@ -38,7 +38,7 @@ def ledger_for(spec: str, cap: int) -> CappedSpend:
     """``sqlite:<path>`` or a PostgreSQL URL, as a ledger capped at ``cap``."""
     if spec.startswith("sqlite:"):
         return ServerLedger(Path(spec.removeprefix("sqlite:")), cap)
-    from memora.store.postgres_ledger import PostgresServerLedger
+    from memora.classroom.postgres_ledger import PostgresServerLedger
 
     return PostgresServerLedger(spec, cap)
 

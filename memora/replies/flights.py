@@ -1,6 +1,6 @@
 """The reply jobs running in this server process, by conversation: what a reload adopts and a shutdown waits for.
 
-A reply job (``memora.reply_job``) belongs to the page session that started it, but it outlives that
+A reply job (``memora.replies.job``) belongs to the page session that started it, but it outlives that
 session's script run, and a reload (F5) makes a new session. ``FLIGHTS`` lets the new session find the
 job its conversation is still waiting on, and lets the process, when it is stopped, find every reply
 still being written. A flight is the job and the ``ConversationKeeper`` that saves its memory.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from memora.reply_job import ReplyJob
+from memora.replies.job import ReplyJob
 from memora.store.keeper import ConversationKeeper
 
 

@@ -39,12 +39,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from memora import untrusted
-from memora.limits import SessionLimits
+from memora.classroom.limits import SessionLimits
 from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion, TurnStats
 from memora.messages import Message
 from memora.tokens import count_text
-from memora.untrusted import MAX_INT, Count, NotBlank, StrictModel
+from memora.transcript import untrusted
+from memora.transcript.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.usage import UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"

@@ -2,7 +2,7 @@
 
 ``GuardedBackend`` wraps any backend. Before each request (reply or summary,
 whether a turn, a prefold or the probe sends it) it books the request's largest
-possible cost in the server-wide ledger (``memora.server_budget``): its input,
+possible cost in the server-wide ledger (``memora.classroom.server_budget``): its input,
 counted locally (times ``FOREIGN_TOKENIZER_CEILING`` for a server whose
 tokenizer is not o200k_base), plus its output cap as the server bills it. A
 request the ledger cannot book is never sent. Once answered, the booking is
@@ -24,15 +24,15 @@ from dataclasses import replace
 from typing import Any
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
-from memora.calibration import WORST_KNOWN_RATIO
+from memora.classroom.server_budget import CappedSpend, Reservation
 from memora.memory import MAX_REPLY_TOKENS
 from memora.redaction import redact
-from memora.server_budget import CappedSpend, Reservation
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
+from memora.tokens.calibration import WORST_KNOWN_RATIO
 
 FOREIGN_TOKENIZER_CEILING = max(WORST_KNOWN_RATIO.values())
 """Booked per local token for a server with another tokenizer: the worst ratio measured for any kind of text
-(``memora.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
+(``memora.tokens.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
 still has its bill recorded; only then can the total pass the cap, by that one request's excess."""
 
 

@@ -9,7 +9,7 @@ after Streamlit has stopped serving and before daemon threads are killed):
 1. Every running reply gets up to ``grace_s`` (``MEMORA_SHUTDOWN_GRACE_S``) to finish; a reply that
    does is committed and saved by its keeper as always. No new summary starts meanwhile.
 2. Those still running are cancelled: a streamed reply stops at its next piece, the guard records the
-   request's spend (estimated, as for the page's Stop: ``memora.guard``), and the turn rolls back.
+   request's spend (estimated, as for the page's Stop: ``memora.classroom.guard``), and the turn rolls back.
    They get ``UNWIND_S`` for that.
 3. The message of each turn that did not commit is saved with its conversation as a *pending message*
    (``ConversationKeeper.save_pending``); the next visit puts it back in the input box, with a notice.
@@ -21,7 +21,7 @@ A second Ctrl-C or SIGTERM during the wait ends it at once (steps 2-4 still run,
 teacher's laptop never hangs. With no reply running, the exit is as fast as before. One line says
 what was waited for and one what came of it, in the server log; neither holds message text or ids.
 A turn still waiting for the model's first byte after ``UNWIND_S`` cannot be unwound: its request
-stays booked in the server budget at its largest cost (``memora.server_budget``), and its message is
+stays booked in the server budget at its largest cost (``memora.classroom.server_budget``), and its message is
 kept on the stored copy when there is one the turn has not outdated (else the line counts it as lost).
 """
 
@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memora.flights import FLIGHTS, Flight, Flights
-from memora.server_budget import CappedSpend
+from memora.classroom.server_budget import CappedSpend
+from memora.replies.flights import FLIGHTS, Flight, Flights
 
 UNWIND_S = 3.0
 """After the grace: a cancelled stream stops at its next piece, which a streaming model sends many times a second."""

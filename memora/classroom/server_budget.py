@@ -6,7 +6,7 @@ succeeds only while ``spent + reserved + this request <= max_tokens``; once it i
 replaces the booking with what the server billed (estimated when it reported nothing). No number of
 sessions, threads or processes sending at once can pass the cap: each holds its worst case until its
 bill is known. The SQLite ledger takes SQLite's write lock for the booking (``BEGIN IMMEDIATE``), the
-PostgreSQL one (``memora.store.postgres_ledger``) an advisory lock; both keep their rows across restarts.
+PostgreSQL one (``memora.classroom.postgres_ledger``) an advisory lock; both keep their rows across restarts.
 
 Edge cases, decided so that the cap is never passed:
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memora.limits import LimitReached
+from memora.classroom.limits import LimitReached
 from memora.store.base import StoreError
 
 DEFAULT_DATA_DIR = "~/.memora"
@@ -245,7 +245,7 @@ class ServerLedger(CappedSpend):
 
     The file and its folder are created on first use; a file made by an older Memora is migrated in
     place. With a PostgreSQL store several servers share
-    ``memora.store.postgres_ledger.PostgresServerLedger`` instead.
+    ``memora.classroom.postgres_ledger.PostgresServerLedger`` instead.
     """
 
     path: Path

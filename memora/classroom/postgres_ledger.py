@@ -1,6 +1,6 @@
 """The classroom's server-wide budget in PostgreSQL: every process that shares the conversation store shares it too.
 
-Same behaviour as ``memora.server_budget.ServerLedger`` (a booking before each request, settled after
+Same behaviour as ``memora.classroom.server_budget.ServerLedger`` (a booking before each request, settled after
 it, kept across restarts), in a table beside the conversations. A booking takes an advisory
 transaction lock, so that two processes cannot both read a total that leaves room for one request
 and both book it. Every ledger of one process on one database shares one connection
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memora.server_budget import Booking, CappedSpend, Settlement
+from memora.classroom.server_budget import Booking, CappedSpend, Settlement
 from memora.store.postgres import PostgresConnection
 
 _SCHEMA = """
