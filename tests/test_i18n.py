@@ -11,7 +11,7 @@ import pytest
 from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, SummaryError
 from memora.settings import BACKENDS
-from memora.ui.frames import LEDGER_COLUMNS
+from memora.teaching.ledger import LEDGER_COLUMNS
 from memora.ui.i18n import CATALOG, LANGUAGES, backend_label, error_message, t
 
 ROOT = Path(__file__).resolve().parents[1]

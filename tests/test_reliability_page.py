@@ -19,11 +19,11 @@ from streamlit.testing.v1 import AppTest
 
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
+from memora.teaching.ledger import ledger_frame
 from memora.tokens import ApiTokenCounter
 from memora.transcript.format import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.ui.browser import cookie_script
-from memora.ui.frames import ledger_frame
 from tests.fakes import ScriptedBackend
 from tests.helpers.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
 from tests.helpers.app import CLASSROOM_KEY as KEY

@@ -3,7 +3,8 @@
 import contextlib
 
 from memora import ShortTermMemory
-from memora.ui.frames import LEDGER_COLUMNS, ledger_frame, usage_per_turn
+from memora.teaching.ledger import LEDGER_COLUMNS, ledger_frame
+from memora.ui.frames import usage_per_turn
 from tests.helpers.memory import chat
 
 

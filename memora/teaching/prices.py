@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from memora.ui.frames import ledger_frame
+from memora.teaching.ledger import ledger_frame
 from memora.usage import UsageRecord
 
 PRICES_CHECKED = "2026-12-02"
@@ -139,7 +139,7 @@ def request_cost(record: UsageRecord, prices: PriceTable) -> tuple[float, float]
 
 
 def ledger_cost_frame(records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False) -> pd.DataFrame:
-    """``usage.ledger_frame`` plus ``input_cost_usd``, ``output_cost_usd``, ``cost_usd``
+    """``ledger.ledger_frame`` plus ``input_cost_usd``, ``output_cost_usd``, ``cost_usd``
     and ``full_history_cost_usd`` (what the reply's input would have cost with the
     whole history, uncached; replies only).
 

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, fields
 
 import pandas as pd
 
 from memora.memory.replay import Replay
+from memora.teaching.ledger import ledger_frame
 from memora.usage import UsageRecord
-
-LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
-
-
-def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
-    """The ledger as a DataFrame, one row per request, in request order.
-
-    An empty ledger gives an empty frame that still has every column.
-    """
-    return pd.DataFrame([asdict(r) for r in records], columns=LEDGER_COLUMNS)
 
 
 def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
