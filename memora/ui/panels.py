@@ -8,6 +8,9 @@ also kept per history length (``what_if_for``), so a rerun with no new turn redo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import streamlit as st
 
 from memora.memory import ShortTermMemory
@@ -75,22 +78,30 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
         st.progress(min(used / memory.max_input_tokens, 1.0), text=label)
 
 
-def render_history(memory: ShortTermMemory, lang: str) -> None:
-    panel = st.expander(t(lang, "panel.history"), key=keys.HISTORY_PANEL_OPEN, on_change="rerun", icon=":material/forum:")
+@contextmanager
+def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
+    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
+    while open, so a panel that grows with the conversation costs nothing closed. Closed, it says why it is empty."""
+    panel = st.expander(t(lang, title), key=open_key, on_change="rerun", icon=icon)
     with panel:
         if not panel.open:
             render.caption(t(lang, "panel.lazy_hint"))
-        elif not memory.history:
+        yield panel.open
+
+
+def render_history(memory: ShortTermMemory, lang: str) -> None:
+    with lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
+        if not opened:
+            return
+        if not memory.history:
             render.caption(t(lang, "panel.history_empty"))
         else:
             st.dataframe(history_frame(memory, lang), hide_index=True)
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
-    panel = st.expander(t(lang, "panel.usage"), key=keys.USAGE_PANEL_OPEN, on_change="rerun", icon=":material/bar_chart:")
-    with panel:
-        if not panel.open:
-            render.caption(t(lang, "panel.lazy_hint"))
+    with lazy_panel(lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:") as opened:
+        if not opened:
             return
         if not memory.ledger:
             render.caption(t(lang, "panel.usage_empty"))
@@ -126,10 +137,8 @@ def what_if_for(memory: ShortTermMemory) -> WhatIf:
 
 
 def render_what_if(memory: ShortTermMemory, lang: str) -> None:
-    panel = st.expander(t(lang, "panel.what_if"), key=keys.WHAT_IF_PANEL_OPEN, on_change="rerun", icon=":material/compare_arrows:")
-    with panel:
-        if not panel.open:
-            render.caption(t(lang, "panel.lazy_hint"))
+    with lazy_panel(lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:") as opened:
+        if not opened:
             return
         comparison = what_if_for(memory)
         if not comparison.turns:
