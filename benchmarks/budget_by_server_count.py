@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memora.memory import ShortTermMemory
-from tests.llama_server import LlamaServer
+from tests.support.llama_server import LlamaServer
 from tests.test_real_server import CONVERSATIONS, backend_for, chat, replayed
 
 

@@ -22,7 +22,7 @@ from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
 from memora.settings import SettingsError, build_memory, load_settings
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 COMMANDS = ("history", "context", "summary", "status", "usage", "exit")
 

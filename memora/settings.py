@@ -79,9 +79,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
+from memora.memory.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
 from memora.store.saved import MAX_SAVED_BYTES
 
@@ -178,7 +178,7 @@ class Settings:
     def redacted_secrets(self) -> tuple[str, ...]:
         """Every secret these settings hold, in each form it may be shown in: both keys, and the password of
         the store's URL and of the server's URL (as written, percent-decoded and encoded); for ``redact``."""
-        from memora.redaction import url_secrets
+        from memora.backends.redaction import url_secrets
 
         keys = tuple(key for key in (self.api_key, self.chat_api_key) if key)
         return keys + url_secrets(self.store_url) + url_secrets(self.base_url)

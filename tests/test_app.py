@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.ui import state as keys
-from tests.helpers.app import APP, assert_alternating, expander, new_app, send, texts
+from tests.support.app import APP, assert_alternating, expander, new_app, send, texts
 
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]

@@ -22,9 +22,9 @@ from memora.tokens import ApiTokenCounter, LocalTokenCounter
 from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from memora.ui.i18n import t
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import new_app, send
-from tests.servers import ResponsesServer
+from tests.support.app import new_app, send
+from tests.support.fakes import ScriptedBackend
+from tests.support.servers import ResponsesServer
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -4,8 +4,8 @@ from hypothesis import strategies as st
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 
 
 def test_each_version_lists_what_it_folded_and_costs():

@@ -22,8 +22,8 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.settings import build_token_counter, load_settings
 from memora.tokens import count_text
-from tests.helpers.memory import stream
-from tests.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
+from tests.support.memory import stream
+from tests.support.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
 
 OPENAI_KEY = "sk-test-SECRET-4f1c9a"
 CHAT_KEY = "local-secret-7781"  # not sk- shaped: only verbatim redaction can hide it

@@ -17,7 +17,7 @@ from memora.backends.base import ReplyRequest, SummaryRequest, drain
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, count_text
-from tests.fakes import ScriptedBackend
+from tests.support.fakes import ScriptedBackend
 
 
 def article_turn(memory: ArticleMemory, backend, text: str) -> None:

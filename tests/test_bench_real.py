@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.memory.real import main
-from tests.llama_server import N_CTX, llama_server
+from tests.support.llama_server import N_CTX, llama_server
 
 
 def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_path, capsys):

@@ -17,8 +17,8 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter, clip_middle, count_text
 from memora.tokens.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 
 
 def summary_input(request) -> int:

@@ -3,32 +3,19 @@
 The same browser context throughout: its cookie holds the secret the conversation is bound to.
 
 The page runs offline (its offline engine answers) with the conversation store in a temporary
-SQLite file, as a teacher would run it. Skipped like every browser test (tests/helpers/browser.py)
+SQLite file, as a teacher would run it. Skipped like every browser test (tests/support/browser.py)
 where Chromium or Playwright is missing, and a failure instead when CI is set.
 """
 
 from __future__ import annotations
 
-import os
 from urllib.parse import parse_qs, urlsplit
 
-from tests import processes
-from tests.helpers.browser import chromium, require_browser, wait_idle
-from tests.processes import ROOT
+from tests.support import processes
+from tests.support.browser import chat_texts, chromium, page_env, require_browser, wait_idle
+from tests.support.processes import ROOT
 
 LOG = ROOT / "test-output" / "streamlit-persistence.log"
-MESSAGES = '[data-testid="stChatMessage"]'
-
-
-def page_env(tmp_path) -> dict[str, str]:
-    drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_STORE_URL", "MEMORA_DATA_DIR")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(HOME=str(tmp_path), MEMORA_DATA_DIR=str(tmp_path / "data"))
-    return env
-
-
-def chat_texts(page) -> list[str]:
-    return [element.inner_text() for element in page.locator(MESSAGES).all()]
 
 
 def send(page, text: str, count: int) -> None:

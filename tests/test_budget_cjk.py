@@ -1,7 +1,7 @@
 """The budget holds in Chinese and Japanese too, against an emulated server whose tokenizer counts Han at 2.05x.
 
 SmolLM2's tokenizer counts Chinese at 2.05x o200k_base (Japanese 2.32x), far above a margin learned from
-English. ``tests.servers.ChatServer(han_ratio=2.05)`` counts that way over the chatml prompt it renders,
+English. ``tests.support.servers.ChatServer(han_ratio=2.05)`` counts that way over the chatml prompt it renders,
 in its usage, in llama.cpp's tokenizer endpoints (``tokenizer="llama.cpp"``) and against its context
 window. Each test replays what Memora sent to the server's own count.
 """
@@ -19,8 +19,8 @@ from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
 from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.tokens.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
-from memora.usage import Usage, UsageRecord
-from tests.servers import ChatServer, ResponsesServer, closed_port
+from memora.tokens.usage import Usage, UsageRecord
+from tests.support.servers import ChatServer, ResponsesServer, closed_port
 
 HAN = 2.05
 
@@ -274,7 +274,7 @@ def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_befo
     from memora.backends.base import CHAT_SERVER_PROFILE
     from memora.memory.summarizer import Summarizer
     from memora.tokens import LocalTokenCounter, count_message
-    from tests.fakes import ScriptedBackend
+    from tests.support.fakes import ScriptedBackend
 
     def exact(model, instructions, messages):  # a tokenizer counting three times o200k_base
         return 3 * LocalTokenCounter().count(model, instructions, messages)

@@ -15,7 +15,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.classroom_load import PacedChatServer, Student, wave
-from tests.processes import streamlit_run
+from tests.support.processes import streamlit_run
 
 
 def page_env(tmp_path, **settings: str) -> dict[str, str]:

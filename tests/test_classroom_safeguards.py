@@ -12,14 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
+from memora.memory.limits import LimitReached, SessionLimits
 from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
-from tests.helpers.app import CLASSROOM_KEY as KEY
-from tests.servers import ResponsesServer
+from tests.support.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
+from tests.support.app import CLASSROOM_KEY as KEY
+from tests.support.fakes import ScriptedBackend
+from tests.support.servers import ResponsesServer
 
 CLASSROOM_CAPS = {"MEMORA_MAX_TURNS": "5", "MEMORA_MAX_SESSION_TOKENS": "3000", "MEMORA_MAX_MESSAGE_CHARS": "200"}
 
@@ -214,7 +214,7 @@ def test_every_panel_draws_hostile_markdown_with_no_image_left(monkeypatch) -> N
         assert not [b for b in bodies if "![" in b]
         send(at, "/![x](" + HOSTILE_URL + ")")
         assert any(HOSTILE_URL in w.value and "![" not in w.value for w in at.warning), "the unknown-command warning"
-        from tests.servers import status
+        from tests.support.servers import status
 
         server.queue_for("reply", status(400, "Bad request " + HOSTILE))
         send(at, "Trigger an error")
@@ -251,7 +251,7 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
         monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")
         monkeypatch.setenv("MEMORA_MAX_RECENT_TURNS", "0")
         at = new_app()
-        from tests.servers import error_after, status
+        from tests.support.servers import error_after, status
 
         server.queue_for("reply", status(400, f"Invalid key {KEY.upper()} (or {core})"))
         send(at, "A 400?")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
+from memora.memory.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.settings import SettingsError, load_settings
 from memora.ui.state import new_memory
 

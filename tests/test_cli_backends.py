@@ -11,8 +11,8 @@ import pytest
 
 from memora.cli import format_gap, format_stats, format_usage
 from memora.memory import TurnStats
-from memora.usage import Usage, UsageRecord
-from tests.servers import ChatServer, ResponsesServer
+from memora.tokens.usage import Usage, UsageRecord
+from tests.support.servers import ChatServer, ResponsesServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from tests.processes import free_port, stop
+from tests.support.processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_CANDIDATES = (ROOT.parent / "shared" / "openai-openapi" / "openapi.json", ROOT / "shared" / "openai-openapi" / "openapi.json")

@@ -20,9 +20,9 @@ from memora.store.sqlite import SqliteStore
 from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
-from tests.helpers.app import APP, send, texts, tree_text
-from tests.helpers.memory import chat
-from tests.helpers.stores import FlakyStore
+from tests.support.app import APP, send, texts, tree_text
+from tests.support.memory import chat
+from tests.support.stores import FlakyStore
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -189,7 +189,7 @@ def test_with_the_store_off_nothing_is_kept_and_the_page_says_so(tmp_path, monke
 
 def test_a_reload_through_postgresql_served_by_another_process_of_the_class(monkeypatch):
     """The same round trip with the store in the real PostgreSQL that .ci/run starts."""
-    from tests.helpers.stores import postgres_url
+    from tests.support.stores import postgres_url
 
     url = postgres_url()
     monkeypatch.setenv("MEMORA_STORE_URL", url)

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from memora.backends.base import OPENAI_PROFILE
 from memora.ui import state as keys
 from memora.ui.state import LOCKED_ERROR_DETAILS
-from tests.helpers.app import APP, tree_text
+from tests.support.app import APP, tree_text
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

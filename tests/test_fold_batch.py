@@ -6,7 +6,7 @@ from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import count_message
-from tests.helpers.memory import chat
+from tests.support.memory import chat
 
 
 def test_window_grows_by_the_batch_then_folds_it_in_one_request(backend):

@@ -17,8 +17,8 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings
 from memora.tokens import LocalTokenCounter, count_message
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 
 SIZES = {"message": 20, "fixed": 80, "summary": 0, "full_summary": 240}
 
@@ -151,7 +151,7 @@ def test_the_history_is_never_lost_by_a_policy_switch_mid_conversation(backend):
 def test_the_page_opens_on_the_configured_watermark_and_its_setting_switches_it(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
-    from tests.helpers.app import APP, ENV_NAMES, texts
+    from tests.support.app import APP, ENV_NAMES, texts
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))

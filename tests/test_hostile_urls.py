@@ -14,13 +14,13 @@ import traceback
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.backends.redaction import MIN_SECRET_RUN, redact, url_secrets
 from memora.classroom.server_budget import ServerBudgetUnavailable
-from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
 from memora.store import StoreError, new_conversation_id, open_store
 from memora.store.owner import new_owner
 from memora.ui.conversation import shared_store
-from tests.helpers.app import APP, CLASSROOM_KEY, finish, texts, tree_text
-from tests.helpers.stores import postgres_url
+from tests.support.app import APP, CLASSROOM_KEY, finish, texts, tree_text
+from tests.support.stores import postgres_url
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -3,8 +3,8 @@
 import pytest
 
 from memora import ShortTermMemory
-from memora.classroom.limits import LimitReached, SessionLimits
-from tests.helpers.memory import assert_consistent, chat
+from memora.memory.limits import LimitReached, SessionLimits
+from tests.support.memory import assert_consistent, chat
 
 
 def test_a_huge_paste_is_refused_before_any_request(backend):

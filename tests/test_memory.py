@@ -9,8 +9,8 @@ from memora.backends.base import BackendError
 from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.tokens import ApiTokenCounter, LocalTokenCounter, count_text
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import assert_consistent, chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import assert_consistent, chat
 
 
 class FakeStop(BaseException):

@@ -12,7 +12,7 @@ from memora.settings import FOLD_POLICIES, Settings, build_memory, load_settings
 from memora.teaching.what_if import what_if
 from memora.ui import state as keys
 from memora.ui.i18n import t
-from tests.helpers.app import expander, new_app, send, texts
+from tests.support.app import expander, new_app, send, texts
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -111,7 +111,7 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):
     memory = ShortTermMemory(backend, model="gpt-5-mini", max_recent_turns=1)
-    from tests.helpers.memory import chat
+    from tests.support.memory import chat
 
     chat(memory, *SIX_SHORT_TURNS)
     before = (list(memory.history), list(memory.ledger), list(memory.summary_versions))

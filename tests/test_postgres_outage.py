@@ -17,9 +17,9 @@ from memora.store.owner import new_browser_secret
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
 from memora.ui.state import new_memory
-from tests.fakes import GatedBackend, ScriptedBackend
-from tests.helpers.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
-from tests.helpers.budget import outage_cluster, pg_ctlcluster
+from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
+from tests.support.budget import outage_cluster, pg_ctlcluster
+from tests.support.fakes import GatedBackend, ScriptedBackend
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

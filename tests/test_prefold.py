@@ -13,8 +13,8 @@ from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 
 
 def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no_summary_request(backend):

@@ -15,7 +15,7 @@ from memora.teaching.prices import (
     ledger_cost_frame,
     request_cost,
 )
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 
 def record(**changes) -> UsageRecord:
@@ -126,7 +126,7 @@ def test_format_usd():
 
 
 def test_costs_of_a_real_session_follow_its_ledger():
-    from tests.fakes import ScriptedBackend
+    from tests.support.fakes import ScriptedBackend
 
     memory = ShortTermMemory(ScriptedBackend(), max_recent_turns=1)
     for text in ["My name is Ana.", "I like tea.", "I live in Lisbon.", "I study at night."]:

@@ -28,8 +28,8 @@ from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter
-from tests.llama_server import N_CTX, LlamaServer, llama_server
-from tests.processes import ROOT
+from tests.support.llama_server import N_CTX, LlamaServer, llama_server
+from tests.support.processes import ROOT
 
 LOG = ROOT / "test-output" / "llama-server.log"
 
@@ -269,7 +269,7 @@ def test_the_repl_streams_and_folds_through_the_real_server(server):
 def test_the_page_chats_through_the_real_server(server, monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 
-    from tests.helpers.app import finish
+    from tests.support.app import finish
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))

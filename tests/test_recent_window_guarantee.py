@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from memora import ContextBudgetError, ShortTermMemory
 from memora.tokens import count_message
-from tests.fakes import ScriptedBackend
+from tests.support.fakes import ScriptedBackend
 
 words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "🙂", "please", "why?", "I live in Taipei."])
 texts = st.lists(words, min_size=1, max_size=12).map(" ".join)

@@ -24,11 +24,11 @@ from memora.tokens import ApiTokenCounter
 from memora.transcript.format import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.ui.browser import cookie_script
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
-from tests.helpers.app import CLASSROOM_KEY as KEY
-from tests.helpers.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
-from tests.servers import ResponsesServer, closed_port, status
+from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
+from tests.support.app import CLASSROOM_KEY as KEY
+from tests.support.fakes import ScriptedBackend
+from tests.support.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
+from tests.support.servers import ResponsesServer, closed_port, status
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,12 +29,12 @@ from memora.store.owner import new_browser_secret, owner_of
 from memora.store.saved import dumps_saved, parse_saved
 from memora.store.sqlite import SqliteStore
 from memora.tokens import count_text
+from memora.tokens.usage import Usage
 from memora.ui import state as keys
-from memora.usage import Usage
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import APP, JOB_WAIT_S, finish, send, texts
-from tests.helpers.memory import chat
-from tests.helpers.stores import FlakyStore
+from tests.support.app import APP, JOB_WAIT_S, finish, send, texts
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
+from tests.support.stores import FlakyStore
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -51,7 +51,7 @@ def store_path(tmp_path, monkeypatch):
 class HeldBackend(ScriptedBackend):
     """Streams each reply one piece at a time, and holds before each piece after the first while ``held`` is clear.
 
-    Unlike ``tests.fakes.GatedBackend``, a held reply still hands out pieces on ``release_one``, so a
+    Unlike ``tests.support.fakes.GatedBackend``, a held reply still hands out pieces on ``release_one``, so a
     cancelled job sees its cancel at the next piece, as with a model that keeps streaming.
     """
 

@@ -16,8 +16,8 @@ from memora.memory.replay import (
     replay_full_history,
     replay_sizes,
 )
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 
 # Sizes small enough to count by hand: instructions 10, summary preamble 5, summary cap 20 (so a full summary
 # message is 26), a summary request's fixed part 30, and room for 1,000 tokens of folded messages.

@@ -13,14 +13,14 @@ import time
 import pytest
 
 from memora.backends.base import BackendError
-from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ShortTermMemory
+from memora.memory.limits import LimitReached, SessionLimits
 from memora.messages import Message
 from memora.replies.job import ReplyJob
 from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
-from tests.fakes import GatedBackend, ScriptedBackend
-from tests.helpers.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
+from tests.support.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
+from tests.support.fakes import GatedBackend, ScriptedBackend
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -23,9 +23,9 @@ from memora.classroom.guard import FOREIGN_TOKENIZER_CEILING, GuardedBackend
 from memora.classroom.server_budget import HELD, ServerBudgetReached, ServerBudgetUnavailable, ServerLedger, Standing
 from memora.messages import Message
 from memora.tokens.calibration import WORST_KNOWN_RATIO
-from tests.fakes import ScriptedBackend
-from tests.helpers.budget import Outcomes, isolated_postgres_url, ledger_for, second_process, send_at_once
-from tests.helpers.stores import postgres_url
+from tests.support.budget import Outcomes, isolated_postgres_url, ledger_for, second_process, send_at_once
+from tests.support.fakes import ScriptedBackend
+from tests.support.stores import postgres_url
 
 THREAD_SESSIONS = 10
 PROCESS_SESSIONS = 5
@@ -213,7 +213,7 @@ def test_two_processes_keep_one_total_through_the_module_entry_point(tmp_path) -
     spec = f"sqlite:{tmp_path / 'usage.sqlite3'}"
     go, out = tmp_path / "go", tmp_path / "out.json"
     go.touch()
-    subprocess.run([sys.executable, "-m", "tests.helpers.budget", spec, "100000", "3", str(go), str(out)], check=True, cwd=os.getcwd())
+    subprocess.run([sys.executable, "-m", "tests.support.budget", spec, "100000", "3", str(go), str(out)], check=True, cwd=os.getcwd())
     outcomes = Outcomes(**json.loads(out.read_text()))
     assert outcomes.sent == 3 and ledger_for(spec, 100_000).spent() == outcomes.billed
 

@@ -23,9 +23,9 @@ from memora.store.saved import parse_saved
 from memora.ui import state as keys
 from memora.ui.conversation import shared_store
 from memora.ui.state import new_memory
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
-from tests.helpers.budget import fill, remount, small_tmpfs
+from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
+from tests.support.budget import fill, remount, small_tmpfs
+from tests.support.fakes import ScriptedBackend
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from memora.backends import OfflineBackend
-from memora.classroom.limits import SessionLimits
 from memora.memory import ShortTermMemory
+from memora.memory.limits import SessionLimits
 from memora.settings import SettingsError, load_settings
 from memora.store import CapReached, IdleSweep, StoreCaps, StoreError, VersionConflict, is_conversation_id, new_conversation_id, open_store
 from memora.store.keeper import ConversationKeeper, reopen
@@ -20,9 +20,9 @@ from memora.store.owner import new_owner
 from memora.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
 from memora.store.sqlite import SqliteStore
 from memora.transcript.format import TranscriptError, continue_in_session, dumps_transcript, parse_transcript
-from tests.fakes import ScriptedBackend
-from tests.helpers.memory import chat
-from tests.helpers.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
+from tests.support.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
 
 KINDS = ["sqlite", "postgresql"]
 
@@ -375,7 +375,7 @@ def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
 def test_the_postgres_server_ledger_is_shared_by_every_process_and_enforced():
     from memora.classroom.postgres_ledger import PostgresServerLedger
     from memora.classroom.server_budget import ServerBudgetReached
-    from tests.helpers.budget import isolated_postgres_url
+    from tests.support.budget import isolated_postgres_url
 
     url = isolated_postgres_url(postgres_url())  # a schema of its own: the shared database's tables are not touched
     one, two = PostgresServerLedger(url, 1000), PostgresServerLedger(url, 1000)

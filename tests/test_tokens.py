@@ -56,7 +56,7 @@ def test_a_conversation_tokenizes_each_of_its_texts_once(monkeypatch):
 
     import memora.tokens
     from memora.memory import ShortTermMemory
-    from tests.fakes import ScriptedBackend
+    from tests.support.fakes import ScriptedBackend
 
     counted: Counter[str] = Counter()
     real = memora.tokens.count_once

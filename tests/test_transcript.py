@@ -13,7 +13,7 @@ from memora.transcript.format import (
     import_transcript,
     parse_transcript,
 )
-from tests.fakes import ScriptedBackend
+from tests.support.fakes import ScriptedBackend
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

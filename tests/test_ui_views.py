@@ -8,11 +8,11 @@ from memora.backends.offline import OfflineBackend
 from memora.memory import ShortTermMemory
 from memora.memory.replay import Replay, ReplayedRequest
 from memora.teaching.what_if import Outcome, WhatIf
+from memora.tokens.usage import UsageRecord
 from memora.ui.chart import usage_chart_frame, usage_chart_spec
 from memora.ui.frames import replay_per_turn
 from memora.ui.views import history_frame, message_marks, parse_command, run_command, what_if_frame
-from memora.usage import UsageRecord
-from tests.helpers.memory import chat
+from tests.support.memory import chat
 
 
 def test_parse_command_splits_name_and_arguments():

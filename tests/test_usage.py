@@ -5,7 +5,7 @@ import contextlib
 from memora import ShortTermMemory
 from memora.teaching.ledger import LEDGER_COLUMNS, ledger_frame
 from memora.ui.frames import usage_per_turn
-from tests.helpers.memory import chat
+from tests.support.memory import chat
 
 
 def test_empty_ledger_gives_empty_frames_with_columns():
@@ -44,7 +44,7 @@ def test_the_ledger_total_is_the_sum_of_its_records_also_in_copies():
     import copy
     import pickle
 
-    from memora.usage import Ledger, UsageRecord
+    from memora.tokens.usage import Ledger, UsageRecord
 
     record = UsageRecord(1, "reply", "m", 10, 10, 5, 15, 0.0)
     ledger = Ledger([record, record])

@@ -20,7 +20,7 @@ from memora.backends.extractive import merge_summary
 from memora.messages import Message
 from memora.prompts import WORDS_PER_TOKEN, summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text, truncate_text
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 CallKind = Literal["reply", "summary", "count"]
 

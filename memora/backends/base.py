@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from memora.messages import Message
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from memora.backends.openai_errors import ContextOverflowError, explain_error, s
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 NO_KEY = "not-needed"
 """Sent as the key to servers that need none; the SDK refuses to run without one."""

@@ -14,7 +14,7 @@ from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, Summa
 from memora.backends.extractive import merge_summary
 from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 OFFLINE_LABEL = "Offline (no language model)"
 

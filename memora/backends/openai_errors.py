@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import openai
 
 from memora.backends.base import BackendError
-from memora.redaction import MIN_SECRET_RUN, redact, url_secrets
+from memora.backends.redaction import MIN_SECRET_RUN, redact, url_secrets
 
 __all__ = [
     "MIN_SECRET_RUN",

@@ -18,7 +18,7 @@ from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, Reply
 from memora.backends.openai_errors import ModelServerError, explain_error, redact, stream_ended_early
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 __all__ = [
     "REASONING_ALLOWANCE",

@@ -24,9 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
+from memora.backends.redaction import redact
 from memora.classroom.server_budget import CappedSpend, Reservation
 from memora.memory import MAX_REPLY_TOKENS
-from memora.redaction import redact
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
 from memora.tokens.calibration import WORST_KNOWN_RATIO
 

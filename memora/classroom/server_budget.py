@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memora.classroom.limits import LimitReached
+from memora.memory.limits import LimitReached
 from memora.store.base import StoreError
 
 DEFAULT_DATA_DIR = "~/.memora"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from memora.memory.context import lead_messages, request_instructions
 from memora.memory.values import TurnStats
 from memora.messages import Message
-from memora.usage import Usage, UsageRecord
+from memora.tokens.usage import Usage, UsageRecord
 
 if TYPE_CHECKING:
     from memora.memory.core import ShortTermMemory

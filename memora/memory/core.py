@@ -17,10 +17,10 @@ from typing import Any
 
 from memora.backends import Backend, BackendError, as_backend
 from memora.backends.openai_errors import ContextOverflowError
-from memora.classroom.limits import SessionLimits
 from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
+from memora.memory.limits import SessionLimits
 from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds
 from memora.memory.sizes import Sizes, check_limits, request_sizes
 from memora.memory.summarizer import check_summary, summary_texts
@@ -41,7 +41,7 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TextTokens, TokenCounter, count_message
 from memora.tokens.calibration import Calibration, Kind, kind_tokens, request_kinds
-from memora.usage import Ledger, UsageRecord
+from memora.tokens.usage import Ledger, UsageRecord
 
 
 class ShortTermMemory(ArticleAPI, ChangeHook):

@@ -41,7 +41,7 @@ from memora.memory.sizes import request_sizes
 from memora.memory.values import FoldPolicy
 from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
 from memora.tokens import count_message
-from memora.usage import RequestKind
+from memora.tokens.usage import RequestKind
 
 if TYPE_CHECKING:
     from memora.memory.core import ShortTermMemory

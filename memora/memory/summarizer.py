@@ -19,7 +19,7 @@ from memora.backends.base import Backend, BackendError, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
 from memora.messages import Message
 from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from memora.backends.base import BackendError
 from memora.messages import Message
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 DEFAULT_MODEL = "gpt-5-mini"
 MAX_INPUT_TOKENS = 1000

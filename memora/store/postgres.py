@@ -57,7 +57,7 @@ class PostgresConnection:
     @functools.cached_property
     def place(self) -> str:
         """Host, port and database: names the database in logs and keys, never its credentials."""
-        from memora.redaction import redact, url_secrets
+        from memora.backends.redaction import redact, url_secrets
 
         netloc = self.url.partition("://")[2].rpartition("@")[2].partition("/")[0]
         database = self.url.rpartition("/")[2].partition("?")[0]
@@ -92,7 +92,7 @@ class PostgresConnection:
 
     def _safe(self, error: Exception) -> str:
         # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
-        from memora.redaction import redact, url_secrets
+        from memora.backends.redaction import redact, url_secrets
 
         return redact(f"{type(error).__name__}: {error}".strip(), url_secrets(self.url))
 

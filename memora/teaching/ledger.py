@@ -7,7 +7,7 @@ from dataclasses import asdict, fields
 
 import pandas as pd
 
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
 

@@ -39,13 +39,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from memora.classroom.limits import SessionLimits
 from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion, TurnStats
+from memora.memory.limits import SessionLimits
 from memora.messages import Message
 from memora.tokens import count_text
+from memora.tokens.usage import UsageRecord
 from memora.transcript import untrusted
 from memora.transcript.untrusted import MAX_INT, Count, NotBlank, StrictModel
-from memora.usage import UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"
 TRANSCRIPT_VERSION = 1

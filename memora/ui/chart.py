@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 
 from memora.memory.replay import Replay
+from memora.tokens.usage import UsageRecord
 from memora.ui.frames import replay_per_turn, usage_per_turn
 from memora.ui.i18n import t
-from memora.usage import UsageRecord
 
 BAR_SERIES = ("reply_input", "reply_output", "summary")
 LINE_SERIES = ("full_history", "budget")

@@ -14,9 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
+from memora.tokens.usage import UsageRecord
 from memora.ui import render
 from memora.ui.i18n import t
-from memora.usage import UsageRecord
 
 OFFLINE_MODEL = "offline"
 """The ledger's model name for requests the offline engine served."""

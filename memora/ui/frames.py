@@ -8,7 +8,7 @@ import pandas as pd
 
 from memora.memory.replay import Replay
 from memora.teaching.ledger import ledger_frame
-from memora.usage import UsageRecord
+from memora.tokens.usage import UsageRecord
 
 
 def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:

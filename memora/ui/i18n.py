@@ -8,9 +8,9 @@ key (a test checks this), so a switch of language never drops a label.
 from __future__ import annotations
 
 from memora.backends.base import BackendError
-from memora.classroom.limits import LimitReached
 from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.memory import ContextBudgetError, SummaryError
+from memora.memory.limits import LimitReached
 from memora.store import StoreError
 
 LANGUAGES: dict[str, str] = {"en": "English", "zh-TW": "繁體中文"}

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from memora.redaction import redact
+from memora.backends.redaction import redact
 from memora.ui import state as keys
 from memora.ui.markup import inert_markdown
 

@@ -107,3 +107,19 @@ class Person:
     def seen(self) -> bytes:
         """The DOM as it is now, and everything the websocket brought."""
         return self.page.content().encode() + b"\n".join(self.frames)
+
+
+MESSAGES = '[data-testid="stChatMessage"]'
+
+
+def page_env(tmp_path) -> dict[str, str]:
+    """The environment of a page run as a teacher would: offline, with its data under ``tmp_path``."""
+    drop = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORA_BACKEND", "MEMORA_MODEL", "MEMORA_STORE_URL", "MEMORA_DATA_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(HOME=str(tmp_path), MEMORA_DATA_DIR=str(tmp_path / "data"))
+    return env
+
+
+def chat_texts(page) -> list[str]:
+    """The chat messages' texts, oldest first."""
+    return [element.inner_text() for element in page.locator(MESSAGES).all()]

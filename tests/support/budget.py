@@ -1,6 +1,6 @@
 """Sessions sending at once against the server budget, isolated PostgreSQL schemas, and real storage faults.
 
-``python -m tests.helpers.budget LEDGER CAP SESSIONS GO OUT`` is the second process of the concurrency
+``python -m tests.support.budget LEDGER CAP SESSIONS GO OUT`` is the second process of the concurrency
 tests: it opens ``SESSIONS`` sessions on the ledger ``LEDGER`` (``sqlite:<path>`` or a PostgreSQL URL),
 waits for the file ``GO`` to exist, sends one turn from each at once, and writes what happened to ``OUT``.
 """
@@ -24,7 +24,7 @@ import pytest
 from memora.classroom.guard import GuardedBackend
 from memora.classroom.server_budget import CappedSpend, ServerBudgetReached, ServerLedger
 from memora.memory import ShortTermMemory
-from tests.fakes import ScriptedBackend
+from tests.support.fakes import ScriptedBackend
 
 OUTAGE_CLUSTER_VARIABLE = "MEMORA_TEST_POSTGRES_OUTAGE_CLUSTER"
 OUTAGE_URL_VARIABLE = "MEMORA_TEST_POSTGRES_OUTAGE_URL"
@@ -97,7 +97,7 @@ def send_at_once(ledger: CappedSpend, sessions: int, start: threading.Barrier | 
 def second_process(spec: str, cap: int, sessions: int, go: Path, out: Path) -> Iterator[subprocess.Popen]:
     """This module run as another process; yields once it started, and waits for it on leaving."""
     root = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen([sys.executable, "-m", "tests.helpers.budget", spec, str(cap), str(sessions), str(go), str(out)], cwd=root)
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.budget", spec, str(cap), str(sessions), str(go), str(out)], cwd=root)
     try:
         yield process
     finally:

@@ -13,7 +13,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, Stop
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
 from memora.backends.openai_errors import ModelServerError
-from tests.servers import closed_port, cut_after, error_after, stall, stall_after, status
+from tests.support.servers import closed_port, cut_after, error_after, stall, stall_after, status
 
 STEPS = ("count", "fold", "prefold", "reply", "midstream")
 SCRIPTED_KINDS = ("exception", "stop", "rerun")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, count_text
-from memora.usage import Usage
+from memora.tokens.usage import Usage
 
 Fault = Callable[[], BaseException]
 

@@ -1,1 +1,0 @@
-"""Helpers shared by several test modules. Test modules import from here, never from each other."""
