@@ -15,8 +15,8 @@ stops the run: a new test file must say which tier it is in.
 
 import pytest
 
-from tests.fakes import ScriptedBackend
-from tests.helpers.app import ENV_NAMES
+from tests.support.app import ENV_NAMES
+from tests.support.fakes import ScriptedBackend
 
 
 @pytest.fixture
@@ -59,6 +59,7 @@ MODULE_TIERS = {
             "test_cli",
             "test_fold_batch",
             "test_i18n",
+            "test_layers",
             "test_limits",
             "test_memory",
             "test_memory_properties",
