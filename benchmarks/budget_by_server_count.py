@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memora.memory import ShortTermMemory
 from tests.support.llama_server import LlamaServer
-from tests.test_real_server import CONVERSATIONS, backend_for, chat, replayed
+from tests.support.memory import chat
+from tests.test_real_server import CONVERSATIONS, backend_for, replayed
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.tokens.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
 from memora.tokens.usage import Usage, UsageRecord
+from tests.support.memory import chat
 from tests.support.servers import ChatServer, ResponsesServer, closed_port
 
 HAN = 2.05
@@ -46,11 +47,6 @@ def conversation(turns: int) -> list[str]:
 def backend(server: ChatServer) -> ChatCompletionsBackend:
     client = openai.OpenAI(api_key=NO_KEY, base_url=server.url, max_retries=0, timeout=10)
     return ChatCompletionsBackend(client, probe=True)
-
-
-def chat(memory: ShortTermMemory, text: str) -> str:
-    with memory.turn(text) as turn:
-        return turn.run()
 
 
 def server_counts(server: ChatServer, kind: str) -> list[int]:

@@ -29,6 +29,7 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter
 from tests.support.llama_server import N_CTX, LlamaServer, llama_server
+from tests.support.memory import chat
 from tests.support.processes import ROOT
 
 LOG = ROOT / "test-output" / "llama-server.log"
@@ -107,11 +108,6 @@ def backend_for(server: LlamaServer, *, probe: bool = True) -> Recorder:
     """The real chat backend for ``server``; ``probe=False`` ignores its tokenizer endpoint (the margins plan alone)."""
     client = openai.OpenAI(base_url=server.url, api_key=NO_KEY, max_retries=0, timeout=300)
     return Recorder(ChatCompletionsBackend(client, probe=probe))
-
-
-def chat(memory: ShortTermMemory, text: str) -> str:
-    with memory.turn(text) as turn:
-        return turn.run()
 
 
 def wire(request: ReplyRequest) -> list[dict[str, str]]:
