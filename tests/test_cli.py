@@ -77,11 +77,20 @@ def clean_env():
 
 
 def test_python_m_memora_runs_offline():
-    script = "My English level is B1.\nstatus\nexit\n"
+    import memora
+
+    script = "My English level is B1.\nstatus\nusage\nexit\n"
     result = subprocess.run(
         [sys.executable, "-m", "memora"], input=script, capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=120
     )
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Memora {memora.__version__} (the article's v0.7 loop)\n"), "one version string"
+    assert result.stdout.endswith("Bye!\n"), "the farewell ends its line"
+    # Offline, nothing speaks of a server except to say there is none: not the banner, the stats, status or usage.
+    about_a_server = [line for line in result.stdout.splitlines() if "server" in line.lower() and "has no server to bill" not in line]
+    assert about_a_server == []
+    assert "budget counted by: local o200k_base (offline: nothing is billed)" in result.stdout
+    assert "~ counted locally: the offline engine has no server to bill" in result.stdout
     assert "Backend: Offline (no language model)" in result.stdout
     assert "Offline mode, no language model." in result.stdout
     assert "(counted locally: the offline engine has no server to bill)" in result.stdout
