@@ -159,3 +159,17 @@ def test_replies_are_printed_as_plain_text_even_when_markers_arrive_split():
     plain = PlainText()
     pieces = ["**Offline", " mode.*", "* Summary:\n", "> - B1", " level\n", "# Title\n", "a__b__c"]
     assert "".join(plain.feed(p) for p in pieces) + plain.flush() == "Offline mode. Summary:\n- B1 level\nTitle\nabc"
+
+
+def test_every_documented_python_m_memora_command_exists():
+    """A moved module leaves no doc naming its old command (``python -m memora.probe`` became ``memora.teaching.probe``)."""
+    import importlib.util
+    import re
+
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "memora" / "ui" / "locales").glob("*.toml"))]
+    named = {(path.name, name) for path in docs for name in re.findall(r"python -m (memora(?:\.\w+)*)", path.read_text())}
+    assert ("README.md", "memora") in named and ("zh-TW.toml", "memora.teaching.probe") in named
+    for doc, name in sorted(named):
+        spec = importlib.util.find_spec(name)
+        runnable = spec is not None and (spec.submodule_search_locations is None or importlib.util.find_spec(f"{name}.__main__"))
+        assert runnable, f"{doc} names `python -m {name}`, which does not run"
