@@ -4,8 +4,8 @@ The catalogs are data, one TOML file per language in ``memora/ui/locales/``
 (``en.toml``, ``zh-TW.toml``): a translator edits one file, and adding a
 language is adding a file. They are read once per process, at import, with the
 standard library's ``tomllib``; a missing, malformed or mis-shaped file stops
-the import with a CatalogError that names the file, so a broken catalog never
-shows the page half-translated.
+the import with a CatalogError that names the file, so the app fails at its
+start, not on the page that needed the message.
 
 ``t(lang, key, **fmt)`` looks a message up and fills its ``{placeholders}``.
 Every catalog must hold exactly the same keys and the same placeholders per
