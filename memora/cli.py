@@ -95,8 +95,11 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
     )
 
 
-def format_usage(records: Sequence[UsageRecord]) -> str:
-    """Every model request of the session: counted against billed input, and the rest of its usage."""
+def format_usage(records: Sequence[UsageRecord], offline: bool = False) -> str:
+    """Every model request of the session: counted against billed input, and the rest of its usage.
+
+    ``offline`` says the offline engine answered: its figures are local counts, with no server behind them.
+    """
     if not records:
         return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
     header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}"
@@ -109,7 +112,12 @@ def format_usage(records: Sequence[UsageRecord]) -> str:
             f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} "
             f"{r.reasoning_tokens:>6} {r.cached_tokens:>6}"
         )
-    note = "~ estimated locally: the server reported no usage" if any(r.estimated for r in records) else ""
+    if not any(r.estimated for r in records):
+        note = ""
+    elif offline:
+        note = "~ counted locally: the offline engine has no server to bill"
+    else:
+        note = "~ estimated locally: the server reported no usage"
     return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])
 
 
@@ -122,12 +130,17 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "summary":
         return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
     if command == "usage":
-        return format_usage(memory.ledger)
+        return format_usage(memory.ledger, offline=memory.backend.offline)
     if command == "status":
-        status = {**memory.get_status(), "Budget counted by": memory.counting}
+        status = {**memory.get_status(), "Budget counted by": budget_counting(memory)}
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
     return None
+
+
+def budget_counting(memory: ShortTermMemory) -> str:
+    """Which count the budget uses, in words; offline there is no server whose tokenizer it could be."""
+    return "local o200k_base (offline: nothing is billed)" if memory.backend.offline else memory.counting
 
 
 class PlainText:
@@ -203,7 +216,7 @@ def repl(
     """
     write(f"Memora {__version__} (the article's v0.7 loop)")
     model = "" if memory.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.counting}")
+    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {budget_counting(memory)}")
     write("Commands: " + ", ".join(COMMANDS))
     folding: BackgroundFold | None = None
     while True:

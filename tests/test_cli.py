@@ -77,11 +77,20 @@ def clean_env():
 
 
 def test_python_m_memora_runs_offline():
-    script = "My English level is B1.\nstatus\nexit\n"
+    import memora
+
+    script = "My English level is B1.\nstatus\nusage\nexit\n"
     result = subprocess.run(
         [sys.executable, "-m", "memora"], input=script, capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=120
     )
     assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"Memora {memora.__version__} (the article's v0.7 loop)\n"), "one version string"
+    assert result.stdout.endswith("Bye!\n"), "the farewell ends its line"
+    # Offline, nothing speaks of a server except to say there is none: not the banner, the stats, status or usage.
+    about_a_server = [line for line in result.stdout.splitlines() if "server" in line.lower() and "has no server to bill" not in line]
+    assert about_a_server == []
+    assert "budget counted by: local o200k_base (offline: nothing is billed)" in result.stdout
+    assert "~ counted locally: the offline engine has no server to bill" in result.stdout
     assert "Backend: Offline (no language model)" in result.stdout
     assert "Offline mode, no language model." in result.stdout
     assert "(counted locally: the offline engine has no server to bill)" in result.stdout
@@ -150,3 +159,17 @@ def test_replies_are_printed_as_plain_text_even_when_markers_arrive_split():
     plain = PlainText()
     pieces = ["**Offline", " mode.*", "* Summary:\n", "> - B1", " level\n", "# Title\n", "a__b__c"]
     assert "".join(plain.feed(p) for p in pieces) + plain.flush() == "Offline mode. Summary:\n- B1 level\nTitle\nabc"
+
+
+def test_every_documented_python_m_memora_command_exists():
+    """A moved module leaves no doc naming its old command (``python -m memora.probe`` became ``memora.teaching.probe``)."""
+    import importlib.util
+    import re
+
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "memora" / "ui" / "locales").glob("*.toml"))]
+    named = {(path.name, name) for path in docs for name in re.findall(r"python -m (memora(?:\.\w+)*)", path.read_text())}
+    assert ("README.md", "memora") in named and ("zh-TW.toml", "memora.teaching.probe") in named
+    for doc, name in sorted(named):
+        spec = importlib.util.find_spec(name)
+        runnable = spec is not None and (spec.submodule_search_locations is None or importlib.util.find_spec(f"{name}.__main__"))
+        assert runnable, f"{doc} names `python -m {name}`, which does not run"

@@ -1,9 +1,11 @@
-"""The page's catalog: both languages hold the same keys and placeholders; errors map to messages."""
+"""The page's catalogs: data files that ship with the package, the same keys and placeholders in every language; errors map to messages."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import string
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -12,23 +14,74 @@ from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, SummaryError
 from memora.settings import BACKENDS
 from memora.teaching.ledger import LEDGER_COLUMNS
-from memora.ui.i18n import CATALOG, LANGUAGES, backend_label, error_message, t
+from memora.ui.i18n import CATALOG, LANGUAGES, LOCALES, CatalogError, backend_label, error_message, read_catalog, read_catalogs, t
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def placeholders(text: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+def placeholders(text: str) -> set[tuple[str, str, str | None]]:
+    """Each ``{name:format!conversion}`` field: a translation keeps the name and how it is formatted ({cap:,})."""
+    return {(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(text) if name is not None}
 
 
-def test_every_language_has_exactly_the_same_keys_and_placeholders():
-    assert set(CATALOG) == set(LANGUAGES)
+def test_every_language_has_exactly_the_same_keys():
+    assert set(CATALOG) == set(LANGUAGES) == {path.stem for path in LOCALES.glob("*.toml")}
+    assert list(LANGUAGES) == ["en", "zh-TW"] and LANGUAGES["zh-TW"] == "繁體中文"
     english = CATALOG["en"]
     for lang, catalog in CATALOG.items():
-        assert set(catalog) == set(english), lang
+        assert sorted(set(english) - set(catalog)) == [], f"{lang}.toml lacks these keys"
+        assert sorted(set(catalog) - set(english)) == [], f"{lang}.toml has keys en.toml lacks"
+
+
+def test_every_language_has_the_same_placeholders_per_key_and_no_empty_text():
+    english = CATALOG["en"]
+    for lang, catalog in CATALOG.items():
         for key, text in catalog.items():
             assert placeholders(text) == placeholders(english[key]), (lang, key)
+            assert all(name and not name.isdigit() for name, _, _ in placeholders(text)), ("positional field", lang, key)
             assert text.strip(), (lang, key)
+
+
+def test_pyproject_ships_every_catalog_file():
+    """pyproject's package data covers every catalog file, or an installed memora would stop at import."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["memora"]
+    files = [path.relative_to(ROOT / "memora").as_posix() for path in LOCALES.glob("*.toml")]
+    assert files and all(any(fnmatch.fnmatch(file, pattern) for pattern in patterns) for file in files)
+
+
+def test_a_missing_catalog_file_fails_naming_the_file(tmp_path):
+    with pytest.raises(CatalogError, match=r"en\.toml: the catalog file is missing") as error:
+        read_catalogs(tmp_path)
+    assert str(tmp_path / "en.toml") in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b'"page.title" = "Memora\n', "not valid TOML"),
+        (b'"page.title" = "Memora"\n"page.title" = "again"\n', "not valid TOML"),
+        (b'"page.title" = "M\xe9mora"\n', "not valid TOML"),  # Latin-1, not UTF-8
+        ('"language.name" = "Français"\npage.title = "Memora"\n'.encode(), "not text: page"),  # a dotted key is a table
+        ('"language.name" = "Français"\n"chat.older" = 3\n'.encode(), "not text: chat.older"),
+        (b'"page.title" = "Memora"\n', "does not name its language"),
+    ],
+)
+def test_a_malformed_catalog_file_fails_naming_the_file(tmp_path, data, says):
+    path = tmp_path / "fr.toml"
+    path.write_bytes(data)
+    with pytest.raises(CatalogError, match=says) as error:
+        read_catalog(path)
+    assert str(error.value).startswith(f"{path}: ")
+
+
+def test_a_new_language_is_one_more_file(tmp_path):
+    (tmp_path / "en.toml").write_text('"language.name" = "English"\n"page.title" = "Memora"\n', encoding="utf-8")
+    (tmp_path / "de.toml").write_text('"language.name" = "Deutsch"\n"page.title" = "Memora"\n', encoding="utf-8")
+    catalogs = read_catalogs(tmp_path)
+    assert list(catalogs) == ["en", "de"] and catalogs["de"]["language.name"] == "Deutsch"
+    with pytest.raises(TypeError):
+        catalogs["de"]["page.title"] = "changed"
 
 
 def test_every_key_the_page_uses_exists():

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from memora.backends import OfflineBackend
@@ -148,3 +152,35 @@ def test_the_chat_label_never_shows_credentials_in_the_url() -> None:
     assert shown_url("http://localhost:11434/v1") == "http://localhost:11434/v1"
     settings = load_settings({}, {**OLLAMA, "MEMORA_BASE_URL": "https://bob:hunter22@llm.school.example/v1"})
     assert "hunter22" not in build_backend(settings).label
+
+
+def settings_read() -> set[str]:
+    """Every name ``load_settings`` asks for, with nothing set (each optional one is then read, none skipped)."""
+    asked: set[str] = set()
+
+    class Recording(dict):
+        def __bool__(self) -> bool:  # load_settings replaces empty secrets with {}
+            return True
+
+        def get(self, name, default=None):
+            asked.add(name)
+            return default
+
+    load_settings(Recording(), {})
+    return asked
+
+
+def test_the_secrets_example_and_the_readme_list_every_setting() -> None:
+    """A newcomer copies .streamlit/secrets.toml.example: it names every setting, each with a value TOML accepts."""
+    root = Path(__file__).resolve().parents[1]
+    names = settings_read()
+    assert {"OPENAI_API_KEY", "MEMORA_STORE_URL", "MEMORA_MAX_STORE_MB"} <= names
+    example = {}
+    for line in (root / ".streamlit" / "secrets.toml.example").read_text().splitlines():
+        if re.match(r"# [A-Z_]+ = ", line):
+            example.update(tomllib.loads(line.removeprefix("# ")))
+    assert sorted(names - set(example)) == [], "missing from .streamlit/secrets.toml.example"
+    assert sorted(set(example) - names) == [], "in the example, but no setting reads it"
+    readme = (root / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    assert sorted(name for name in names if f"`{name}`" not in table) == [], "missing from the README's configuration table"
