@@ -81,13 +81,13 @@ def queue() -> None:
     state[keys.COMMAND] = None
 
 
-def take(memory: ShortTermMemory) -> Submission | None:
+def take(memory: ShortTermMemory) -> None:
     """Takes the queued text, if any: a refusal's notice (its text back in the input), a command, or a reply job."""
     state = st.session_state
     text = state[keys.PENDING_TEXT]
     state[keys.PENDING_TEXT] = None
     if text is None:
-        return None
+        return
     submission = read(text, memory, state[keys.CONVERSATION], busy=replying())
     if submission.refusal is not None:
         state[keys.NOTICE] = submission.refusal
@@ -97,7 +97,6 @@ def take(memory: ShortTermMemory) -> Submission | None:
         state[keys.COMMAND] = submission.command
     else:
         start(memory, text)
-    return submission
 
 
 def start(memory: ShortTermMemory, text: str) -> None:
