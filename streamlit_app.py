@@ -2,19 +2,19 @@
 
 import streamlit as st
 
-from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, tools
+from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, tools, turn
 from memora.ui.state import LANG, MEMORY, setup_state
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
 st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)
 
 state = setup_state()
-settled = reply_tail.settle(state[MEMORY])  # before anything reads the memory: a finished reply job leaves its outcome
+settled = turn.settle(state[MEMORY])  # before anything reads the memory: a finished reply job leaves its outcome
 keeper = conversation.keep(state)  # may restore the URL's conversation into the session, so the memory is read after it
 memory = state[MEMORY]
 lang = state[LANG]
-chat.handle_pending(memory)  # a message queued by the input becomes a reply job (or a command, or a notice)
-progress = reply_tail.current()  # the reply job's progress, read once: this whole run draws the same snapshot
+turn.take(memory)  # the text queued by the input, checked once: a reply job, a command, or why not
+progress = turn.current()  # the reply job's progress, read once: this whole run draws the same snapshot
 
 with st.sidebar:
     settings_panel.render_language()
@@ -26,7 +26,7 @@ with st.sidebar:
 chat.render_header(memory, lang)
 conversation.render_status(keeper, lang)
 budget.render_unsaved(memory, lang)  # billed spend the storage could not take yet: "not saved yet, will retry"
-chat.render_history(memory, lang, reply_tail.history_shown(memory, progress))
+chat.render_history(memory, lang, turn.history_shown(memory, progress))
 reply_tail.render_tail(progress, lang)
 chat.render_command(memory, lang)
 chat.render_notice(lang)

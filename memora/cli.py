@@ -5,8 +5,8 @@ Commands: history, context, summary, status, usage, exit. Offline unless a key i
 window, as the page does by default (``MEMORA_FOLD_POLICY=watermark`` for the other policy).
 
 Replies are printed as they stream in. While the user types the next message, the
-memory folds in the background what the next turn is certain to fold
-(``ShortTermMemory.prefold``), so the next reply does not wait for a summary.
+memory folds in the background what the next turn is certain to fold (a summary-only
+``ReplyJob`` running ``fold_ahead``, as the page does), so the next reply does not wait for a summary.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import threading
 from collections.abc import Callable, Sequence
 
 from memora import __version__
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
+from memora.replies.job import ReplyJob, fold_ahead
 from memora.settings import SettingsError, build_memory, load_settings
 from memora.tokens.usage import UsageRecord
 
@@ -177,30 +177,13 @@ class PlainText:
         return cleaned.replace("**", "").replace("__", "")
 
 
-class BackgroundFold:
-    """Runs ``memory.prefold()`` in a thread while the REPL waits for input.
-
-    ``finish()`` waits for it and returns what to tell the user: None when the fold
-    succeeded or had nothing to do, else the error (the next turn folds itself).
-    The memory is never touched by the REPL while the thread runs.
-    """
-
-    def __init__(self, memory: ShortTermMemory) -> None:
-        self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._run, args=(memory,), name="memora-prefold", daemon=True)
-        self._thread.start()
-
-    def _run(self, memory: ShortTermMemory) -> None:
-        try:
-            memory.prefold()
-        except (BackendError, ValueError) as error:
-            self._error = error
-
-    def finish(self) -> str | None:
-        self._thread.join()
-        if self._error is None:
-            return None
-        return f"Folding ahead of this turn failed ({self._error}); this turn folds the same messages itself."
+def fold_report(job: ReplyJob) -> str | None:
+    """Waits for ``job``; None when its fold succeeded or had nothing to do, else what to tell the user."""
+    job.wait()
+    error = job.progress.after_error
+    if error is None:
+        return None
+    return f"Folding ahead of this turn failed ({error}); this turn folds the same messages itself."
 
 
 def repl(
@@ -218,7 +201,7 @@ def repl(
     model = "" if memory.backend.offline else f" · model {memory.model}"
     write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {budget_counting(memory)}")
     write("Commands: " + ", ".join(COMMANDS))
-    folding: BackgroundFold | None = None
+    folding: ReplyJob | None = None
     while True:
         try:
             user_input = read("\nYou: ")
@@ -227,7 +210,7 @@ def repl(
             write("Bye!")
             return
         finally:
-            problem = folding.finish() if folding else None
+            problem = fold_report(folding) if folding else None
             folding = None
         if problem:
             write(problem)
@@ -242,7 +225,7 @@ def repl(
         stats = run_turn(memory, user_input, write, write_part)
         if stats is not None:
             write(format_stats(stats, offline=memory.backend.offline))
-            folding = BackgroundFold(memory)
+            folding = ReplyJob(memory, None, after=fold_ahead).start()  # the REPL waits for it before the next turn
 
 
 def run_turn(

@@ -86,6 +86,7 @@ MODULE_TIERS = {
             "test_conversation_page",
             "test_fold_policy",
             "test_page_lesson",
+            "test_page_turn",
             "test_error_details",
             "test_hostile_urls",
             "test_reliability_page",

@@ -16,7 +16,7 @@ from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.memory.limits import LimitReached, SessionLimits
 from memora.messages import Message
-from memora.replies.job import ReplyJob
+from memora.replies.job import ReplyJob, fold_ahead
 from memora.transcript.format import dumps_transcript
 from memora.ui import state as keys
 from tests.support.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
@@ -135,6 +135,26 @@ def test_a_job_without_a_turn_only_runs_after(gated: GatedBackend) -> None:
     assert job.start().wait(JOB_WAIT_S)
     assert job.progress.phase == "done" and [v.folded for v in memory.summary_versions] == [(0, 2)]
     assert len(gated.replies) == 2 and len(gated.summaries) == 1
+
+
+def test_fold_ahead_leaves_a_fold_the_caps_refuse_to_the_next_message_and_reports_a_failed_request(gated: GatedBackend) -> None:
+    memory = ShortTermMemory(gated, max_recent_turns=0, limits=SessionLimits(max_turns=1))
+    gated.release()
+    with memory.turn("One.") as turn:
+        turn.run()
+    assert memory.fold_due() == 2, "a fold is due, but the session is at its cap"
+    job = ReplyJob(memory, None, after=fold_ahead).start()
+    assert job.wait(JOB_WAIT_S)
+    # Not a failure to show: the next message is refused, with the cap's reason, before anything is sent.
+    assert job.progress.phase == "done" and job.progress.after_error is None
+    assert gated.summaries == [] and memory.summary_versions == []
+
+    memory.limits = SessionLimits()
+    gated.fail_next("summary")
+    job = ReplyJob(memory, None, after=fold_ahead).start()
+    assert job.wait(JOB_WAIT_S)
+    assert str(job.progress.after_error) == "scripted failure" and memory.summary_versions == []
+    assert len(gated.summaries) == 1
 
 
 # -- the page ------------------------------------------------------------------------

@@ -22,13 +22,27 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from memora.memory import ShortTermMemory
+from memora.memory import ShortTermMemory, SummaryVersion
 
 Phase = Literal["replying", "summarizing", "done", "failed", "stopped"]
 FINISHED: frozenset[Phase] = frozenset({"done", "failed", "stopped"})
 
 AfterReply = Callable[[ShortTermMemory], object]
 """Run on the job's thread once the reply is committed (or at once, for a job with no turn); its result is not used; may raise."""
+
+
+def fold_ahead(memory: ShortTermMemory) -> SummaryVersion | None:
+    """``memory.prefold()``, the ``after`` of every turn's job: folds now what the next turn is certain to fold.
+
+    The memory decides, once, whether a fold is due. None when nothing is, and where the memory refuses to
+    plan one (a session at its cap, a budget too small for any message): the next message is refused, with
+    its reason, before anything is sent, so a fold refused now is no failure to report. Raises what the
+    summary request raises (BackendError, SummaryError); the memory is then unchanged.
+    """
+    try:
+        return memory.prefold()
+    except ValueError:  # LimitReached and ContextBudgetError are ValueErrors; BackendError is not
+        return None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""The chat column: history, one turn at a time, commands, notices and the input box.
+"""The chat column: history, commands, notices and the input box.
 
-A submitted message is queued by the input's callback and handled at the
-top of the next script run: a command is drawn above the input box, and a
-message becomes the session's reply job (``memora.ui.reply_tail``), which
-the page draws as it grows. The input is drawn last, so a refused message can
-put the user's text back into it in the same run.
+A submitted text is queued by the input's callback and read at the top of the
+next script run (``memora.ui.turn``): a command is drawn above the input box, and a
+message becomes the session's reply job, which ``memora.ui.reply_tail`` draws as it
+grows. The input is drawn last, so a refused message can put the user's text back
+into it in the same run.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import streamlit as st
 
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
-from memora.ui import conversation, render, reply_tail
+from memora.ui import render, turn
 from memora.ui import state as keys
 from memora.ui.i18n import error_message, t
 from memora.ui.state import Notice
-from memora.ui.views import message_marks, parse_command, run_command
+from memora.ui.views import message_marks, run_command
 
 RECENT_MESSAGES = 20
 """Messages drawn in full on every run; older ones wait in a collapsed, lazily drawn expander."""
@@ -108,63 +108,6 @@ def stats_table(stats: TurnStats, lang: str) -> str:
     return head + "\n".join(f"| {t(lang, key)} | {value} |" for key, value in rows)
 
 
-def queue_submission() -> None:
-    """The input's callback: keeps the text for this run and clears the last run's messages."""
-    state = st.session_state
-    state[keys.PENDING_TEXT] = state[keys.CHAT_INPUT]
-    state[keys.NOTICE] = None
-    state[keys.COMMAND] = None
-
-
-def handle_pending(memory: ShortTermMemory) -> None:
-    """Takes the queued message: a command, a notice for an empty one, or a reply job.
-
-    A message that arrives while a reply is still being written (the input is
-    disabled then, but a request can be crafted) goes back to the input, and the page says why.
-    """
-    state = st.session_state
-    text = state[keys.PENDING_TEXT]
-    state[keys.PENDING_TEXT] = None
-    if text is None:
-        return
-    if reply_tail.replying():
-        state[keys.NOTICE] = Notice("warning", "notice.busy")
-        state[keys.RESTORE_TEXT] = text
-        return
-    if not text.strip():
-        state[keys.NOTICE] = Notice("warning", "notice.empty")
-        return
-    if refused_before_sending(memory, text):
-        return
-    command = parse_command(text)
-    if command is not None:
-        state[keys.COMMAND] = command
-        return
-    if conversation.refuses_turn(state, text):  # a store cap: no reply is billed for a turn that cannot be kept
-        return
-    reply_tail.start(memory, text)
-
-
-def refused_before_sending(memory: ShortTermMemory, text: str) -> bool:
-    """Refuses, before it is drawn or sent, a message no turn could take; its text goes back to the input.
-
-    A 200,000-character paste must not travel back to the browser as a chat
-    message, nor be tokenized: the character cap is checked first. Commands
-    are short, so the cap applies to them too; the other checks only to messages.
-    """
-    state = st.session_state
-    try:
-        if parse_command(text) is None:
-            memory.check_new_message(text)
-        else:
-            memory.limits.check(text, 0, 0)
-    except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
-        state[keys.NOTICE] = Notice("error", "notice.restored", error=error)
-        state[keys.RESTORE_TEXT] = text
-        return True
-    return False
-
-
 def render_command(memory: ShortTermMemory, lang: str) -> None:
     command = st.session_state[keys.COMMAND]
     if command is None:
@@ -197,4 +140,4 @@ def render_input(lang: str, disabled: bool = False) -> None:
         # Setting a chat_input's value through its key before it is drawn needs Streamlit 1.47+.
         state[keys.CHAT_INPUT] = restore
         state[keys.RESTORE_TEXT] = None
-    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=queue_submission, submit_mode="disable", disabled=disabled)
+    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=turn.queue, submit_mode="disable", disabled=disabled)

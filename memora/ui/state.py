@@ -40,13 +40,13 @@ FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
-# Teaching tools and the summary off the critical path (memora/ui/tools.py, memora/ui/prefold.py).
+# Teaching tools and the summary off the critical path (memora/ui/tools.py, memora/ui/turn.py).
 PREFOLD_AT = "prefold_at"
 PROBE_SCENARIO_INPUT = "probe_scenario_input"
 PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
-# The reply in progress (memora/ui/reply_tail.py) and the settings changed while it runs.
+# The reply in progress (memora/ui/turn.py, drawn by memora/ui/reply_tail.py) and the settings changed while it runs.
 REPLY_JOB = "reply_job"
 STOP_BUTTON = "stop_button"
 DEFERRED_SETTINGS = "deferred_settings"
