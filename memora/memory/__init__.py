@@ -9,8 +9,8 @@ and frozen values).
 """
 
 from memora.memory.core import ShortTermMemory
-from memora.memory.planner import Plan, fold_pieces, plan_context
-from memora.memory.summarizer import whole_sentences
+from memora.memory.planner import Plan, plan_context
+from memora.memory.summarizer import fold_pieces, whole_sentences
 from memora.memory.turn import Turn
 from memora.memory.values import (
     DEFAULT_MODEL,

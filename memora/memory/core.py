@@ -21,9 +21,10 @@ from memora.memory.article_api import ArticleAPI
 from memora.memory.context import sources
 from memora.memory.hook import ChangeHook
 from memora.memory.limits import SessionLimits
-from memora.memory.planner import Plan, certain_fold, expected_message, fold_pieces, plan_folds
+from memora.memory.planner import Plan, plan_folds
+from memora.memory.prefold import certain_fold, expected_message
 from memora.memory.sizes import Sizes, check_limits, request_sizes
-from memora.memory.summarizer import check_summary, summary_texts
+from memora.memory.summarizer import check_summary, fold_pieces, summary_texts
 from memora.memory.turn import Turn, transaction
 from memora.memory.values import (
     DEFAULT_MODEL,
@@ -401,7 +402,7 @@ class ShortTermMemory(ArticleAPI, ChangeHook):
         )
 
     def _summary_request_tokens(self, messages: tuple[Message, ...]) -> int:
-        return self._sizes().summarizer.overhead() + sum(self.message_tokens(m) for m in messages)
+        return self._sizes().summary_request + sum(self.message_tokens(m) for m in messages)
 
     def learn_overflow(self, overflow: ContextOverflowError, prepared: PreparedContext) -> None:
         """Learns what a reply request's context-overflow error says: the server's count of the request,

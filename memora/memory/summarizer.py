@@ -13,7 +13,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from memora.backends.base import Backend, BackendError, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
@@ -29,10 +28,6 @@ class Summarizer:
     model: str
     instructions: str
     max_summary_tokens: int
-
-    def overhead(self) -> int:
-        """Local tokens of a request without its messages: instructions, layout and a full-length summary."""
-        return summary_overhead(self.instructions, self.max_summary_tokens)
 
     def fold(
         self,
@@ -120,14 +115,6 @@ def summary_texts(summary: str, messages: Sequence[Message]) -> list[str]:
     return [summary, *(m.content for m in messages)]
 
 
-@cache
-def summary_overhead(instructions: str, max_summary_tokens: int) -> int:
-    """``Summarizer.overhead``, computed once per instructions and cap: every turn plans with it."""
-    empty = SummaryRequest("", instructions, "", (), max_summary_tokens)
-    layout = count_message("user", empty.input_text)
-    return count_message("system", instructions) + layout + REPLY_PRIMING_TOKENS + max_summary_tokens + 1
-
-
 def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> None:
     """Raises SummaryError when a fold of ``messages`` produced an empty summary."""
     if not version.text and messages:
@@ -167,3 +154,22 @@ def whole_sentences(text: str) -> str:
         return text[: ends[-1]].rstrip()
     words = text.rsplit(maxsplit=1)[0] if " " in text else text
     return f"{words}…" if words else ""
+
+
+def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:
+    """How many pairs each summary request folds, oldest first, so that each fits ``room``.
+
+    ``pairs`` are the tokens of each pair to fold. Consecutive pairs share a
+    request while their total fits ``room``; a pair larger than ``room`` goes
+    alone (its messages are then cut to fit). Returns ``[]`` for no pairs.
+    """
+    pieces: list[int] = []
+    size = room + 1
+    for tokens in pairs:
+        if pieces and size + tokens <= room:
+            pieces[-1] += 1
+            size += tokens
+        else:
+            pieces.append(1)
+            size = tokens
+    return pieces
