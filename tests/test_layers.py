@@ -77,7 +77,6 @@ def test_a_module_imports_only_from_its_own_part_or_the_layers_below(module):
     assert not upward, f"{module} imports {sorted(upward)}, which are not below it"
 
 
-@pytest.mark.xfail(strict=True, reason="memory.turn -> article_api -> core: ShortTermMemory becomes one class (issue 22)")
 def test_no_modules_import_each_other_in_a_circle():
     reaches: dict[str, set[str]] = defaultdict(set)
 

@@ -3,20 +3,38 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from memora.backends.base import BackendError, Completion, ReplyRequest
 from memora.backends.openai_errors import ContextOverflowError
+from memora.memory.budget import overflow_error
 from memora.memory.values import PreparedContext, TurnStats
+from memora.messages import Message
+from memora.tokens.usage import Usage, UsageRecord
 
-if TYPE_CHECKING:
-    from memora.memory.core import ShortTermMemory
+
+class Memory(Protocol):
+    """The members of ``ShortTermMemory`` that a turn reads and calls."""
+
+    model: str
+    backend: Any
+    lock: Any
+    max_reply_tokens: int | None
+
+    def check_limits(self, user_text: str) -> None: ...
+    def add_user_message(self, content: str) -> None: ...
+    def rollback_last_user_message(self) -> None: ...
+    def prepare(self) -> PreparedContext: ...
+    def budget_in_force(self) -> int: ...
+    def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None: ...
+    def window_too_small(self) -> bool: ...
+    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, **what: Any) -> TurnStats: ...
 
 
 @contextmanager
-def transaction(memory: ShortTermMemory, user_text: str) -> Iterator[Turn]:
+def transaction(memory: Memory, user_text: str) -> Iterator[Turn]:
     """``memory.turn(user_text)``: one user turn that completes or leaves no trace in the history.
 
     Appends the message and yields a ``Turn``; unless its reply was committed,
@@ -40,7 +58,7 @@ def transaction(memory: ShortTermMemory, user_text: str) -> Iterator[Turn]:
 class Turn:
     """One user turn in progress; see ``ShortTermMemory.turn``."""
 
-    def __init__(self, memory: ShortTermMemory, user_text: str) -> None:
+    def __init__(self, memory: Memory, user_text: str) -> None:
         self.memory = memory
         self.user_text = user_text
         self.prepared: PreparedContext | None = None
@@ -84,10 +102,10 @@ class Turn:
             except ContextOverflowError as overflow:
                 # The server refuses before its first token, so nothing was yielded for this attempt.
                 if attempt:
-                    raise memory._overflow_error() from None
-                memory.learn_overflow(overflow, prepared)
+                    raise overflow_error() from None
+                memory.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
                 if memory.window_too_small():
-                    raise memory._overflow_error() from None
+                    raise overflow_error() from None
                 continue
             raise BackendError("The model's stream ended before the response was complete.")
 
@@ -109,3 +127,32 @@ class Turn:
             latency_s=time.perf_counter() - began,
             cut=completion.cut,
         )
+
+
+def reply_record(
+    prepared: PreparedContext | None,
+    counted: int,
+    context_messages: int,
+    response_tokens: int,
+    usage: Usage | None,
+    *,
+    latency_s: float = 0.0,
+    cut: bool = False,
+    **fields: Any,
+) -> UsageRecord:
+    """The ledger's record of one reply request: ``fields`` (turn, model, full_history_tokens, input_budget), ``counted``
+    local input tokens, and what ``prepared`` planned (nothing when the article's loop sent a context of its own).
+    ``cut``: the reply stopped at its cap. Without ``usage`` the record has only ``response_tokens``, as the total."""
+    fields.update(
+        kind="reply",
+        latency_s=latency_s,
+        cut=cut,
+        counted_input_tokens=counted,
+        context_messages=context_messages,
+        newly_summarized=prepared.newly_summarized_count if prepared else 0,
+        summary_tokens=prepared.summary_token_usage if prepared else 0,
+        server_counted_input_tokens=prepared.server_input_tokens if prepared else None,
+    )
+    if usage is None:
+        return UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
+    return UsageRecord.of(**fields, usage=usage)

@@ -97,6 +97,11 @@ class PreparedContext:
     newly_summarized_count: int
     server_input_tokens: int | None = None
 
+    @property
+    def texts(self) -> list[str]:
+        """The texts the request carries: its instructions and each message's content (for the calibration's kinds)."""
+        return [self.instructions, *(m.content for m in self.context_messages)]
+
     def as_dict(self) -> dict[str, Any]:
         """The article's ``memory_stats`` dict."""
         return {
