@@ -1,11 +1,12 @@
 """The short-term memory: the article's ``ShortTermMemory`` and the pieces it is made of.
 
-Read in this order: ``planner`` (the budget rule, pure functions of token
-counts), ``core`` (``ShortTermMemory``: history, summary, ledger, folding),
-``article_api`` (the article's own method names), ``summarizer`` (one bounded
-summary request), ``context`` and ``sizes`` (what a request sends, and the size
-of its fixed parts), ``turn`` (a transactional turn), ``values`` (limits, errors
-and frozen values).
+Read in this order: ``planner`` (the budget rule, pure functions of token counts), ``core``
+(``ShortTermMemory``, one class, closed by the article's own method names), ``fitting`` (the rule's
+one caller: prepare's plan, folds and the server's count; prefold), ``turn`` (a transactional turn),
+``history`` (the history as a frozen value), ``summarizer`` (one bounded summary request, and
+``fold_pieces``), ``prefold`` (what to fold between turns), ``budget`` (the budget in force and what
+the server's count teaches), ``context`` and ``sizes`` (what a request sends, and the size of its
+fixed parts), ``values`` (limits, errors and frozen values).
 """
 
 from memora.memory.core import ShortTermMemory

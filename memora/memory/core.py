@@ -1,10 +1,12 @@
 """ShortTermMemory: one conversation's history, summary and ledger, and what each request sends.
 
-Follow a turn: ``turn`` (append the message, stream the reply, commit or leave no trace), then
-``ShortTermMemory.prepare``, the one caller of the budget rule (``plan`` runs ``planner.plan_context``),
-which folds through ``summarizer``. The history is a value (``history.History``); the server's
-count and the budget in force are ``budget``. The article's Memora v0.7 API closes the class, a
-thin face over the public members above it, so the article's main loop runs unchanged.
+Follow a turn: ``memory.turn(text)`` (``turn``: append the message, stream the reply, commit or
+leave no trace) calls ``prepare``, which ``fitting.prepare`` does: the one caller of the budget rule
+(``planner.plan_context``), it folds what must leave through ``summarizer``. The history is a frozen
+value (``history.History``); the budget in force and what the server's count teaches are ``budget``.
+The state lives here; the work lives in those modules, which use only this class's public members.
+The article's Memora v0.7 API closes the class, a thin face over the members above it, so that the
+article's main loop runs unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from memora.backends.openai_errors import ContextOverflowError
 from memora.memory import budget, fitting
 from memora.memory.context import lead_messages, request_instructions
 from memora.memory.history import History
-from memora.memory.hook import Change, OnChange
+from memora.memory.hook import OnChange
 from memora.memory.limits import SessionLimits
 from memora.memory.planner import Plan
 from memora.memory.sizes import Sizes, check_limits, request_sizes
@@ -38,19 +40,18 @@ from memora.memory.values import (
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import LocalTokenCounter, TextTokens, TokenCounter
-from memora.tokens.calibration import Calibration, request_kinds
+from memora.tokens.calibration import Calibration
 from memora.tokens.usage import Ledger, Usage, UsageRecord
 
 
 class ShortTermMemory:
     """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and budget.
 
-    ``client`` is a memora backend or an ``openai.OpenAI`` client. Budgets are the server's tokens; plans count local
-    o200k_base tokens against ``local_budget()``, which ``calibration`` learns from the server (``budget``).
-    ``fold_policy``: the article's ``window`` or ``watermark``; ``fold_batch_turns``: pairs the window may grow before
-    folding; ``max_reply_tokens``: each reply's cap (None: none); ``context_window``: the server's, when known;
-    ``limits``: the session's caps; ``lock``: one turn at a time per session; ``on_change(memory, change)`` (``hook``),
-    when set, runs after each committed turn and fold.
+    ``client``: a memora backend or an ``openai.OpenAI`` client. Budgets are the server's tokens; plans count local
+    o200k_base tokens against ``local_budget()``, which ``calibration`` learns (``budget``). ``fold_policy``: ``window``
+    (the article's) or ``watermark``; ``fold_batch_turns``: pairs the window may grow before folding; ``max_reply_tokens``:
+    each reply's cap (None: none); ``context_window``: the server's, when known; ``limits``: the session's caps; ``lock``:
+    one turn at a time per session; ``on_change(memory, change)`` (``hook``): called after each committed turn and fold.
     """
 
     on_change: OnChange | None = None
@@ -89,7 +90,13 @@ class ShortTermMemory:
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state, lock=threading.RLock())
 
-    def restore(self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (), ledger=(), last_context=()) -> None:
+    def restore(
+        self,
+        history: Sequence[Message] = (),
+        summary_versions: Sequence[SummaryVersion] = (),
+        ledger: Sequence[UsageRecord] = (),
+        last_context: Sequence[Message] = (),
+    ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         self.conversation = History(tuple(history), tuple(map(self.message_tokens, history)), tuple(summary_versions))
@@ -114,8 +121,6 @@ class ShortTermMemory:
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None  # the server's context window, as an overflow error gave it
-
-    # -- the budget, and what the server's count teaches (see ``budget``) --------
 
     @property
     def largest_output(self) -> int:
@@ -144,26 +149,14 @@ class ShortTermMemory:
     def exact_source(self) -> str | None:
         return budget.exact_source(self.backend, self.model, self.calibration)
 
-    def learn(self, local: int, server: int, texts: Sequence[str]) -> None:
-        """Teaches the calibration a count the server itself made (never a figure it estimated)."""
-        self.calibration = self.calibration.learn(local, server, request_kinds(local, texts))
-
     def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None:
         """Learns the server's count and window from an overflow error on a request of ``local`` tokens and ``texts``."""
         self.calibration, self.server_window = budget.overflow_learned(overflow, local, self.calibration, self.server_window, texts)
-
-    def record(self, record: UsageRecord, texts: Sequence[str] = ()) -> None:
-        """Appends ``record``; a figure the server counted itself teaches the calibration (``UsageRecord.teaches``)."""
-        if record.trusted and record.teaches and record.server_counted_input_tokens is None and record.input_tokens is not None:
-            self.learn(record.counted_input_tokens, record.input_tokens, texts)
-        self.ledger.append(record)
 
     def sizes(self) -> Sizes:
         """The request sizes, under the summary cap whose word limit the summary instructions ask for."""
         cap = self.max_summary_tokens
         return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
-
-    # -- turns, and folding (see ``turn`` and ``fitting``) -------------------------
 
     def turn(self, user_text: str) -> AbstractContextManager[Turn]:
         """One user turn that completes or leaves no trace in the history (see ``turn.transaction``)."""
@@ -172,12 +165,6 @@ class ShortTermMemory:
     def check_new_message(self, user_text: str) -> None:
         """Refuses, before anything is kept or sent, a message no turn could take (``fitting.check_new_message``)."""
         fitting.check_new_message(self, user_text)
-
-    def check_limits(self, user_text: str) -> None:
-        """Raises ValueError for a blank message, LimitReached when a session cap refuses it."""
-        if not user_text.strip():
-            raise ValueError("The message is empty.")
-        self.limits.check(user_text, len(self.conversation.messages) // 2, self.session_total_tokens)
 
     def prepare(self) -> PreparedContext:
         """This turn's context, once the plan's folds are made (``fitting.prepare`` says what it raises)."""
@@ -200,10 +187,6 @@ class ShortTermMemory:
         """Appends ``message`` to the history, its tokens counted once; the calibration sees its kind of text."""
         self.calibration = self.calibration.seeing([message.content])
         self.conversation = self.conversation.adding(message, self.message_tokens(message))
-
-    def notify(self, change: Change) -> None:
-        if self.on_change is not None:
-            self.on_change(self, change)
 
     @property
     def history(self) -> list[Message]:
@@ -281,24 +264,25 @@ class ShortTermMemory:
         return self.prepare().as_dict()
 
     def finish_turn(
-        self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *, usage: Usage | None = None, **reply: Any
+        self,
+        assistant_reply: str,
+        context_messages: Sequence[Message],
+        response_tokens: int,
+        *,
+        usage: Usage | None = None,
+        latency_s: float = 0.0,
+        cut: bool = False,
     ) -> TurnStats:
-        """Completes the pending turn with ``assistant_reply`` and records its request (``turn.reply_record``, with
-        ``latency_s`` and ``cut``: the reply stopped at its cap); returns its stats. Raises ValueError with no pending turn."""
+        """Completes the pending turn with ``assistant_reply``; records the request (``turn.reply_record``); returns its
+        stats. ``cut``: the reply stopped at its cap (kept, and marked). Raises ValueError when no user message is pending."""
         if not self.has_pending_turn:
             raise ValueError("There is no pending user message to reply to.")
-        counted = self.last_prepared.input_tokens if self.last_prepared else self.count_input_tokens(context_messages)
-        fields = {
-            "turn": self.conversation.turn_number,
-            "model": self.served_by,
-            "full_history_tokens": self.full_history_tokens(),
-            "input_budget": self.max_input_tokens,
-        }
-        record = reply_record(self.last_prepared, counted, len(context_messages), response_tokens, usage, **fields, **reply)
-        self.record(record, [self.request_instructions(), *(m.content for m in context_messages)])
+        record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
+        fitting.record_request(self, record, [self.request_instructions(), *(m.content for m in context_messages)])
         self.add_message(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
-        self.notify("turn")
+        if self.on_change is not None:
+            self.on_change(self, "turn")
         return TurnStats.of(record, self.session_total_tokens)
 
     def get_status(self) -> dict[str, int | bool]:

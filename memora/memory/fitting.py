@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol
 
 from memora.memory import budget
@@ -23,11 +24,12 @@ from memora.memory.prefold import expected_message
 from memora.memory.prefold import prefold_plan as plan_ahead
 from memora.memory.sizes import Sizes
 from memora.memory.summarizer import check_summary, fold_pieces, summary_texts
+from memora.memory.turn import check_limits
 from memora.memory.values import PreparedContext, SummaryVersion
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter
-from memora.tokens.calibration import Calibration
-from memora.tokens.usage import UsageRecord
+from memora.tokens.calibration import Calibration, request_kinds
+from memora.tokens.usage import Ledger, UsageRecord
 
 
 class Memory(Protocol):
@@ -47,6 +49,8 @@ class Memory(Protocol):
     summary: str
     served_by: str
     limits: Any
+    ledger: Ledger
+    on_change: Any
     lock: Any
     session_total_tokens: int
 
@@ -54,13 +58,9 @@ class Memory(Protocol):
     def local_budget(self) -> int: ...
     def budget_in_force(self) -> int: ...
     def window_too_small(self) -> bool: ...
-    def learn(self, local: int, server: int, texts: Sequence[str]) -> None: ...
     def learn_overflow(self, overflow: Any, local: int, texts: Sequence[str]) -> None: ...
     def message_tokens(self, message: Message) -> int: ...
     def fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion: ...
-    def record(self, record: UsageRecord, texts: Sequence[str] = ()) -> None: ...
-    def notify(self, change: Any) -> None: ...
-    def check_limits(self, user_text: str) -> None: ...
     def create_context_messages(self, recent: Sequence[Message], current: Message) -> list[Message]: ...
     def request_instructions(self) -> str: ...
     def count_input_tokens(self, messages: Sequence[Message]) -> int: ...
@@ -141,7 +141,7 @@ def counted(memory: Memory, prepared: PreparedContext) -> PreparedContext:
     """``prepared`` with the server's own count of it, where it counts requests; that count teaches the calibration."""
     if (exact := exact_count(memory, prepared.instructions, prepared.context_messages)) is None:
         return prepared
-    memory.learn(prepared.input_tokens, exact, [prepared.instructions, *(m.content for m in prepared.context_messages)])
+    learn(memory, prepared.input_tokens, exact, [prepared.instructions, *(m.content for m in prepared.context_messages)])
     return replace(prepared, server_input_tokens=exact)
 
 
@@ -160,9 +160,22 @@ def check_new_message(memory: Memory, user_text: str) -> None:
     """Refuses, before anything is kept or sent, a message no turn could take: ValueError for a blank one,
     LimitReached when a session cap refuses it (the character cap first, so that a pasted book is never tokenized),
     then ContextBudgetError when it is over the budget with the instructions alone (``check_message_alone``)."""
-    memory.check_limits(user_text)
+    check_limits(memory, user_text)
     memory.calibration = memory.calibration.seeing([user_text])
     check_message_alone(memory, memory.message_tokens(Message("user", user_text)), user_text)
+
+
+def learn(memory: Memory, local: int, server: int, texts: Sequence[str]) -> None:
+    """Teaches the calibration a count the server itself made (never a figure it estimated), by the kinds of ``texts``."""
+    memory.calibration = memory.calibration.learn(local, server, request_kinds(local, texts))
+
+
+def record_request(memory: Memory, record: UsageRecord, texts: Sequence[str] = ()) -> None:
+    """Appends ``record`` to the ledger; a trusted figure the server counted itself (not one it may have estimated, nor
+    one its tokenizer's own count contradicts) teaches the calibration, by the kinds of ``texts``."""
+    if record.trusted and record.teaches and record.server_counted_input_tokens is None and record.input_tokens is not None:
+        learn(memory, record.counted_input_tokens, record.input_tokens, texts)
+    memory.ledger.append(record)
 
 
 def exact_count(memory: Memory, instructions: str, messages: Sequence[Message]) -> int | None:
@@ -177,11 +190,12 @@ def fold(memory: Memory, messages: tuple[Message, ...], span: tuple[int, int]) -
     Raises what ``summarize`` raises, and SummaryError, after the record, for an empty summary of new messages."""
     texts = summary_texts(memory.summary, messages)
     version, record = summarize(memory, messages, span, texts)
-    memory.record(record, texts)
+    record_request(memory, record, texts)
     memory.calibration = memory.calibration.seeing([version.text])
     check_summary(version, messages)
     memory.conversation = memory.conversation.folding(version)
-    memory.notify("fold")
+    if memory.on_change is not None:
+        memory.on_change(memory, "fold")
     return version
 
 
@@ -194,11 +208,21 @@ def summarize(
     sizes = memory.sizes()
 
     def send() -> tuple[SummaryVersion, UsageRecord]:
+        room, tokens = sizes.fold_room(memory.local_budget()), tuple(map(memory.message_tokens, messages))
+        exact, turn = budget.exact_counter(memory.backend, memory.calibration), memory.conversation.turn_number
         return sizes.summarizer.fold(
-            memory.backend, memory.summary, messages, span, sizes.fold_room(memory.local_budget()),
-            message_tokens=tuple(map(memory.message_tokens, messages)), turn=memory.conversation.turn_number, served_by=memory.served_by,
-            input_budget=memory.budget_in_force(), exact=budget.exact_counter(memory.backend, memory.calibration), learn=memory.learn,
-        )  # fmt: skip
+            memory.backend,
+            memory.summary,
+            messages,
+            span,
+            room,
+            message_tokens=tokens,
+            turn=turn,
+            served_by=memory.served_by,
+            input_budget=memory.budget_in_force(),
+            exact=exact,
+            learn=partial(learn, memory),
+        )
 
     def learn(overflow: Any) -> None:
         memory.learn_overflow(overflow, sizes.summary_request + sum(map(memory.message_tokens, messages)), texts)

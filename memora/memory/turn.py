@@ -22,14 +22,21 @@ class Memory(Protocol):
     backend: Any
     lock: Any
     max_reply_tokens: int | None
+    limits: Any
+    conversation: Any
+    session_total_tokens: int
+    last_prepared: PreparedContext | None
+    served_by: str
+    max_input_tokens: int
 
-    def check_limits(self, user_text: str) -> None: ...
     def add_user_message(self, content: str) -> None: ...
     def rollback_last_user_message(self) -> None: ...
     def prepare(self) -> PreparedContext: ...
     def budget_in_force(self) -> int: ...
     def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None: ...
     def window_too_small(self) -> bool: ...
+    def count_input_tokens(self, messages: Sequence[Message]) -> int: ...
+    def full_history_tokens(self) -> int: ...
     def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, **what: Any) -> TurnStats: ...
 
 
@@ -44,7 +51,7 @@ def transaction(memory: Memory, user_text: str) -> Iterator[Turn]:
     (LimitReached for a session cap) before appending anything. The memory's lock
     is held throughout, so another thread of the same session waits for the rollback.
     """
-    memory.check_limits(user_text)
+    check_limits(memory, user_text)
     with memory.lock:
         memory.add_user_message(user_text)
         active = Turn(memory, user_text)
@@ -53,6 +60,14 @@ def transaction(memory: Memory, user_text: str) -> Iterator[Turn]:
         finally:
             if not active.committed:
                 memory.rollback_last_user_message()
+
+
+def check_limits(memory: Memory, user_text: str) -> None:
+    """Raises ValueError for a blank message, LimitReached when a session cap refuses it (the character cap first,
+    so that a pasted book is never tokenized)."""
+    if not user_text.strip():
+        raise ValueError("The message is empty.")
+    memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
 
 
 class Turn:
@@ -130,29 +145,26 @@ class Turn:
 
 
 def reply_record(
-    prepared: PreparedContext | None,
-    counted: int,
-    context_messages: int,
-    response_tokens: int,
-    usage: Usage | None,
-    *,
-    latency_s: float = 0.0,
-    cut: bool = False,
-    **fields: Any,
+    memory: Memory, context_messages: Sequence[Message], response_tokens: int, usage: Usage | None, *, latency_s: float, cut: bool
 ) -> UsageRecord:
-    """The ledger's record of one reply request: ``fields`` (turn, model, full_history_tokens, input_budget), ``counted``
-    local input tokens, and what ``prepared`` planned (nothing when the article's loop sent a context of its own).
-    ``cut``: the reply stopped at its cap. Without ``usage`` the record has only ``response_tokens``, as the total."""
-    fields.update(
-        kind="reply",
-        latency_s=latency_s,
-        cut=cut,
-        counted_input_tokens=counted,
-        context_messages=context_messages,
-        newly_summarized=prepared.newly_summarized_count if prepared else 0,
-        summary_tokens=prepared.summary_token_usage if prepared else 0,
-        server_counted_input_tokens=prepared.server_input_tokens if prepared else None,
-    )
+    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what ``prepare`` planned
+    for it (nothing when the article's loop sent a context of its own, then counted here). ``cut``: the reply stopped at
+    its cap. Without ``usage`` (the article's ``finish_turn``) the record has only ``response_tokens``, as the total."""
+    prepared = memory.last_prepared
+    fields = {
+        "turn": memory.conversation.turn_number,
+        "kind": "reply",
+        "model": memory.served_by,
+        "latency_s": latency_s,
+        "cut": cut,
+        "counted_input_tokens": prepared.input_tokens if prepared else memory.count_input_tokens(context_messages),
+        "full_history_tokens": memory.full_history_tokens(),
+        "input_budget": memory.max_input_tokens,
+        "context_messages": len(context_messages),
+        "newly_summarized": prepared.newly_summarized_count if prepared else 0,
+        "summary_tokens": prepared.summary_token_usage if prepared else 0,
+        "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
+    }
     if usage is None:
         return UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
     return UsageRecord.of(**fields, usage=usage)
