@@ -283,7 +283,7 @@ class ShortTermMemory:
         self.last_context = list(context_messages)
         if self.on_change is not None:
             self.on_change(self, "turn")
-        return TurnStats.of(record, self.session_total_tokens)
+        return TurnStats(record, self.session_total_tokens)
 
     def get_status(self) -> dict[str, int | bool]:
         return {
