@@ -12,22 +12,28 @@ Each function takes the memory and uses only its public members (``Memory``): th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
+from memora.backends import Backend
+from memora.backends.openai_errors import ContextOverflowError
 from memora.memory import budget
 from memora.memory.context import local_input_tokens, sources
 from memora.memory.history import History
+from memora.memory.hook import OnChange
+from memora.memory.limits import SessionLimits
 from memora.memory.planner import Plan, plan_folds
 from memora.memory.prefold import expected_message
 from memora.memory.prefold import prefold_plan as plan_ahead
 from memora.memory.sizes import Sizes
 from memora.memory.summarizer import check_summary, fold_pieces, summary_texts
 from memora.memory.turn import check_limits
-from memora.memory.values import PreparedContext, SummaryVersion
+from memora.memory.values import FoldPolicy, PreparedContext, SummaryVersion
 from memora.messages import Message
-from memora.tokens import LocalTokenCounter
+from memora.prompts import SUMMARY_PREAMBLE
+from memora.tokens import LocalTokenCounter, TokenCounter
 from memora.tokens.calibration import Calibration, request_kinds
 from memora.tokens.usage import Ledger, UsageRecord
 
@@ -37,28 +43,32 @@ class Memory(Protocol):
 
     conversation: History
     calibration: Calibration
-    backend: Any
+    backend: Backend
     model: str
     system_prompt: str
-    token_counter: Any
-    fold_policy: Any
+    token_counter: TokenCounter
+    fold_policy: FoldPolicy
     max_recent_turns: int
     fold_batch_turns: int
     last_plan: Plan | None
     last_fold_plan: Plan | None
-    summary: str
-    served_by: str
-    limits: Any
+    limits: SessionLimits
     ledger: Ledger
-    on_change: Any
-    lock: Any
-    session_total_tokens: int
+    on_change: OnChange | None
+    lock: AbstractContextManager[Any]
+
+    @property
+    def summary(self) -> str: ...
+    @property
+    def served_by(self) -> str: ...
+    @property
+    def session_total_tokens(self) -> int: ...
 
     def sizes(self) -> Sizes: ...
     def local_budget(self) -> int: ...
     def budget_in_force(self) -> int: ...
     def window_too_small(self) -> bool: ...
-    def learn_overflow(self, overflow: Any, local: int, texts: Sequence[str]) -> None: ...
+    def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None: ...
     def message_tokens(self, message: Message) -> int: ...
     def fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion: ...
     def create_context_messages(self, recent: Sequence[Message], current: Message) -> list[Message]: ...
@@ -106,10 +116,15 @@ def plan_for(memory: Memory, unfolded: Sequence[int], message_tokens: int) -> Pl
     """``planner.plan_folds`` for ``unfolded`` messages and a message of ``message_tokens``, with the memory's sizes."""
     sizes = memory.sizes()
     return plan_folds(
-        memory.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed, summary=sizes.summary(memory.summary),
+        memory.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed, summary=summary_tokens(memory),
         full_summary=sizes.full_summary, budget=memory.local_budget(), max_recent_turns=memory.max_recent_turns,
         fold_batch_turns=memory.fold_batch_turns,
     )  # fmt: skip
+
+
+def summary_tokens(memory: Memory) -> int:
+    """``Sizes.summary`` of the memory's summary, tokenized once per summary (with the conversation's texts)."""
+    return memory.message_tokens(Message("developer", SUMMARY_PREAMBLE + memory.summary)) if memory.summary else 0
 
 
 def check_message_alone(memory: Memory, message_tokens: int, text: str | None = None) -> None:
@@ -224,7 +239,7 @@ def summarize(
             learn=partial(learn, memory),
         )
 
-    def learn(overflow: Any) -> None:
+    def learn(overflow: ContextOverflowError) -> None:
         memory.learn_overflow(overflow, sizes.summary_request + sum(map(memory.message_tokens, messages)), texts)
 
     return budget.retry_on_overflow(send, learn, memory.window_too_small)

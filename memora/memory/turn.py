@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-from memora.backends.base import BackendError, Completion, ReplyRequest
+from memora.backends.base import Backend, BackendError, Completion, ReplyRequest
 from memora.backends.openai_errors import ContextOverflowError
 from memora.memory.budget import overflow_error
+from memora.memory.history import History
+from memora.memory.limits import SessionLimits
 from memora.memory.values import PreparedContext, TurnStats
 from memora.messages import Message
 from memora.tokens.usage import Usage, UsageRecord
@@ -19,15 +21,18 @@ class Memory(Protocol):
     """The members of ``ShortTermMemory`` that a turn reads and calls."""
 
     model: str
-    backend: Any
-    lock: Any
+    backend: Backend
+    lock: AbstractContextManager[Any]
     max_reply_tokens: int | None
-    limits: Any
-    conversation: Any
-    session_total_tokens: int
-    last_prepared: PreparedContext | None
-    served_by: str
     max_input_tokens: int
+    limits: SessionLimits
+    conversation: History
+    last_prepared: PreparedContext | None
+
+    @property
+    def session_total_tokens(self) -> int: ...
+    @property
+    def served_by(self) -> str: ...
 
     def add_user_message(self, content: str) -> None: ...
     def rollback_last_user_message(self) -> None: ...
@@ -37,7 +42,16 @@ class Memory(Protocol):
     def window_too_small(self) -> bool: ...
     def count_input_tokens(self, messages: Sequence[Message]) -> int: ...
     def full_history_tokens(self) -> int: ...
-    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, **what: Any) -> TurnStats: ...
+    def finish_turn(
+        self,
+        assistant_reply: str,
+        context_messages: Sequence[Message],
+        response_tokens: int,
+        *,
+        usage: Usage | None,
+        latency_s: float,
+        cut: bool,
+    ) -> TurnStats: ...
 
 
 @contextmanager
