@@ -138,8 +138,8 @@ class ShortTermMemory:
 
     def local_budget(self) -> int:
         """``budget_in_force()`` in local tokens; where the server counts each request itself, for the texts a request may carry."""
-        exact = self.calibration.exact or self.exact_source() is None
-        texts = None if exact else [self.system_prompt, self.summary, *(m.content for m in self.conversation.unfolded_messages)]
+        counted_by_server = not self.calibration.exact and self.exact_source() is not None
+        texts = [self.system_prompt, self.summary, *(m.content for m in self.conversation.unfolded_messages)] if counted_by_server else None
         return budget.local_budget(self.calibration, self.budget_in_force(), texts)
 
     @property
@@ -154,7 +154,8 @@ class ShortTermMemory:
         self.calibration, self.server_window = budget.overflow_learned(overflow, local, self.calibration, self.server_window, texts)
 
     def sizes(self) -> Sizes:
-        """The request sizes, under the summary cap whose word limit the summary instructions ask for."""
+        """The request sizes under the summary cap, ``max_summary_tokens`` under either fold policy (chosen by measurement:
+        README, "Cost against retention"), whose word limit the summary instructions ask for."""
         cap = self.max_summary_tokens
         return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
