@@ -88,7 +88,7 @@ def test_the_servers_count_lets_a_message_through_that_the_worst_known_margin_wo
         memory = ShortTermMemory(backend(server), model="gemma", max_input_tokens=900, max_reply_tokens=64)
         text = "\n".join([PASTED] * 3)
         worst = Calibration(exact=False).seeing([text])
-        local = memory.message_tokens(Message("user", text)) + memory._sizes().fixed
+        local = memory.message_tokens(Message("user", text)) + memory.sizes().fixed
         assert worst.server_estimate(local) > 900  # the worst known margin alone would refuse it
         chat(memory, text)
         assert server_counts(server, "reply")[0] <= 900

@@ -18,24 +18,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _stats(**changes) -> TurnStats:
-    values = dict(
-        turn=1,
-        newly_summarized_count=0,
-        context_messages=1,
-        counted_input_tokens=95,
-        input_tokens=100,
-        output_tokens=10,
-        summary_token_usage=0,
-        session_total_tokens=110,
-    )
-    return TurnStats(**{**values, **changes})
+    """A turn's stats from its reply's record (``changes`` are the record's fields), 110 tokens into the session."""
+    values = dict(turn=1, kind="reply", model="gpt-5-mini", counted_input_tokens=95, input_tokens=100, output_tokens=10, total_tokens=110)
+    figures = dict(latency_s=0.0, context_messages=1, newly_summarized=0, summary_tokens=0)
+    return TurnStats(UsageRecord(**{**values, **figures, **changes}), session_total_tokens=110)
 
 
 def test_stats_show_the_gap_between_counted_and_billed() -> None:
     text = format_stats(_stats())
     assert "Counted input tokens: 95" in text
     assert "Actual input tokens: 100 (reported by the server)" in text
-    assert "Actual input tokens: 100 (billed by OpenAI)" in format_stats(_stats(bills=True, input_source="billed by OpenAI"))
+    assert "Actual input tokens: 100 (billed by OpenAI)" in format_stats(_stats(bills=True, source="billed by OpenAI"))
     assert "Estimate gap (counted - actual): -5 tokens (-5.0% of actual)" in text
 
 

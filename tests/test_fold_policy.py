@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memora.memory import ShortTermMemory
-from memora.memory.planner import (
-    WATERMARK_ROOM,
-    certain_fold,
-    expected_message,
-    plan_context,
-    plan_folds,
-    plan_watermark,
-)
+from memora.memory.planner import WATERMARK_ROOM, plan_context, plan_folds, plan_watermark
+from memora.memory.prefold import certain_fold, expected_message
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings

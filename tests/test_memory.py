@@ -272,3 +272,29 @@ def test_full_history_cost_follows_a_rollback_and_a_different_message(backend):
     memory.add_user_message("a much longer message than the one rolled back, " * 5)
     expected = LocalTokenCounter().count(memory.model, SYSTEM_PROMPT, memory.history)
     assert memory.full_history_tokens() == expected
+
+
+def test_the_history_is_a_value_a_reader_holds_while_the_memory_moves_on(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "a", "b")
+    held, listed = memory.conversation, memory.history
+    chat(memory, "c", "d")  # the window is one pair: these turns fold "a" and "b"
+    assert [m.content for m in held.messages] == [m.content for m in listed] == ["a", "reply 1", "b", "reply 2"]
+    assert (held.folded, held.summary) == (0, "")
+    now = memory.conversation
+    assert now.folded == memory.summarized_message_count == 4 and now.summary == memory.summary
+    assert now.counts == tuple(memory.message_tokens(m) for m in memory.history)
+    assert now.unfolded(len(now.messages)) == now.counts[4:] and now.tokens == sum(now.counts)
+
+
+def test_a_fold_takes_whole_finished_pairs_past_the_folded_ones_or_nothing(backend):
+    memory = ShortTermMemory(backend)
+    chat(memory, "a", "b")
+    memory.add_user_message("pending")
+    history = memory.conversation
+    assert history.pending and history.finished == 4 and history.turn_number == 3
+    assert history.pairs_through(4) == [history.counts[0] + history.counts[1], history.counts[2] + history.counts[3]]
+    for end in (0, 3, 6):  # nothing to fold, half a pair, the pending message's pair
+        with pytest.raises(ValueError, match="cannot fold"):
+            history.pairs_through(end)
+    assert history.without_pending().messages == history.messages[:-1] and history.without_pending().without_pending().finished == 4

@@ -18,7 +18,7 @@ long_texts = st.integers(min_value=1, max_value=400).map(lambda n: " ".join(["tr
 
 def window_fits(memory: ShortTermMemory, completed: list, message: str) -> bool:
     """The last ``max_recent_turns`` pairs, a full-length summary and the message within the budget."""
-    sizes = memory._sizes()
+    sizes = memory.sizes()
     window = completed[max(0, len(completed) - 2 * memory.max_recent_turns) :]
     tokens = sum(count_message(m.role, m.content) for m in window)
     return sizes.fixed + sizes.full_summary + tokens + count_message("user", message) <= memory.local_budget()

@@ -106,7 +106,7 @@ def test_export_never_contains_the_key_or_base_url():
 
     secret, base = "sk-test-SECRET-0123456789", "https://user:pa55@proxy.example/v1"
     memory = ShortTermMemory(openai.OpenAI(api_key=secret, base_url=base))
-    memory.history = chatted(OfflineBackend(), "hello").history
+    memory.restore(chatted(OfflineBackend(), "hello").history)
     text = dumps_transcript(memory).decode()
     assert secret not in text and "pa55" not in text and "proxy.example" not in text
     assert set(json.loads(text)["settings"]) == {

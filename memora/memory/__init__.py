@@ -1,16 +1,17 @@
 """The short-term memory: the article's ``ShortTermMemory`` and the pieces it is made of.
 
-Read in this order: ``planner`` (the budget rule, pure functions of token
-counts), ``core`` (``ShortTermMemory``: history, summary, ledger, folding),
-``article_api`` (the article's own method names), ``summarizer`` (one bounded
-summary request), ``context`` and ``sizes`` (what a request sends, and the size
-of its fixed parts), ``turn`` (a transactional turn), ``values`` (limits, errors
-and frozen values).
+Read in this order: ``planner`` (the budget rule, pure functions of token counts), ``core``
+(``ShortTermMemory``, one class, closed by the article's own method names), ``fitting`` (the rule's
+one caller: prepare's plan, folds and the server's count; prefold), ``turn`` (a transactional turn),
+``history`` (the history as a frozen value), ``summarizer`` (one bounded summary request, and
+``fold_pieces``), ``prefold`` (what to fold between turns), ``budget`` (the budget in force and what
+the server's count teaches), ``context`` and ``sizes`` (what a request sends, and the size of its
+fixed parts), ``values`` (limits, errors and frozen values).
 """
 
 from memora.memory.core import ShortTermMemory
-from memora.memory.planner import Plan, fold_pieces, plan_context
-from memora.memory.summarizer import whole_sentences
+from memora.memory.planner import Plan, plan_context
+from memora.memory.summarizer import fold_pieces, whole_sentences
 from memora.memory.turn import Turn
 from memora.memory.values import (
     DEFAULT_MODEL,

@@ -8,10 +8,13 @@ templates keep only the first system message (``ServerProfile``) gets one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memora.backends.base import ServerProfile
 from memora.memory.values import Source
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
+from memora.tokens import REPLY_PRIMING_TOKENS, count_message
 
 
 def lead_messages(profile: ServerProfile, system_prompt: str, summary: str) -> list[Message]:
@@ -34,3 +37,9 @@ def sources(profile: ServerProfile, summary: str, leading: int, recent: int) -> 
     if profile.single_system_message:
         lead = "instructions_summary" if summary else "instructions"
     return (lead,) * leading + ("window",) * recent + ("current",)
+
+
+def local_input_tokens(instructions: str, message_tokens: Sequence[int]) -> int:
+    """A request's local input tokens from its messages' counts, as ``LocalTokenCounter`` adds them: the reply's
+    priming, the messages, and the instructions as a system message (none when empty)."""
+    return REPLY_PRIMING_TOKENS + sum(message_tokens) + (count_message("system", instructions) if instructions else 0)

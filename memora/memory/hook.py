@@ -14,13 +14,3 @@ from typing import Any, Literal
 Change = Literal["turn", "fold"]
 OnChange = Callable[[Any, Change], None]
 """``on_change(memory, change)``."""
-
-
-class ChangeHook:
-    """Mixed into ``ShortTermMemory``: ``on_change`` (None by default) is called after each committed change."""
-
-    on_change: OnChange | None = None
-
-    def _changed(self, change: Change) -> None:
-        if self.on_change is not None:
-            self.on_change(self, change)

@@ -2,21 +2,20 @@
 
 Everything here works on token counts alone (no messages, no model, no state),
 so a student can read the algorithm in one place and a test can check it with
-plain numbers. ``ShortTermMemory`` calls ``plan_folds`` (the article's ``plan_context``
-or ``plan_watermark``) before every reply (``prepare``) and between turns
-(``fold_due``/``prefold``, with ``expected_message`` and ``certain_fold``), and calls
-``fold_pieces`` to split a fold into requests that fit.
+plain numbers. The article's rule is ``plan_context``; ``plan_watermark`` is the
+other fold policy, under the same budget inequality. Their one caller is
+``ShortTermMemory.plan`` (through ``plan_folds``), before every reply; folding
+ahead between turns is ``prefold``, splitting a fold into requests is
+``summarizer.fold_pieces``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median_low
 from typing import Literal
 
 from memora.memory.values import FoldPolicy
-from memora.tokens import count_message
 
 FoldReason = Literal["none", "window", "budget", "batch", "high_water"]
 
@@ -142,51 +141,3 @@ def plan_folds(policy: FoldPolicy, unfolded: Sequence[int], *, fold_batch_turns:
     if policy == "watermark":
         return plan_watermark(unfolded, **sizes)
     return plan_context(unfolded, **sizes, fold_batch_turns=fold_batch_turns)
-
-
-def certain_fold(policy: FoldPolicy, expected: Plan, shortest: Plan, older: int) -> int:
-    """How many messages a prefold may fold before the next message is known.
-
-    ``expected`` is the plan for ``expected_message``, ``shortest`` for the
-    shortest possible message, ``older`` the unfolded messages older than the
-    recent window. Under the watermark, the expected message decides whether to
-    fold, but only pairs older than the window go, and window pairs only when
-    even the shortest message needs them gone: the real message decides the rest,
-    so the window stays verbatim whenever it fits beside it.
-    """
-    if policy != "watermark":
-        return expected.fold
-    return min(expected.fold, max(older, shortest.fold))
-
-
-def expected_message(policy: FoldPolicy, user_messages: Sequence[int]) -> int:
-    """The tokens of the next message to plan a fold for before it arrives (a prefold).
-
-    The window policy plans for the shortest possible message, so what it folds is
-    certain to be folded. The watermark policy plans for a message of the median
-    length of ``user_messages`` (those not yet folded): a typical next message
-    decides whether the fold is due now, so most folds happen off the reply's
-    path without folding turns early for a rare long message (``certain_fold``
-    limits what such a fold may take).
-    """
-    shortest = count_message("user", "")
-    return int(median_low(user_messages)) if policy == "watermark" and user_messages else shortest
-
-
-def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:
-    """How many pairs each summary request folds, oldest first, so that each fits ``room``.
-
-    ``pairs`` are the tokens of each pair to fold. Consecutive pairs share a
-    request while their total fits ``room``; a pair larger than ``room`` goes
-    alone (its messages are then cut to fit). Returns ``[]`` for no pairs.
-    """
-    pieces: list[int] = []
-    size = room + 1
-    for tokens in pairs:
-        if pieces and size + tokens <= room:
-            pieces[-1] += 1
-            size += tokens
-        else:
-            pieces.append(1)
-            size = tokens
-    return pieces

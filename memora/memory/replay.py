@@ -1,7 +1,7 @@
 """What a fold policy would have done with a conversation: the planner, replayed on its token counts.
 
 A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
-same pure planner (``planner.plan_folds``, ``certain_fold``, ``expected_message``, ``fold_pieces``) what each
+same pure planner (``planner.plan_folds``, ``prefold.prefold_plan``, ``summarizer.fold_pieces``) what each
 request would have sent. A student can then see what the other policy, or sending the full history, would have
 done with their own conversation.
 
@@ -36,8 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from memora.memory.planner import certain_fold, expected_message, fold_pieces, plan_folds
+from memora.memory.planner import plan_folds
+from memora.memory.prefold import expected_message, prefold_plan
 from memora.memory.sizes import request_sizes
+from memora.memory.summarizer import fold_pieces
 from memora.memory.values import FoldPolicy
 from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
 from memora.tokens import count_message
@@ -220,17 +222,13 @@ class _Run:
         self.requests.append(ReplayedRequest(turn, "reply", tokens, fits=tokens <= self.budget))
 
     def fold_ahead(self, turn: int) -> None:
-        """``ShortTermMemory._prefold_plan`` after the reply of ``turn``: the expected message decides."""
+        """``ShortTermMemory.fold_due`` after the reply of ``turn``: the expected message decides."""
         end = 2 * turn
         unfolded = self.counts[self.pointer : end]
         message = expected_message(self.policy, unfolded[::2])
         if not self.alone_fits(message):
             return
-        expected = self.plan(end, message)
-        if not expected.fold:
-            return
-        shortest = self.plan(end, expected_message("window", ()))
-        fold = certain_fold(self.policy, expected, shortest, max(0, len(unfolded) - 2 * self.recent))
+        fold, _ = prefold_plan(self.policy, unfolded, message, lambda tokens: self.plan(end, tokens), self.recent)
         if fold:
             self.fold_through(self.pointer + fold, turn)
 
@@ -270,7 +268,7 @@ def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
     cap = memory.max_summary_tokens
     sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
     preamble = count_message("developer", SUMMARY_PREAMBLE)
-    request = sizes.summarizer.overhead() - cap - 1  # the overhead reserves a full summary; a replay adds the real one
+    request = sizes.summary_request - cap - 1  # it reserves a full summary; a replay adds the real one
     return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(memory.local_budget()))
 
 

@@ -1,10 +1,11 @@
-"""The token sizes a memory plans with: the parts of every request that are not the conversation."""
+"""The token sizes a memory plans with: the parts of every request that are not the conversation, the summary's among them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+from memora.backends.base import SummaryRequest
 from memora.memory.summarizer import Summarizer
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM
 from memora.prompts import SUMMARY_PREAMBLE
@@ -43,13 +44,20 @@ class Sizes:
         return count_message("developer", SUMMARY_PREAMBLE + text) if text else 0
 
     @cached_property
+    def summary_request(self) -> int:
+        """A summary request without its messages: instructions, layout, priming and a full-length summary."""
+        empty = SummaryRequest("", self.summary_instructions, "", (), self.max_summary_tokens)
+        layout = count_message("user", empty.input_text)
+        return count_message("system", self.summary_instructions) + layout + REPLY_PRIMING_TOKENS + self.max_summary_tokens + 1
+
+    @cached_property
     def minimum_budget(self) -> int:
         """The smallest local budget for a reply (instructions, full summary, a short message) and a summary request."""
-        return max(self.fixed + self.full_summary + MIN_MESSAGE_ROOM, self.summarizer.overhead() + MIN_FOLD_ROOM)
+        return max(self.fixed + self.full_summary + MIN_MESSAGE_ROOM, self.summary_request + MIN_FOLD_ROOM)
 
     def fold_room(self, local_budget: int) -> int:
         """Local tokens one summary request has for the messages it folds, within ``local_budget``."""
-        return max(MIN_FOLD_ROOM, local_budget - self.summarizer.overhead())
+        return max(MIN_FOLD_ROOM, local_budget - self.summary_request)
 
 
 @lru_cache(maxsize=128)  # bounded: each budget a sidebar tries is a cap under the watermark policy

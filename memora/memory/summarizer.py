@@ -13,7 +13,6 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from memora.backends.base import Backend, BackendError, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
@@ -29,10 +28,6 @@ class Summarizer:
     model: str
     instructions: str
     max_summary_tokens: int
-
-    def overhead(self) -> int:
-        """Local tokens of a request without its messages: instructions, layout and a full-length summary."""
-        return summary_overhead(self.instructions, self.max_summary_tokens)
 
     def fold(
         self,
@@ -60,26 +55,7 @@ class Summarizer:
         the request fails or cannot be cut to fit (nothing is recorded then), and SummaryError,
         after the record, when the model returned no summary for new messages.
         """
-        request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
-        server_count = None if exact is None else exact(self.model, request.instructions, [Message("user", request.input_text)])
-        for _ in range(MAX_RECUTS):
-            if server_count is None or server_count <= input_budget:
-                break
-            if learn is not None:
-                learn(counted, server_count, [request.instructions, request.input_text])
-            # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
-            # From what the messages take now, not from the room, which they may not have filled.
-            taken = min(room, sum(message_tokens))
-            room = max(1, taken - math.ceil((server_count - input_budget) * counted / server_count) - RECUT_SPARE)
-            request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
-            server_count = exact(self.model, request.instructions, [Message("user", request.input_text)])  # type: ignore[misc]
-        else:
-            if server_count is not None and server_count > input_budget:
-                raise BackendError(
-                    f"The summary request needs {server_count} tokens by the server's count, over the budget of {input_budget}, "
-                    "even with the messages cut. Raise MEMORA_MAX_INPUT_TOKENS. Nothing was sent; your message is kept."
-                )
-        sent = request.new_messages
+        request, counted, server_count = self._fitted(summary, messages, room, message_tokens, input_budget, exact, learn)
         began = time.perf_counter()
         completion = backend.summarize(request)
         record = UsageRecord.of(
@@ -97,8 +73,41 @@ class Summarizer:
         bounded = truncate_text(text, self.max_summary_tokens)
         cut = completion.cut or bounded != text
         text = whole_sentences(bounded) if cut else text
-        clipped = sum(a is not b for a, b in zip(messages, sent, strict=True))
+        clipped = sum(a is not b for a, b in zip(messages, request.new_messages, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
+
+    def _fitted(
+        self,
+        summary: str,
+        messages: tuple[Message, ...],
+        room: int,
+        message_tokens: tuple[int, ...],
+        input_budget: int,
+        exact: ExactCount | None,
+        learn: Callable[[int, int, Sequence[str]], None] | None,
+    ) -> tuple[SummaryRequest, int, int | None]:
+        """The request with ``messages`` cut to ``room``, then further while the server's ``exact`` count is over
+        ``input_budget``; with its local count and the server's (None without ``exact``). Raises BackendError when
+        ``MAX_RECUTS`` cuts leave it over."""
+        request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
+        server_count = None if exact is None else exact(self.model, request.instructions, [Message("user", request.input_text)])
+        for _ in range(MAX_RECUTS):
+            if server_count is None or server_count <= input_budget:
+                return request, counted, server_count
+            if learn is not None:
+                learn(counted, server_count, [request.instructions, request.input_text])
+            # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
+            # From what the messages take now, not from the room, which they may not have filled.
+            taken = min(room, sum(message_tokens))
+            room = max(1, taken - math.ceil((server_count - input_budget) * counted / server_count) - RECUT_SPARE)
+            request, counted = self._request(summary, clip_for_summary(messages, room, message_tokens))
+            server_count = exact(self.model, request.instructions, [Message("user", request.input_text)])  # type: ignore[misc]
+        if server_count is not None and server_count > input_budget:
+            raise BackendError(
+                f"The summary request needs {server_count} tokens by the server's count, over the budget of {input_budget}, "
+                "even with the messages cut. Raise MEMORA_MAX_INPUT_TOKENS. Nothing was sent; your message is kept."
+            )
+        return request, counted, server_count
 
     def _request(self, summary: str, sent: tuple[Message, ...]) -> tuple[SummaryRequest, int]:
         """The request, and its local count: the input is one new text, counted once, not through the shared
@@ -118,14 +127,6 @@ RECUT_SPARE = 8
 def summary_texts(summary: str, messages: Sequence[Message]) -> list[str]:
     """The texts a summary request of ``messages`` carries, for the calibration's kinds of text."""
     return [summary, *(m.content for m in messages)]
-
-
-@cache
-def summary_overhead(instructions: str, max_summary_tokens: int) -> int:
-    """``Summarizer.overhead``, computed once per instructions and cap: every turn plans with it."""
-    empty = SummaryRequest("", instructions, "", (), max_summary_tokens)
-    layout = count_message("user", empty.input_text)
-    return count_message("system", instructions) + layout + REPLY_PRIMING_TOKENS + max_summary_tokens + 1
 
 
 def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> None:
@@ -167,3 +168,22 @@ def whole_sentences(text: str) -> str:
         return text[: ends[-1]].rstrip()
     words = text.rsplit(maxsplit=1)[0] if " " in text else text
     return f"{words}…" if words else ""
+
+
+def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:
+    """How many pairs each summary request folds, oldest first, so that each fits ``room``.
+
+    ``pairs`` are the tokens of each pair to fold. Consecutive pairs share a
+    request while their total fits ``room``; a pair larger than ``room`` goes
+    alone (its messages are then cut to fit). Returns ``[]`` for no pairs.
+    """
+    pieces: list[int] = []
+    size = room + 1
+    for tokens in pairs:
+        if pieces and size + tokens <= room:
+            pieces[-1] += 1
+            size += tokens
+        else:
+            pieces.append(1)
+            size = tokens
+    return pieces

@@ -97,6 +97,11 @@ class PreparedContext:
     newly_summarized_count: int
     server_input_tokens: int | None = None
 
+    @property
+    def texts(self) -> list[str]:
+        """The texts the request carries: its instructions and each message's content (for the calibration's kinds)."""
+        return [self.instructions, *(m.content for m in self.context_messages)]
+
     def as_dict(self) -> dict[str, Any]:
         """The article's ``memory_stats`` dict."""
         return {
@@ -109,43 +114,89 @@ class PreparedContext:
 
 @dataclass(frozen=True)
 class TurnStats:
-    """The article's per-turn stats block, for one finished turn; derived from its reply's ledger record.
+    """The article's per-turn stats block for one finished turn: its reply's ledger ``record``, and the session's
+    total tokens once that record was counted. Nothing is copied: every figure is the record's, read here under the
+    article's names.
 
-    ``input_tokens`` and ``output_tokens`` are what the server billed; they are
-    None when the caller did not report them (the article's ``finish_turn``).
-    ``estimated`` is True when the server reported no usage and it was counted locally.
-    ``cut`` is True when the reply stopped at ``max_reply_tokens``. ``over_budget``
-    is True when the server counted more input than the budget; ``implausible``
-    when what it reported is too low to be the request's cost. ``input_source`` says whose figure
-    ``input_tokens`` is (``UsageRecord.input_label``), ``bills`` whether it is a bill, ``disagrees``
-    whether it contradicts ``server_counted_input_tokens``, the server tokenizer's own count.
+    ``input_tokens`` and ``output_tokens`` are what the server billed; None when the caller did not report them (the
+    article's ``finish_turn``). ``estimated``: the server reported no usage and it was counted locally. ``cut``: the
+    reply stopped at ``max_reply_tokens``. ``over_budget``: the server counted more input than the budget;
+    ``implausible``: what it reported is too low to be the request's cost. ``input_source`` says whose figure
+    ``input_tokens`` is, ``bills`` whether it is a bill, ``disagrees`` whether it contradicts
+    ``server_counted_input_tokens``, the server tokenizer's own count (``UsageRecord``).
     """
 
-    turn: int
-    newly_summarized_count: int
-    context_messages: int
-    counted_input_tokens: int
-    input_tokens: int | None
-    output_tokens: int | None
-    summary_token_usage: int
+    record: UsageRecord
     session_total_tokens: int
-    estimated: bool = False
-    cut: bool = False
-    over_budget: bool = False
-    implausible: bool = False
-    input_budget: int | None = None
-    input_source: str = ""
-    bills: bool = False
-    disagrees: bool = False
-    server_counted_input_tokens: int | None = None
+
+    @property
+    def turn(self) -> int:
+        return self.record.turn
+
+    @property
+    def newly_summarized_count(self) -> int:
+        return self.record.newly_summarized or 0
+
+    @property
+    def context_messages(self) -> int:
+        return self.record.context_messages or 0
+
+    @property
+    def summary_token_usage(self) -> int:
+        return self.record.summary_tokens or 0
+
+    @property
+    def counted_input_tokens(self) -> int:
+        return self.record.counted_input_tokens
+
+    @property
+    def input_tokens(self) -> int | None:
+        return self.record.input_tokens
+
+    @property
+    def output_tokens(self) -> int | None:
+        return self.record.output_tokens
+
+    @property
+    def server_counted_input_tokens(self) -> int | None:
+        return self.record.server_counted_input_tokens
 
     @property
     def server_input_tokens(self) -> int | None:
         """The server's own count of the input: its tokenizer's, else a reported figure nothing contradicts."""
-        if self.server_counted_input_tokens is not None:
-            return self.server_counted_input_tokens
-        trusted = self.input_tokens is not None and not (self.estimated or self.implausible or self.disagrees)
-        return self.input_tokens if trusted else None
+        return self.record.server_input_tokens
+
+    @property
+    def input_budget(self) -> int | None:
+        return self.record.input_budget
+
+    @property
+    def estimated(self) -> bool:
+        return self.record.estimated
+
+    @property
+    def cut(self) -> bool:
+        return self.record.cut
+
+    @property
+    def over_budget(self) -> bool:
+        return self.record.over_budget
+
+    @property
+    def implausible(self) -> bool:
+        return self.record.implausible
+
+    @property
+    def disagrees(self) -> bool:
+        return self.record.disagrees
+
+    @property
+    def input_source(self) -> str:
+        return self.record.input_label
+
+    @property
+    def bills(self) -> bool:
+        return self.record.billed
 
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
@@ -154,28 +205,5 @@ class TurnStats:
         for record in ledger:
             total += record.total_tokens
             if record.kind == "reply":
-                stats[2 * record.turn - 1] = cls.of(record, total)
+                stats[2 * record.turn - 1] = cls(record, total)
         return stats
-
-    @classmethod
-    def of(cls, record: UsageRecord, session_total_tokens: int) -> TurnStats:
-        """The stats of the turn whose reply ``record`` is, when the ledger had summed to ``session_total_tokens``."""
-        return cls(
-            turn=record.turn,
-            newly_summarized_count=record.newly_summarized or 0,
-            context_messages=record.context_messages or 0,
-            counted_input_tokens=record.counted_input_tokens,
-            input_tokens=record.input_tokens,
-            output_tokens=record.output_tokens,
-            summary_token_usage=record.summary_tokens or 0,
-            session_total_tokens=session_total_tokens,
-            estimated=record.estimated,
-            cut=record.cut,
-            over_budget=record.over_budget,
-            implausible=record.implausible,
-            input_budget=record.input_budget,
-            input_source=record.input_label,
-            bills=record.billed,
-            disagrees=record.disagrees,
-            server_counted_input_tokens=record.server_counted_input_tokens,
-        )

@@ -59,7 +59,7 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
 
     A pending message (a reply in progress) is left out. Makes no request and changes nothing in ``memory``.
     """
-    counts = memory.finished_message_tokens()
+    counts = memory.conversation.finished_counts
     budget, recent = memory.local_budget(), memory.max_recent_turns
     live = memory.fold_policy
     other = next(p for p in FOLD_POLICIES if p != live)

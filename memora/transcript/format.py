@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion, TurnStats
+from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion
 from memora.memory.limits import SessionLimits
 from memora.messages import Message
 from memora.tokens import count_text
@@ -177,14 +177,15 @@ class TranscriptFile(StrictModel):
 
 @dataclass(frozen=True)
 class Transcript:
-    """A validated transcript; ``turn_stats`` pairs an assistant history index with its stats."""
+    """A validated transcript; ``turn_stats`` pairs an assistant history index with a legacy file's stats for it
+    (files now keep those figures in the reply's ledger record: ``with_turn_stats``)."""
 
     created_at: str
     settings: TranscriptSettings
     history: tuple[Message, ...]
     summary_versions: tuple[SummaryVersion, ...]
     ledger: tuple[UsageRecord, ...]
-    turn_stats: tuple[tuple[int, TurnStats], ...]
+    turn_stats: tuple[tuple[int, TurnStatsEntry], ...]
     last_context: tuple[Message, ...]
 
 
@@ -495,7 +496,7 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
     )
 
 
-def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tuple[int, TurnStats], ...]:
+def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tuple[int, TurnStatsEntry], ...]:
     seen: set[int] = set()
     for i, s in enumerate(entries):
         path, index = f"turn_stats[{i}]", s.assistant_index
@@ -516,4 +517,4 @@ def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tup
             raise E("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
         seen.add(index)
         _check_turn(s.turn, history_length // 2 + 1, f"{path}.turn")
-    return tuple((s.assistant_index, TurnStats(**s.model_dump(exclude={"assistant_index"}))) for s in entries)
+    return tuple((s.assistant_index, s) for s in entries)
