@@ -105,6 +105,34 @@ def test_a_pair_too_big_for_any_summary_request_is_clipped_with_a_marker_and_the
     assert memory.history[1].content == "word " * 3000, "the history keeps the message whole"
 
 
+def test_a_clipped_pair_keeps_the_users_fact_whole_and_cuts_the_reply(backend):
+    diary = "I practised my English again today. " * 25
+    fact = f"{diary}My name is Ana, I live in Porto and my goal is the TOEIC 900 by June. {diary}"
+    assert count_text(fact) > 300, "longer than an even share of the summary request's room"
+    memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1)
+    memory.add_user_message(fact)
+    memory.finish_turn("word " * 3000, [], response_tokens=3000)
+    for text in ("One.", "Two."):
+        chat(memory, text)
+
+    sent = backend.summaries[0].new_messages
+    assert sent[0] == Message("user", fact), "the user's message reaches the summary request whole"
+    assert "tokens cut before summarizing" in sent[1].content
+    assert summary_input(backend.summaries[0]) <= 1000
+
+
+def test_a_user_message_too_big_for_the_room_is_cut_too_and_the_request_still_fits(backend):
+    memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1)
+    memory.add_user_message("Porto " * 3000)
+    memory.finish_turn("A long text.", [], response_tokens=4)
+    for text in ("One.", "Two."):
+        chat(memory, text)
+
+    sent = backend.summaries[0].new_messages
+    assert "tokens cut before summarizing" in sent[0].content and sent[1].content == "A long text."
+    assert summary_input(backend.summaries[0]) <= 1000
+
+
 def test_many_pairs_leaving_at_once_fold_in_pieces_that_each_fit(backend):
     budget = 700
     memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=8)

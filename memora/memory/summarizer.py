@@ -135,12 +135,32 @@ def check_summary(version: SummaryVersion, messages: tuple[Message, ...]) -> Non
         raise SummaryError("The model returned an empty summary; the previous summary is kept.")
 
 
+MIN_CLIPPED_REPLY = 32
+"""Tokens each reply keeps at least when replies are cut first; below that, every message shares the cut."""
+
+
 def clip_for_summary(messages: tuple[Message, ...], room: int, costs: Sequence[int]) -> tuple[Message, ...]:
     """``messages``, with the middles of the largest cut so that together they fit ``room`` local tokens.
 
-    ``costs`` are the messages' local tokens (``count_message``). Messages within an even
-    share of the room stay whole; the others share what is left. Unchanged messages are the same objects.
+    ``costs`` are the messages' local tokens (``count_message``). The replies are cut first, because the
+    summary instructions keep the user's facts, and a user message cut in its middle loses them. The user's
+    messages are cut too only when they alone would leave a reply under ``MIN_CLIPPED_REPLY`` tokens; then
+    every message within an even share of the room stays whole and the others share what is left.
+    Unchanged messages are the same objects.
     """
+    if sum(costs) <= room:
+        return messages
+    replies = [i for i, m in enumerate(messages) if m.role != "user"]
+    left = room - sum(cost for m, cost in zip(messages, costs, strict=True) if m.role == "user")
+    if replies and left >= len(replies) * MIN_CLIPPED_REPLY:
+        cut = _clip_evenly(tuple(messages[i] for i in replies), left, [costs[i] for i in replies])
+        by_index = dict(zip(replies, cut, strict=True))
+        return tuple(by_index.get(i, m) for i, m in enumerate(messages))
+    return _clip_evenly(messages, room, costs)
+
+
+def _clip_evenly(messages: tuple[Message, ...], room: int, costs: Sequence[int]) -> tuple[Message, ...]:
+    """Messages within an even share of ``room`` stay whole; the others' middles are cut to share the rest."""
     if sum(costs) <= room:
         return messages
     share = room // len(messages)
