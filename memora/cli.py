@@ -52,41 +52,42 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
 
     ``offline`` says the offline engine answered: no server billed anything then.
     """
-    if stats.input_tokens is None:
+    record = stats.record
+    if record.input_tokens is None:
         actual = "not reported"
     elif offline:
-        actual = f"{stats.input_tokens} (counted locally: the offline engine has no server to bill)"
-    elif stats.estimated:
-        actual = f"{stats.input_tokens} (estimated locally: the server reported no usage)"
-    elif stats.implausible:
-        actual = f"{stats.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
+        actual = f"{record.input_tokens} (counted locally: the offline engine has no server to bill)"
+    elif record.estimated:
+        actual = f"{record.input_tokens} (estimated locally: the server reported no usage)"
+    elif record.implausible:
+        actual = f"{record.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
     else:
         # Billed only by a provider that bills by the figure; anything else says who reported it, and whether
         # the server tokenizer's own count contradicts it.
-        actual = f"{stats.input_tokens} ({stats.input_source or ('billed by the server' if stats.bills else 'reported by the server')})"
+        actual = f"{record.input_tokens} ({record.input_label or ('billed by the server' if record.billed else 'reported by the server')})"
     if offline:
         gap = "none to show (offline: both figures are local counts)"
     else:
-        gap = format_gap(stats.counted_input_tokens, stats.input_tokens, stats.estimated)
+        gap = format_gap(record.counted_input_tokens, record.input_tokens, record.estimated)
     notes = []
-    if stats.cut:
+    if record.cut:
         notes.append("Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished.")
-    if stats.over_budget:
-        notes.append(f"Over budget by the server's count: it counted {stats.input_tokens} input tokens.")
+    if record.over_budget:
+        notes.append(f"Over budget by the server's count: it counted {record.input_tokens} input tokens.")
     return "\n".join(
         [
             "\n--- Memory Status ---",
             f"Newly summarized messages: {stats.newly_summarized_count}",
             f"Context messages sent: {stats.context_messages}",
-            f"Counted input tokens: {stats.counted_input_tokens}",
+            f"Counted input tokens: {record.counted_input_tokens}",
             *(
-                [f"Input tokens by the server's tokenizer: {stats.server_counted_input_tokens}"]
-                if stats.server_counted_input_tokens is not None
+                [f"Input tokens by the server's tokenizer: {record.server_counted_input_tokens}"]
+                if record.server_counted_input_tokens is not None
                 else []
             ),
             f"Actual input tokens: {actual}",
             f"Estimate gap (counted - actual): {gap}",
-            f"Output tokens: {stats.output_tokens}",
+            f"Output tokens: {record.output_tokens}",
             f"Summary update tokens: {stats.summary_token_usage}",
             f"Session total tokens: {stats.session_total_tokens}",
             *notes,

@@ -101,7 +101,7 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     stats = expander(at, "Turn 5: tokens and context")
     table = stats.markdown[0].value
     turn_stats = memory.turn_stats[9]
-    assert f"| Counted input tokens (local, before sending) | {turn_stats.counted_input_tokens:,} |" in table
+    assert f"| Counted input tokens (local, before sending) | {turn_stats.record.counted_input_tokens:,} |" in table
     assert f"| Messages newly summarized | {turn_stats.newly_summarized_count} |" in table
     # The page folded the first pair right after turn 4's reply (prefold), so turn 5's request folded nothing.
     assert turn_stats.newly_summarized_count == 0 and memory.summary_versions[0].turn == 4

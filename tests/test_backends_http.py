@@ -87,7 +87,7 @@ def test_reply_streams_text_and_bills_usage(rig: Rig) -> None:
     record = memory.ledger[-1]
     assert (record.kind, record.estimated) == ("reply", False)
     assert record.input_tokens == record.counted_input_tokens + 4  # the server's overhead, exactly
-    assert turn.stats.input_tokens == record.input_tokens
+    assert turn.stats.record.input_tokens == record.input_tokens
     assert rig.server.requests[-1].headers["authorization"] == f"Bearer {rig.key}"
 
 
@@ -177,7 +177,7 @@ def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
     assert reply.estimated and summary.estimated
     assert reply.input_tokens == reply.counted_input_tokens
     assert reply.output_tokens > 0
-    assert memory.turn_stats[len(memory.history) - 1].estimated
+    assert memory.turn_stats[len(memory.history) - 1].record.estimated
 
 
 def test_chat_without_a_key_sends_the_placeholder() -> None:

@@ -75,7 +75,7 @@ def test_a_reply_cut_at_its_cap_is_kept_and_marked_in_the_stats_and_the_ledger()
     memory = ShortTermMemory(backend)
     reply = chat(memory, "Write me a long story.")
     assert memory.history[-1] == Message("assistant", reply)
-    assert memory.turn_stats[1].cut and memory.ledger[-1].cut
+    assert memory.turn_stats[1].record.cut and memory.ledger[-1].cut
 
 
 def test_the_budget_and_the_largest_output_must_fit_the_context_window(backend):
@@ -250,11 +250,11 @@ def test_a_request_the_server_counts_over_the_budget_is_shown_as_over_with_both_
     memory = ShortTermMemory(backend, max_input_tokens=1000)
     chat(memory, "Hi")
     record, stats = memory.ledger[-1], memory.turn_stats[1]
-    assert record.over_budget and stats.over_budget
+    assert record.over_budget and stats.record.over_budget
     assert record.input_tokens == 1071 and record.input_budget == 1000 and record.counted_input_tokens < 1000
     # The page names the budget the request was planned for, also after the budget is changed.
     memory.update_limits(max_input_tokens=1200)
-    assert memory.turn_stats[1].input_budget == 1000
+    assert memory.turn_stats[1].record.input_budget == 1000
 
 
 def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
@@ -263,7 +263,7 @@ def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
     chat(memory, "Hi, I would like to practise travel English today, please.")
     record = memory.ledger[-1]
     assert record.implausible and not record.billed and not record.over_budget
-    assert memory.turn_stats[1].implausible
+    assert memory.turn_stats[1].record.implausible
     assert memory.calibration.observed is None
 
 

@@ -166,7 +166,7 @@ def test_a_long_reply_stops_at_the_cap_is_kept_and_marked_cut(server):
 
     stats = memory.turn_stats[1]
     assert reply and memory.history[1].content == reply
-    assert stats.cut and memory.ledger[-1].cut
+    assert stats.record.cut and memory.ledger[-1].cut
     assert recorder.replies[0].max_output_tokens == 40
     for turn in range(3):
         chat(memory, message(turn, 1))

@@ -114,24 +114,14 @@ class PreparedContext:
 
 @dataclass(frozen=True)
 class TurnStats:
-    """The article's per-turn stats block for one finished turn: its reply's ledger ``record``, and the session's
-    total tokens once that record was counted. Nothing is copied: every figure is the record's, read here under the
-    article's names.
-
-    ``input_tokens`` and ``output_tokens`` are what the server billed; None when the caller did not report them (the
-    article's ``finish_turn``). ``estimated``: the server reported no usage and it was counted locally. ``cut``: the
-    reply stopped at ``max_reply_tokens``. ``over_budget``: the server counted more input than the budget;
-    ``implausible``: what it reported is too low to be the request's cost. ``input_source`` says whose figure
-    ``input_tokens`` is, ``bills`` whether it is a bill, ``disagrees`` whether it contradicts
-    ``server_counted_input_tokens``, the server tokenizer's own count (``UsageRecord``).
+    """The article's per-turn stats block for one finished turn: its reply's ledger ``record`` (every figure the
+    server and the local count gave: input, output, cut, over budget, whose figure it is), and the session's total
+    tokens once that record was counted. Nothing is copied; the three properties are the article's names for the
+    record's turn figures, 0 where the record has none.
     """
 
     record: UsageRecord
     session_total_tokens: int
-
-    @property
-    def turn(self) -> int:
-        return self.record.turn
 
     @property
     def newly_summarized_count(self) -> int:
@@ -144,59 +134,6 @@ class TurnStats:
     @property
     def summary_token_usage(self) -> int:
         return self.record.summary_tokens or 0
-
-    @property
-    def counted_input_tokens(self) -> int:
-        return self.record.counted_input_tokens
-
-    @property
-    def input_tokens(self) -> int | None:
-        return self.record.input_tokens
-
-    @property
-    def output_tokens(self) -> int | None:
-        return self.record.output_tokens
-
-    @property
-    def server_counted_input_tokens(self) -> int | None:
-        return self.record.server_counted_input_tokens
-
-    @property
-    def server_input_tokens(self) -> int | None:
-        """The server's own count of the input: its tokenizer's, else a reported figure nothing contradicts."""
-        return self.record.server_input_tokens
-
-    @property
-    def input_budget(self) -> int | None:
-        return self.record.input_budget
-
-    @property
-    def estimated(self) -> bool:
-        return self.record.estimated
-
-    @property
-    def cut(self) -> bool:
-        return self.record.cut
-
-    @property
-    def over_budget(self) -> bool:
-        return self.record.over_budget
-
-    @property
-    def implausible(self) -> bool:
-        return self.record.implausible
-
-    @property
-    def disagrees(self) -> bool:
-        return self.record.disagrees
-
-    @property
-    def input_source(self) -> str:
-        return self.record.input_label
-
-    @property
-    def bills(self) -> bool:
-        return self.record.billed
 
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:

@@ -64,7 +64,7 @@ class TranscriptError(untrusted.UntrustedJSONError):
 
 # -- the file format ------------------------------------------------------------
 # Flags added after version 1 was published (summary_versions[i].cut/.clipped,
-# ledger[i].cut/.implausible/.input_budget, turn_stats[i].cut/.over_budget/.implausible)
+# ledger[i].cut/.implausible/.input_budget, turn_stats[i].record.cut/.over_budget/.implausible)
 # have defaults, so older version 1 files still read.
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), NotBlank]

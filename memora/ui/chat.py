@@ -60,22 +60,22 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, mark:
             render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
         render.markdown(message.content)
         stats = memory.turn_stats.get(index)
-        if stats is not None and stats.cut and memory.max_reply_tokens is not None:
+        if stats is not None and stats.record.cut and memory.max_reply_tokens is not None:
             render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
-        if stats is not None and stats.over_budget:
+        if stats is not None and stats.record.over_budget:
             render.alert(
                 "warning",
                 t(
                     lang,
                     "chat.over_budget",
-                    billed=stats.server_input_tokens,
-                    budget=stats.input_budget,
-                    counted=stats.counted_input_tokens,
+                    billed=stats.record.server_input_tokens,
+                    budget=stats.record.input_budget,
+                    counted=stats.record.counted_input_tokens,
                 ),
                 icon=":material/warning:",
             )
         if stats is not None:
-            with st.expander(t(lang, "chat.stats", turn=stats.turn), icon=":material/analytics:"):
+            with st.expander(t(lang, "chat.stats", turn=stats.record.turn), icon=":material/analytics:"):
                 render.markdown(stats_table(stats, lang))
                 if memory.backend.offline:
                     render.caption(t(lang, "stats.offline_note"))
@@ -84,19 +84,20 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, mark:
 def stats_table(stats: TurnStats, lang: str) -> str:
     """The article's per-turn block as a Markdown table; each input figure says whose it is (billed only by a
     provider that bills by it), and a figure the server tokenizer's own count contradicts says so."""
-    actual = t(lang, "stats.not_reported") if stats.input_tokens is None else f"{stats.input_tokens:,}"
-    if stats.estimated and stats.input_tokens is not None:
+    record = stats.record
+    actual = t(lang, "stats.not_reported") if record.input_tokens is None else f"{record.input_tokens:,}"
+    if record.estimated and record.input_tokens is not None:
         actual = t(lang, "stats.estimated", value=actual)
-    elif stats.implausible:
+    elif record.implausible:
         actual = t(lang, "stats.implausible", value=actual)
-    elif stats.disagrees:
-        actual = t(lang, "stats.disagrees", value=actual, exact=f"{stats.server_counted_input_tokens:,}")
-    elif stats.input_tokens is not None:
-        actual = t(lang, "stats.billed" if stats.bills else "stats.reported", value=actual)
-    output = t(lang, "stats.not_reported") if stats.output_tokens is None else f"{stats.output_tokens:,}"
+    elif record.disagrees:
+        actual = t(lang, "stats.disagrees", value=actual, exact=f"{record.server_counted_input_tokens:,}")
+    elif record.input_tokens is not None:
+        actual = t(lang, "stats.billed" if record.billed else "stats.reported", value=actual)
+    output = t(lang, "stats.not_reported") if record.output_tokens is None else f"{record.output_tokens:,}"
     rows = [
-        ("stats.counted_input", f"{stats.counted_input_tokens:,}"),
-        *([("stats.server_counted", f"{stats.server_counted_input_tokens:,}")] if stats.server_counted_input_tokens is not None else []),
+        ("stats.counted_input", f"{record.counted_input_tokens:,}"),
+        *([("stats.server_counted", f"{record.server_counted_input_tokens:,}")] if record.server_counted_input_tokens is not None else []),
         ("stats.actual_input", actual),
         ("stats.output", output),
         ("stats.summary", f"{stats.summary_token_usage:,}"),
