@@ -13,6 +13,7 @@ import pytest
 
 from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
+from memora.backends.offline import OfflineBackend
 from memora.backends.openai_errors import ContextOverflowError, context_overflow, explain_error
 from memora.backends.openai_responses import PROXY_PROFILE, OpenAIResponsesBackend
 from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
@@ -257,6 +258,8 @@ def test_the_status_panel_says_which_count_the_budget_uses():
         note = calibration_note(local, "en")
         assert note.startswith("Token counts: local, with a learned margin per kind of text")
         assert "Chinese/Japanese 2.45× (worst known)" in note and "Latin 1.71× (worst known)" in note
+    offline = calibration_note(ShortTermMemory(OfflineBackend()), "en")
+    assert "offline" in offline and "server's own tokenizer" not in offline
 
 
 @pytest.mark.parametrize(("answer", "counts"), [("litellm-provider", True), ("litellm-estimate", False)])

@@ -98,9 +98,12 @@ def fold_note(memory: ShortTermMemory, lang: str) -> str:
 
 
 def calibration_note(memory: ShortTermMemory, lang: str) -> str:
-    """Which count the budget uses, in one sentence: o200k_base (the server's own), the server's tokenizer
-    (exact), or local counts with each kind of text's margin, learned or still the worst known."""
+    """Which count the budget uses, in one sentence: offline, o200k_base with no server to count or bill;
+    o200k_base (the server's own), the server's tokenizer (exact), or local counts with each kind of text's margin,
+    learned or still the worst known."""
     calibration = memory.calibration
+    if memory.backend.offline:
+        return t(lang, "calibration.offline")
     if calibration.exact:
         return t(lang, "calibration.exact")
     source = memory.exact_source()
