@@ -69,8 +69,10 @@ def exact_counter(backend: Backend, calibration: Calibration) -> Callable[[str, 
     return None if calibration.exact or not callable(count) else count
 
 
-def counting_words(source: str | None, calibration: Calibration) -> str:
-    """Which count the budget uses, in words, for the Status panel and the REPL."""
+def counting_words(source: str | None, calibration: Calibration, offline: bool = False) -> str:
+    """Which count the budget uses, in words, for the REPL; ``offline``: the offline engine, no server behind it."""
+    if offline:
+        return "local o200k_base (offline: nothing is billed)"
     if source is not None:
         return f"the server's tokenizer, exact ({source})"
     if calibration.exact:

@@ -144,7 +144,7 @@ class ShortTermMemory:
 
     @property
     def counting(self) -> str:
-        return budget.counting_words(self.exact_source(), self.calibration)
+        return budget.counting_words(self.exact_source(), self.calibration, self.backend.offline)
 
     def exact_source(self) -> str | None:
         return budget.exact_source(self.backend, self.model, self.calibration)
