@@ -160,9 +160,10 @@ def clip_for_summary(messages: tuple[Message, ...], room: int, costs: Sequence[i
 
 
 def _clip_evenly(messages: tuple[Message, ...], room: int, costs: Sequence[int]) -> tuple[Message, ...]:
-    """Messages within an even share of ``room`` stay whole; the others' middles are cut to share the rest."""
-    if sum(costs) <= room:
-        return messages
+    """Messages within an even share of ``room`` stay whole; the others' middles are cut to share the rest.
+
+    Called only when ``costs`` add up to more than ``room``, so at least one message is over its share.
+    """
     share = room // len(messages)
     large = {i for i, cost in enumerate(costs) if cost > share}
     left = (room - sum(cost for i, cost in enumerate(costs) if i not in large)) // len(large)
