@@ -139,18 +139,6 @@ def _not_restored(result: Reopened, settings: Settings) -> Notice:
     return Notice("error", "conversation.load_failed", error=result.problem)
 
 
-def refuses_turn(state: Any, text: str) -> bool:
-    """Refuses a message before it is sent when its turn could not be saved (a store cap is reached):
-    no reply is billed for it, the text goes back to the input, and the notice names the cap."""
-    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
-    cap = None if keeper is None else keeper.room()
-    if cap is None:
-        return False
-    state[keys.NOTICE] = cap_notice(cap, "conversation.cap")
-    state[keys.RESTORE_TEXT] = text
-    return True
-
-
 def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
     """Saves an imported conversation as this browser's new one; a notice naming the cap when the store
     refuses it, and then the session goes on with the conversation it had (nothing of it changed)."""
