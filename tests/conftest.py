@@ -120,6 +120,7 @@ MODULE_TIERS = {
             "test_browser_persistence",
             "test_browser_reload",
             "test_browser_safeguards",
+            "test_browser_settings",
             "test_browser_sharing",
             "test_classroom_load",
         ),

@@ -98,3 +98,13 @@ def test_well_formed_settings_open_the_page_and_log_nothing(monkeypatch, caplog)
     assert at.session_state[keys.SETTINGS].locked and at.session_state[keys.SETTINGS].max_store_mb == 5
     assert len(at.chat_input) == 1 and REFUSED not in texts(at)
     assert caplog.records == []
+
+
+def test_a_secrets_file_that_cannot_be_parsed_is_refused_without_quoting_it(tmp_path, caplog) -> None:
+    """Before, Streamlit's parse error (a FileNotFoundError, as "no file" is) opened the page as if there were none."""
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text(f'OPENAI_API_KEY = "{CLASSROOM_KEY}"\nMEMORA_LOCK_SETTINGS = tru\n')
+    at = opened(caplog)
+    assert_refused(at)
+    assert at.code[0].value == "- secrets.toml could not be read (TOMLDecodeError (at line 2, column 24)): fix it or remove it"
+    assert CLASSROOM_KEY not in tree_text(at) and CLASSROOM_KEY not in caplog.text

@@ -7,6 +7,7 @@ level, so sessions never share a conversation, a key or a setting.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -85,19 +86,28 @@ class Notice:
     error: BaseException | None = None
 
 
-def read_secrets() -> dict[str, Any]:
-    """``st.secrets`` as a plain dict; ``{}`` when there is no secrets file (StreamlitSecretNotFoundError is a
-    FileNotFoundError), the normal case.
+NO_SECRETS_FILE = "no-secrets-found"
+"""The ``error_id`` of Streamlit's StreamlitSecretNotFoundError when there is no secrets file at all. A file that
+cannot be parsed raises the same class (a FileNotFoundError too), with another id."""
 
-    Raises SettingsError for a file that cannot be parsed, naming only the error's type, since its text could
-    quote a key: the file may hold the lock or the caps, so the page must not start without it.
+
+def read_secrets() -> dict[str, Any]:
+    """``st.secrets`` as a plain dict; ``{}`` when there is no secrets file, the normal case.
+
+    Raises SettingsError for a file that exists but cannot be read or parsed: it may hold the lock or the caps,
+    so the page must not start without it. The error gives only where the file went wrong (TOML's line and
+    column), never its text, which could quote a key.
     """
     try:
         return st.secrets.to_dict()
-    except FileNotFoundError:
-        return {}
     except Exception as error:
-        raise SettingsError(f".streamlit/secrets.toml could not be read ({type(error).__name__}): fix or remove it") from None
+        if getattr(error, "error_id", None) == NO_SECRETS_FILE:
+            return {}
+        where = re.search(r"\(at line \d+, column \d+\)", str(error.__cause__ or ""))
+        raise SettingsError(
+            f"secrets.toml could not be read ({type(error.__cause__ or error).__name__}"
+            f"{' ' + where.group() if where else ''}): fix it or remove it"
+        ) from None
 
 
 def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySource | None:
