@@ -1,6 +1,9 @@
 """Settings from environment variables and Streamlit secrets; no Streamlit import here.
 
 Precedence, highest first: Streamlit secrets, then the environment, then defaults.
+Settings fail closed: ``load_settings`` raises one SettingsError listing every malformed value, and the page
+(``memora.ui.startup``) and the REPL stop on it; nothing falls back to a default, which would open a locked
+classroom unlocked.
 The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
 ``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
 the same backend whichever way it was chosen.
