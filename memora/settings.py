@@ -307,7 +307,8 @@ def _store_url(name: str, raw: Any) -> str:
 
 
 SECRET_SETTINGS = ("OPENAI_API_KEY", "MEMORA_API_KEY", "MEMORA_BASE_URL", "OPENAI_BASE_URL", "MEMORA_STORE_URL")
-"""The settings that may hold a secret (a key, a URL's password): their errors never quote the value."""
+"""The settings that may hold a secret (a key, a URL's password): their parsers (``_key``, ``_server_url``,
+``_store_url``) never quote the value, which tests/test_settings.py checks for each of these names."""
 
 
 class _Reader:
