@@ -10,7 +10,7 @@ log shows students being turned away until the server is fixed and restarted.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NoReturn
 
 import streamlit as st
 
@@ -30,7 +30,7 @@ def setup_or_refuse() -> Any:
         refuse(error)
 
 
-def refuse(error: SettingsError) -> None:
+def refuse(error: SettingsError) -> NoReturn:
     """Logs and shows every problem of ``error`` (whose text never holds a secret), then stops the script run."""
     log.error("Memora cannot start: %d setting(s) must be fixed, then the server restarted:\n%s", len(error.problems), _listed(error))
     render.alert("error", t(DEFAULT_LANGUAGE, "page.settings_refused", count=len(error.problems)), icon=":material/error:")
