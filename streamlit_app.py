@@ -2,13 +2,13 @@
 
 import streamlit as st
 
-from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, tools, turn
-from memora.ui.state import LANG, MEMORY, setup_state
+from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, startup, tools, turn
+from memora.ui.state import LANG, MEMORY
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
 st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)
 
-state = setup_state()
+state = startup.setup_or_refuse()  # a malformed setting stops here, on the page and in the log: never defaults
 settled = turn.settle(state[MEMORY])  # before anything reads the memory: a finished reply job leaves its outcome
 keeper = conversation.keep(state)  # may restore the URL's conversation into the session, so the memory is read after it
 memory = state[MEMORY]

@@ -21,7 +21,7 @@ from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
 from memora.replies.job import ReplyJob, fold_ahead
-from memora.settings import SettingsError, build_memory, load_settings
+from memora.settings import SettingsError, configured_memory, load_settings
 from memora.tokens.usage import UsageRecord
 
 COMMANDS = ("history", "context", "summary", "status", "usage", "exit")
@@ -271,9 +271,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     parse_args(argv)
     try:
-        memory = build_memory(load_settings())
-    except (SettingsError, ValueError) as error:
-        print(f"Configuration error: {error}", file=sys.stderr)
+        memory = configured_memory(load_settings())
+    except SettingsError as error:
+        problems = "\n".join(f"  - {problem}" for problem in error.problems)
+        print(f"Configuration error: Memora cannot start until these settings are fixed:\n{problems}", file=sys.stderr)
         return 2
     try:
         repl(memory, write_part=_print_part)

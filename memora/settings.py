@@ -1,6 +1,9 @@
 """Settings from environment variables and Streamlit secrets; no Streamlit import here.
 
 Precedence, highest first: Streamlit secrets, then the environment, then defaults.
+Settings fail closed: ``load_settings`` raises one SettingsError listing every malformed value, and the page
+(``memora.ui.startup``) and the REPL stop on it; nothing falls back to a default, which would open a locked
+classroom unlocked.
 The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
 ``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
 the same backend whichever way it was chosen.
@@ -74,9 +77,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
@@ -198,26 +203,44 @@ class Settings:
 
 
 class SettingsError(ValueError):
-    """A configured value is malformed or missing; the message names the variable."""
+    """One or more configured values are malformed or missing: each line of the message names its variable and
+    what it accepts. ``problems`` holds those lines. A secret's value (a key, a URL that may hold a password) is
+    never quoted; any other malformed value is, so that a typo shows."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems: tuple[str, ...] = problems
 
 
-def _int(name: str, raw: Any, minimum: int) -> int:
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
-    if value < minimum:
-        raise SettingsError(f"{name} must be at least {minimum}, not {value}")
+T = TypeVar("T")
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_KEY = re.compile(r"[!-~]+")  # printable ASCII, no space: what an HTTP Authorization header can carry
+
+
+def _int(name: str, raw: Any, minimum: int, maximum: int | None = None) -> int:
+    accepted = f"a whole number from {minimum} to {maximum}" if maximum is not None else f"a whole number, at least {minimum}"
+    # A TOML 40 or 40.0 is a number; a TOML true is not, though Python's int() would take it as 1.
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if isinstance(raw, bool) or not (isinstance(raw, int) or (isinstance(raw, str) and _WHOLE.fullmatch(raw))):
+        raise SettingsError(f"{name} must be {accepted}, not {raw!r}")
+    value = int(raw)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise SettingsError(f"{name} must be {accepted}, not {value}")
     return value
 
 
 def _seconds(name: str, raw: Any) -> float:
+    accepted = f"{name} must be a number of seconds above 0 (such as 5 or 0.5), not {raw!r}"
+    if isinstance(raw, bool):
+        raise SettingsError(accepted)
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a number of seconds, not {raw!r}") from None
+        raise SettingsError(accepted) from None
     if not math.isfinite(value) or value <= 0:
-        raise SettingsError(f"{name} must be more than 0 seconds, not {raw!r}")
+        raise SettingsError(accepted)
     return value
 
 
@@ -226,41 +249,106 @@ _FALSE = ("0", "false", "no", "off")
 
 
 def _flag(name: str, raw: Any) -> bool:
-    if raw is None or isinstance(raw, bool):
-        return bool(raw)
+    if isinstance(raw, bool):
+        return raw
     text = str(raw).strip().lower()
     if text in _TRUE or text in _FALSE:
         return text in _TRUE
-    raise SettingsError(f"{name} must be true or false, not {raw!r}")
+    raise SettingsError(f"{name} must be true or false (or 1/0, yes/no, on/off), not {raw!r}")
 
 
 def _choice(name: str, raw: Any, choices: tuple[str, ...]) -> str:
-    value = str(raw).strip().lower()
+    value = str(raw).strip().lower() if isinstance(raw, str) else None
     if value not in choices:
         raise SettingsError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
     return value
 
 
-def _cap(name: str, raw: Any) -> int | None:
-    return None if raw is None else _int(name, raw, 1)
+def _text(name: str, raw: Any, what: str) -> str:
+    """A model's name or a folder: any text on one line."""
+    if not isinstance(raw, str) or _CONTROL.search(raw):
+        raise SettingsError(f"{name} must be {what} on one line, without control characters, not {raw!r}")
+    return raw
 
 
-def _first(value: Any, default: Any) -> Any:
-    # "0" is a valid setting here, so ``or`` would not do.
-    return default if value is None else value
+def _key(name: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not _KEY.fullmatch(raw):
+        raise SettingsError(f"{name} must be the key as issued: printable ASCII without spaces (the value is not shown)")
+    return raw
 
 
-def _backend_and_counting(get: Callable[[str], Any], api_key: str | None) -> tuple[str, str]:
-    """``MEMORA_BACKEND`` (``openai`` with a key, else ``offline``) and ``MEMORA_TOKEN_COUNTING``, checked together."""
-    backend = str(get("MEMORA_BACKEND") or ("openai" if api_key else "offline")).lower()
-    if backend not in BACKENDS:
-        raise SettingsError(f"MEMORA_BACKEND must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    counting = str(get("MEMORA_TOKEN_COUNTING") or "local").lower()
-    if counting not in TOKEN_COUNTING:
-        raise SettingsError(f"MEMORA_TOKEN_COUNTING must be one of {', '.join(TOKEN_COUNTING)}, not {counting!r}")
-    if counting == "api" and backend != "openai":
-        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
-    return backend, counting
+_NOT_SHOWN = " (the value is not shown: it may hold a password)"
+
+
+def _server_url(name: str, raw: Any) -> str:
+    problem = f"{name} must be an http:// or https:// URL with a host, such as http://localhost:11434/v1{_NOT_SHOWN}"
+    if not isinstance(raw, str) or _CONTROL.search(raw) or " " in raw:
+        raise SettingsError(problem)
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number from 0 to 65535
+    except ValueError:
+        raise SettingsError(problem) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(problem)
+    return raw
+
+
+def _store_url(name: str, raw: Any) -> str:
+    problem = f"{name} must be off, sqlite:///<path> or postgresql://user:password@host:5432/db{_NOT_SHOWN}"
+    if not isinstance(raw, str) or _CONTROL.search(raw):
+        raise SettingsError(problem)
+    try:
+        check_store_url(raw)
+        urlsplit(raw).port  # noqa: B018 - raises ValueError for a port that is not a number
+    except (StoreURLError, ValueError):
+        raise SettingsError(problem) from None
+    return raw
+
+
+SECRET_SETTINGS = ("OPENAI_API_KEY", "MEMORA_API_KEY", "MEMORA_BASE_URL", "OPENAI_BASE_URL", "MEMORA_STORE_URL")
+"""The settings that may hold a secret (a key, a URL's password): their parsers (``_key``, ``_server_url``,
+``_store_url``) never quote the value, which tests/test_settings.py checks for each of these names."""
+
+
+class _Reader:
+    """Reads each variable, secrets first, and collects every malformed one rather than stopping at the first.
+
+    An empty value counts as unset. A value read from secrets.toml may be a TOML number or boolean; a table
+    or a list is malformed whatever the variable.
+    """
+
+    def __init__(self, secrets: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+        self.secrets, self.environ = secrets, environ
+        self.problems: list[str] = []
+
+    def raw(self, name: str) -> Any:
+        value = self.secrets.get(name)
+        if value in (None, ""):
+            return (self.environ.get(name) or "").strip() or None
+        return value.strip() if isinstance(value, str) else value
+
+    def read(self, name: str, parse: Callable[[str, Any], T], default: T) -> T:
+        """``parse(name, value)``, or ``default`` when unset; a malformed value is noted and ``default`` returned
+        only so that the other variables are still read: ``load_settings`` then raises with every problem."""
+        raw = self.raw(name)
+        if raw is None:
+            return default
+        if isinstance(raw, (dict, list)):
+            self.problems.append(f"{name} must be one value in secrets.toml, not a table or a list")
+            return default
+        try:
+            return parse(name, raw)
+        except SettingsError as error:
+            self.problems.extend(error.problems)
+            return default
+
+    def whole(self, name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+        return self.read(name, lambda n, raw: _int(n, raw, minimum, maximum), default)
+
+    def cap(self, name: str) -> int | None:
+        """A number of at least 1, or None (no cap) when unset."""
+        return self.read(name, lambda n, raw: _int(n, raw, 1), None)
 
 
 def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -268,94 +356,77 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
 
     An empty value counts as unset. With a key and no ``MEMORA_BACKEND`` the
     backend is ``openai``; without a key it is ``offline``.
-    Raises SettingsError for a malformed value, an unknown backend or counting
-    mode, ``chat`` without a base URL or model, and ``api`` counting without ``openai``.
+    Raises one SettingsError listing every problem: each malformed value (a number out of range or not a
+    number, an unknown choice, a flag that is not true or false, a URL that is not one, a key or a name with
+    control characters), ``chat`` without a base URL or model, and ``api`` counting without ``openai``.
+    Nothing falls back to a default: a locked classroom with one typo must not open unlocked.
     """
-    secrets = secrets or {}
-    environ = os.environ if environ is None else environ
-
-    def get(name: str) -> Any:
-        value = secrets.get(name)
-        if value not in (None, ""):
-            return str(value).strip() if isinstance(value, str) else value
-        return (environ.get(name) or "").strip() or None
-
-    return Settings(**_model_settings(get), **_classroom_settings(get))
+    reader = _Reader(secrets or {}, os.environ if environ is None else environ)
+    values = {**_model_settings(reader), **_classroom_settings(reader)}
+    if reader.problems:
+        raise SettingsError(*reader.problems)
+    return Settings(**values)
 
 
-Getter = Callable[[str], Any]
-
-
-def _model_settings(get: Getter) -> dict[str, Any]:
-    """The backend, the model and the memory's own limits; raises SettingsError as ``load_settings`` says."""
-    api_key = get("OPENAI_API_KEY")
-    backend, counting = _backend_and_counting(get, api_key)
-    base_url = get("MEMORA_BASE_URL") or get("OPENAI_BASE_URL")
-    model = get("MEMORA_MODEL")
-    if backend == "chat":
-        if not base_url:
-            raise SettingsError(
-                "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 (Ollama: http://localhost:11434/v1)."
-            )
-        if not model:
-            raise SettingsError("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
+def _model_settings(reader: _Reader) -> dict[str, Any]:
+    """The backend, the model and the memory's own limits."""
     defaults = Settings()
+    api_key = reader.read("OPENAI_API_KEY", _key, None)
+    # Both are read, so that a malformed one is refused even where the other wins.
+    base_url = reader.read("MEMORA_BASE_URL", _server_url, None)
+    openai_base_url = reader.read("OPENAI_BASE_URL", _server_url, None)
+    model = reader.read("MEMORA_MODEL", partial(_text, what="a model's name"), None)
+    before = len(reader.problems)
+    backend = reader.read("MEMORA_BACKEND", partial(_choice, choices=BACKENDS), "openai" if api_key else "offline")
+    counting = reader.read("MEMORA_TOKEN_COUNTING", partial(_choice, choices=TOKEN_COUNTING), "local")
+    if len(reader.problems) == before:  # a malformed backend or counting is reported alone, not what it would need
+        _check_backend(reader, backend, counting)
     return {
         "backend": backend,
         "model": model or defaults.model,
-        "max_input_tokens": _int("MEMORA_MAX_INPUT_TOKENS", get("MEMORA_MAX_INPUT_TOKENS") or defaults.max_input_tokens, 1),
-        "max_recent_turns": _int("MEMORA_MAX_RECENT_TURNS", _first(get("MEMORA_MAX_RECENT_TURNS"), defaults.max_recent_turns), 0),
-        "max_reply_tokens": _int("MEMORA_MAX_REPLY_TOKENS", get("MEMORA_MAX_REPLY_TOKENS") or defaults.max_reply_tokens, 1),
-        "context_window": _cap("MEMORA_CONTEXT_WINDOW", get("MEMORA_CONTEXT_WINDOW")),
-        "fold_policy": _choice("MEMORA_FOLD_POLICY", get("MEMORA_FOLD_POLICY") or defaults.fold_policy, FOLD_POLICIES),
+        "max_input_tokens": reader.whole("MEMORA_MAX_INPUT_TOKENS", defaults.max_input_tokens, 1),
+        "max_recent_turns": reader.whole("MEMORA_MAX_RECENT_TURNS", defaults.max_recent_turns, 0),
+        "max_reply_tokens": reader.whole("MEMORA_MAX_REPLY_TOKENS", defaults.max_reply_tokens, 1),
+        "context_window": reader.cap("MEMORA_CONTEXT_WINDOW"),
+        "fold_policy": reader.read("MEMORA_FOLD_POLICY", partial(_choice, choices=FOLD_POLICIES), defaults.fold_policy),
         "api_key": api_key,
-        "base_url": base_url,
-        "chat_api_key": get("MEMORA_API_KEY"),
+        "base_url": base_url or openai_base_url,
+        "chat_api_key": reader.read("MEMORA_API_KEY", _key, None),
         "token_counting": counting,
-        "timeout_s": _seconds("MEMORA_TIMEOUT", get("MEMORA_TIMEOUT") or defaults.timeout_s),
-        "max_retries": _int("MEMORA_MAX_RETRIES", _first(get("MEMORA_MAX_RETRIES"), defaults.max_retries), 0),
+        "timeout_s": reader.read("MEMORA_TIMEOUT", _seconds, defaults.timeout_s),
+        "max_retries": reader.whole("MEMORA_MAX_RETRIES", defaults.max_retries, 0),
     }
 
 
-def _classroom_settings(get: Getter) -> dict[str, Any]:
+def _check_backend(reader: _Reader, backend: str, counting: str) -> None:
+    """What the backend needs besides well-formed values: ``chat`` a URL and a model, ``api`` counting ``openai``."""
+    if backend == "chat" and reader.raw("MEMORA_BASE_URL") is None and reader.raw("OPENAI_BASE_URL") is None:
+        reader.problems.append(
+            "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 (Ollama: http://localhost:11434/v1)."
+        )
+    if backend == "chat" and reader.raw("MEMORA_MODEL") is None:
+        reader.problems.append("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
+    if counting == "api" and backend != "openai":
+        reader.problems.append("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
+
+
+def _classroom_settings(reader: _Reader) -> dict[str, Any]:
     """The lock, the caps per conversation and per server, the store and its caps, and the shutdown grace."""
     defaults = Settings()
     return {
-        "locked": _flag("MEMORA_LOCK_SETTINGS", get("MEMORA_LOCK_SETTINGS")),
-        "max_message_chars": _int("MEMORA_MAX_MESSAGE_CHARS", get("MEMORA_MAX_MESSAGE_CHARS") or defaults.max_message_chars, 1),
-        "max_turns": _cap("MEMORA_MAX_TURNS", get("MEMORA_MAX_TURNS")),
-        "max_session_tokens": _cap("MEMORA_MAX_SESSION_TOKENS", get("MEMORA_MAX_SESSION_TOKENS")),
-        "max_server_tokens": _cap("MEMORA_MAX_SERVER_TOKENS", get("MEMORA_MAX_SERVER_TOKENS")),
-        "data_dir": str(get("MEMORA_DATA_DIR") or defaults.data_dir),
-        "store_url": _store_url(get("MEMORA_STORE_URL")),
-        "conversation_idle_days": _int(
-            "MEMORA_CONVERSATION_IDLE_DAYS", get("MEMORA_CONVERSATION_IDLE_DAYS") or defaults.conversation_idle_days, 1
-        ),
-        "max_conversation_kb": _conversation_kb(get("MEMORA_MAX_CONVERSATION_KB") or defaults.max_conversation_kb),
-        "max_new_conversations_per_hour": _int(
-            "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR",
-            get("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR") or defaults.max_new_conversations_per_hour,
-            1,
-        ),
-        "max_store_mb": _int("MEMORA_MAX_STORE_MB", get("MEMORA_MAX_STORE_MB") or defaults.max_store_mb, 1),
-        "shutdown_grace_s": _seconds("MEMORA_SHUTDOWN_GRACE_S", get("MEMORA_SHUTDOWN_GRACE_S") or defaults.shutdown_grace_s),
+        "locked": reader.read("MEMORA_LOCK_SETTINGS", _flag, False),
+        "max_message_chars": reader.whole("MEMORA_MAX_MESSAGE_CHARS", defaults.max_message_chars, 1),
+        "max_turns": reader.cap("MEMORA_MAX_TURNS"),
+        "max_session_tokens": reader.cap("MEMORA_MAX_SESSION_TOKENS"),
+        "max_server_tokens": reader.cap("MEMORA_MAX_SERVER_TOKENS"),
+        "data_dir": reader.read("MEMORA_DATA_DIR", partial(_text, what="a folder"), defaults.data_dir),
+        "store_url": reader.read("MEMORA_STORE_URL", _store_url, None),
+        "conversation_idle_days": reader.whole("MEMORA_CONVERSATION_IDLE_DAYS", defaults.conversation_idle_days, 1),
+        "max_conversation_kb": reader.whole("MEMORA_MAX_CONVERSATION_KB", defaults.max_conversation_kb, 1, MAX_SAVED_BYTES // 1024),
+        "max_new_conversations_per_hour": reader.whole("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", defaults.max_new_conversations_per_hour, 1),
+        "max_store_mb": reader.whole("MEMORA_MAX_STORE_MB", defaults.max_store_mb, 1),
+        "shutdown_grace_s": reader.read("MEMORA_SHUTDOWN_GRACE_S", _seconds, defaults.shutdown_grace_s),
     }
-
-
-def _conversation_kb(raw: Any) -> int:
-    value = _int("MEMORA_MAX_CONVERSATION_KB", raw, 1)
-    if value * 1024 > MAX_SAVED_BYTES:
-        raise SettingsError(f"MEMORA_MAX_CONVERSATION_KB must be at most {MAX_SAVED_BYTES // 1024}, not {value}")
-    return value
-
-
-def _store_url(raw: Any) -> str | None:
-    if raw is None:
-        return None
-    try:
-        return check_store_url(str(raw))
-    except StoreURLError as error:
-        raise SettingsError(str(error)) from None
 
 
 def build_backend(settings: Settings) -> Backend:
@@ -445,3 +516,19 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
         context_window=settings.context_window,
         fold_policy=settings.fold_policy,
     )
+
+
+LIMIT_SETTINGS = ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_REPLY_TOKENS", "MEMORA_CONTEXT_WINDOW")
+"""The settings whose values must fit together (``memora.memory.sizes.check_limits``), each well-formed on its own."""
+
+
+def configured_memory(settings: Settings, backend: Backend | None = None, token_counter: TokenCounter | None = None) -> ShortTermMemory:
+    """``build_memory`` for the settings a server starts with: its ValueError (a budget below what the instructions
+    need, or a budget plus reply cap over the context window) becomes a SettingsError naming the variables to fix,
+    so the page and the REPL refuse to start on it like on any malformed value."""
+    try:
+        return build_memory(settings, backend, token_counter)
+    except SettingsError:
+        raise
+    except ValueError as error:
+        raise SettingsError(f"{', '.join(LIMIT_SETTINGS[:-1])} and {LIMIT_SETTINGS[-1]} do not fit together: {error}") from None

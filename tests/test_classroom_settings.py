@@ -45,11 +45,11 @@ def test_secrets_take_toml_types_and_win_over_the_environment() -> None:
 @pytest.mark.parametrize(
     ("name", "raw", "message"),
     [
-        ("MEMORA_LOCK_SETTINGS", "maybe", "MEMORA_LOCK_SETTINGS must be true or false, not 'maybe'"),
-        ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be at least 1, not 0"),
-        ("MEMORA_MAX_SESSION_TOKENS", "-1", "MEMORA_MAX_SESSION_TOKENS must be at least 1, not -1"),
-        ("MEMORA_MAX_SESSION_TOKENS", "1e6", "MEMORA_MAX_SESSION_TOKENS must be a whole number, not '1e6'"),
-        ("MEMORA_MAX_MESSAGE_CHARS", "0", "MEMORA_MAX_MESSAGE_CHARS must be at least 1, not 0"),
+        ("MEMORA_LOCK_SETTINGS", "maybe", "MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'maybe'"),
+        ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be a whole number, at least 1, not 0"),
+        ("MEMORA_MAX_SESSION_TOKENS", "-1", "MEMORA_MAX_SESSION_TOKENS must be a whole number, at least 1, not -1"),
+        ("MEMORA_MAX_SESSION_TOKENS", "1e6", "MEMORA_MAX_SESSION_TOKENS must be a whole number, at least 1, not '1e6'"),
+        ("MEMORA_MAX_MESSAGE_CHARS", "0", "MEMORA_MAX_MESSAGE_CHARS must be a whole number, at least 1, not 0"),
     ],
 )
 def test_nonsense_caps_are_refused_naming_the_variable(name: str, raw: str, message: str) -> None:

@@ -173,3 +173,45 @@ def test_every_documented_python_m_memora_command_exists():
         spec = importlib.util.find_spec(name)
         runnable = spec is not None and (spec.submodule_search_locations is None or importlib.util.find_spec(f"{name}.__main__"))
         assert runnable, f"{doc} names `python -m {name}`, which does not run"
+
+
+def test_python_m_memora_refuses_malformed_settings_listing_each_and_never_starts_on_defaults(tmp_path):
+    """Issue 28: a typo must not start the REPL on defaults; every malformed setting is named, no key is shown."""
+    key = "sk-cli-classroom-key-5e61f0"
+    env = {
+        **clean_env(),
+        "HOME": str(tmp_path),
+        "OPENAI_API_KEY": key,
+        "MEMORA_LOCK_SETTINGS": "ture",
+        "MEMORA_MAX_STORE_MB": "0",
+        "MEMORA_BASE_URL": f"localhost:11434/v1?key={key}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "memora"], input="Hello.\nexit\n", capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    assert result.returncode == 2
+    assert result.stdout == "", "no banner, no reply: nothing ran"
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Configuration error: Memora cannot start until these settings are fixed:"
+    assert lines[1:] == [
+        "  - MEMORA_BASE_URL must be an http:// or https:// URL with a host, such as http://localhost:11434/v1"
+        " (the value is not shown: it may hold a password)",
+        "  - MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'",
+        "  - MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0",
+    ]
+    assert key not in result.stderr
+    assert not (tmp_path / ".memora").exists(), "nothing was opened on the default data folder"
+
+
+def test_python_m_memora_refuses_limits_that_do_not_fit_together():
+    result = subprocess.run(
+        [sys.executable, "-m", "memora"],
+        input="exit\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**clean_env(), "MEMORA_MAX_INPUT_TOKENS": "40"},
+        timeout=120,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert "  - MEMORA_MAX_INPUT_TOKENS, MEMORA_MAX_REPLY_TOKENS and MEMORA_CONTEXT_WINDOW do not fit together:" in result.stderr

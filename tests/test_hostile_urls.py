@@ -112,3 +112,35 @@ def test_a_page_on_a_hostile_database_url_shows_and_logs_no_form_of_the_password
     assert leaks(pages, password) == []
     assert leaks(caplog.text, password) == []
     shared_store.clear()
+
+
+ROLE = "teacher_role_7f3a"
+"""A role name no page text would hold by chance (``memora`` is the app's own name)."""
+
+
+@pytest.mark.parametrize("failure", ["nothing listens on the port", "the login is refused"])
+def test_a_locked_page_shows_students_no_database_host_port_or_role(failure, monkeypatch, caplog) -> None:
+    """Issue 28, item 6: libpq's error (host, port, role) reached a locked page; it is for the teacher's log only."""
+    from tests.support.processes import free_port
+
+    port = free_port() if failure == "nothing listens on the port" else int(postgres_url().rpartition(":")[2].partition("/")[0])
+    password = "pa55-Classroom-db"
+    monkeypatch.setenv("MEMORA_STORE_URL", f"postgresql://{ROLE}:{password}@127.0.0.1:{port}/memora_test")
+    monkeypatch.setenv("MEMORA_LOCK_SETTINGS", "true")
+    caplog.set_level(logging.DEBUG)
+    shared_store.clear()
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.query_params["c"] = new_conversation_id()  # a reload: the store is read at once, and fails
+    finish(at.run())
+    assert "The conversation store could not be read" in texts(at)
+    at.chat_input[0].set_value("Hello?").run()
+    finish(at)
+    assert not at.exception
+    shown = texts(at)
+    assert "This conversation could not be saved" in shown and "PostgreSQL" in shown, "the page still says what failed"
+    pages = tree_text(at)
+    for detail in ("127.0.0.1", f"port {port}", f":{port}", f'"{port}"', ROLE, "memora_test"):
+        assert detail not in pages, f"{detail!r} is on the page"
+    assert "127.0.0.1" in caplog.text and str(port) in caplog.text and ROLE in caplog.text, "the teacher's log says where"
+    assert leaks(pages + caplog.text, password) == []
+    shared_store.clear()

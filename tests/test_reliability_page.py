@@ -279,23 +279,25 @@ def test_zero_recent_turns_is_valid_and_folds_everything_completed(backend) -> N
 @pytest.mark.parametrize(
     ("name", "value", "reason"),
     [
-        ("MEMORA_MAX_INPUT_TOKENS", "0", "MEMORA_MAX_INPUT_TOKENS must be at least 1, not 0"),
-        ("MEMORA_MAX_INPUT_TOKENS", "-1", "MEMORA_MAX_INPUT_TOKENS must be at least 1, not -1"),
+        ("MEMORA_MAX_INPUT_TOKENS", "0", "MEMORA_MAX_INPUT_TOKENS must be a whole number, at least 1, not 0"),
+        ("MEMORA_MAX_INPUT_TOKENS", "-1", "MEMORA_MAX_INPUT_TOKENS must be a whole number, at least 1, not -1"),
         ("MEMORA_MAX_INPUT_TOKENS", "lots", "MEMORA_MAX_INPUT_TOKENS must be a whole number"),
-        ("MEMORA_MAX_INPUT_TOKENS", "50", "max_input_tokens must be at least"),
-        ("MEMORA_MAX_RECENT_TURNS", "-1", "MEMORA_MAX_RECENT_TURNS must be at least 0"),
-        ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be at least 1"),
-        ("MEMORA_MAX_MESSAGE_CHARS", "-5", "MEMORA_MAX_MESSAGE_CHARS must be at least 1"),
+        ("MEMORA_MAX_INPUT_TOKENS", "50", "MEMORA_CONTEXT_WINDOW do not fit together: max_input_tokens must be at least"),
+        ("MEMORA_MAX_RECENT_TURNS", "-1", "MEMORA_MAX_RECENT_TURNS must be a whole number, at least 0"),
+        ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be a whole number, at least 1"),
+        ("MEMORA_MAX_MESSAGE_CHARS", "-5", "MEMORA_MAX_MESSAGE_CHARS must be a whole number, at least 1"),
         ("MEMORA_LOCK_SETTINGS", "maybe", "MEMORA_LOCK_SETTINGS must be true or false"),
     ],
 )
-def test_nonsense_in_the_environment_opens_the_page_offline_and_says_why(monkeypatch, name: str, value: str, reason: str) -> None:
+def test_nonsense_in_the_environment_stops_the_page_and_says_why(monkeypatch, name: str, value: str, reason: str) -> None:
+    """Issue 28 turned this around: the page used to open offline on the defaults; now it opens nothing at all."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv(name, value)
-    at = new_app()
+    at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception
-    assert at.session_state[keys.MEMORY].backend.offline, "a broken configuration must not spend the key"
-    assert reason in at.error[0].value and at.error[0].value.startswith("A configured setting is malformed")
+    assert keys.MEMORY not in at.session_state, "no memory, so the key cannot be spent"
+    assert at.error[0].value.startswith("Memora cannot start until the") and reason in at.code[0].value
+    assert len(at.chat_input) == 0
     assert KEY not in tree_text(at)
 
 

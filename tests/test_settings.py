@@ -17,14 +17,17 @@ from memora.settings import (
     CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    SECRET_SETTINGS,
     Settings,
     SettingsError,
     build_backend,
     build_token_counter,
+    configured_memory,
     load_settings,
     shown_url,
 )
 from memora.tokens import ApiTokenCounter, LocalTokenCounter
+from tests.support.settings import MALFORMED, settings_read
 
 OLLAMA = {"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1", "MEMORA_MODEL": "llama3.2"}
 
@@ -154,22 +157,6 @@ def test_the_chat_label_never_shows_credentials_in_the_url() -> None:
     assert "hunter22" not in build_backend(settings).label
 
 
-def settings_read() -> set[str]:
-    """Every name ``load_settings`` asks for, with nothing set (each optional one is then read, none skipped)."""
-    asked: set[str] = set()
-
-    class Recording(dict):
-        def __bool__(self) -> bool:  # load_settings replaces empty secrets with {}
-            return True
-
-        def get(self, name, default=None):
-            asked.add(name)
-            return default
-
-    load_settings(Recording(), {})
-    return asked
-
-
 def test_the_secrets_example_and_the_readme_list_every_setting() -> None:
     """A newcomer copies .streamlit/secrets.toml.example: it names every setting, each with a value TOML accepts."""
     root = Path(__file__).resolve().parents[1]
@@ -184,3 +171,83 @@ def test_the_secrets_example_and_the_readme_list_every_setting() -> None:
     readme = (root / "README.md").read_text()
     table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     assert sorted(name for name in names if f"`{name}`" not in table) == [], "missing from the README's configuration table"
+
+
+@pytest.mark.parametrize("source", ["environ", "secrets"])
+def test_every_setting_refuses_a_malformed_value_naming_itself_and_what_it_accepts(source: str) -> None:
+    """Walks every name ``load_settings`` reads (found by recording it, not from a list), one malformed at a time."""
+    names = sorted(settings_read())
+    assert len(names) >= 25 and "MEMORA_LOCK_SETTINGS" in names
+    for name in names:
+        value = f"hunter2-{name}-{MALFORMED}"
+        with pytest.raises(SettingsError) as refused:
+            load_settings({name: value}, {}) if source == "secrets" else load_settings({}, {name: value})
+        assert len(refused.value.problems) == 1, (name, refused.value.problems)
+        problem = refused.value.problems[0]
+        assert problem.startswith(f"{name} must be "), problem
+        if name in SECRET_SETTINGS:
+            assert "hunter2" not in problem, problem
+
+
+def test_every_malformed_setting_is_listed_in_one_error() -> None:
+    names = settings_read()
+    with pytest.raises(SettingsError) as refused:
+        load_settings({}, dict.fromkeys(names, MALFORMED))
+    assert sorted(problem.split(" ", 1)[0] for problem in refused.value.problems) == sorted(names)
+    assert str(refused.value) == "\n".join(refused.value.problems)
+
+
+def test_the_issues_classroom_is_refused_not_opened_on_defaults() -> None:
+    """Issue 28's report: a key, a lock, a data folder and one cap at 0 opened unlocked, offline, on ~/.memora."""
+    environ = {
+        "OPENAI_API_KEY": "sk-classroom-key-1234567890",
+        "MEMORA_LOCK_SETTINGS": "true",
+        "MEMORA_DATA_DIR": "/srv/memora",
+        "MEMORA_MAX_STORE_MB": "0",
+    }
+    with pytest.raises(SettingsError) as refused:
+        load_settings({}, environ)
+    assert refused.value.problems == ("MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0",)
+    assert "sk-classroom" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("secrets", "environ", "says"),
+    [
+        ({}, {"MEMORA_LOCK_SETTINGS": "ture"}, "MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'"),
+        ({}, {"MEMORA_MAX_CONVERSATION_KB": "8193"}, "MEMORA_MAX_CONVERSATION_KB must be a whole number from 1 to 8192, not 8193"),
+        ({}, {"MEMORA_MAX_RETRIES": "٢"}, "MEMORA_MAX_RETRIES must be a whole number, at least 0, not '٢'"),  # int() takes it
+        ({}, {"MEMORA_FOLD_POLICY": "windows"}, "MEMORA_FOLD_POLICY must be one of window, watermark, not 'windows'"),
+        (
+            {},
+            {"MEMORA_SHUTDOWN_GRACE_S": "inf"},
+            "MEMORA_SHUTDOWN_GRACE_S must be a number of seconds above 0 (such as 5 or 0.5), not 'inf'",
+        ),
+        ({"MEMORA_MAX_TURNS": True}, {}, "MEMORA_MAX_TURNS must be a whole number, at least 1, not True"),  # int(True) is 1
+        ({"MEMORA_MAX_TURNS": 2.5}, {}, "MEMORA_MAX_TURNS must be a whole number, at least 1, not 2.5"),
+        ({"MEMORA_LOCK_SETTINGS": ["true"]}, {}, "MEMORA_LOCK_SETTINGS must be one value in secrets.toml, not a table or a list"),
+        ({"MEMORA_MODEL": 5}, {}, "MEMORA_MODEL must be a model's name on one line, without control characters, not 5"),
+        ({}, {"MEMORA_DATA_DIR": "/srv/\x1b[2Jmemora"}, "MEMORA_DATA_DIR must be a folder on one line"),
+        ({}, {"OPENAI_API_KEY": "sk-abc def"}, "OPENAI_API_KEY must be the key as issued"),
+        ({}, {"MEMORA_BASE_URL": "localhost:11434/v1"}, "MEMORA_BASE_URL must be an http:// or https:// URL with a host"),
+        ({}, {"OPENAI_BASE_URL": "http://user:pw@:8080/v1"}, "OPENAI_BASE_URL must be an http:// or https:// URL with a host"),
+        ({}, {"MEMORA_BASE_URL": "http://llm.school:80a/v1"}, "MEMORA_BASE_URL must be an http:// or https:// URL with a host"),
+        ({}, {"MEMORA_STORE_URL": "postgresql://u:pw@db:54x2/class"}, "MEMORA_STORE_URL must be off, sqlite:///<path> or postgresql://"),
+    ],
+)
+def test_typical_typos_are_refused_with_what_the_variable_accepts(secrets: dict, environ: dict, says: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(secrets, environ)
+    assert refused.value.problems[0].startswith(says), refused.value.problems
+    assert "pw@" not in str(refused.value)
+
+
+def test_a_malformed_openai_base_url_is_refused_even_where_memora_base_url_wins() -> None:
+    with pytest.raises(SettingsError, match=r"^OPENAI_BASE_URL must be"):
+        load_settings({}, {**OLLAMA, "OPENAI_BASE_URL": "ftp://elsewhere/v1"})
+
+
+def test_limits_that_do_not_fit_together_name_the_variables() -> None:
+    settings = load_settings({}, {"MEMORA_MAX_INPUT_TOKENS": "3000", "MEMORA_CONTEXT_WINDOW": "2048"})
+    with pytest.raises(SettingsError, match=r"^MEMORA_MAX_INPUT_TOKENS, MEMORA_MAX_REPLY_TOKENS and MEMORA_CONTEXT_WINDOW do not fit"):
+        configured_memory(settings)

@@ -2,8 +2,10 @@
 
 import contextlib
 
+import pandas as pd
+
 from memora import ShortTermMemory
-from memora.teaching.ledger import LEDGER_COLUMNS, ledger_frame
+from memora.teaching.ledger import LEDGER_COLUMNS, ledger_csv, ledger_frame
 from memora.ui.frames import usage_per_turn
 from tests.support.memory import chat
 
@@ -51,3 +53,12 @@ def test_the_ledger_total_is_the_sum_of_its_records_also_in_copies():
     ledger.append(record)
     assert ledger.total == 45 == sum(r.total_tokens for r in ledger)
     assert copy.deepcopy(ledger).total == copy.copy(ledger).total == pickle.loads(pickle.dumps(ledger)).total == 45
+
+
+def test_the_ledger_csv_neutralises_formulas_in_text_and_keeps_numbers_as_numbers():
+    frame = pd.DataFrame({"turn": [1, -2], "model": ["-2", "gpt-5-mini"], "latency_s": [0.5, None], "cut": [True, False]})
+    assert ledger_csv(frame).splitlines() == [
+        '"turn","model","latency_s","cut"',
+        '1,"\'-2",0.5,True',
+        '-2,"gpt-5-mini","",False',
+    ]

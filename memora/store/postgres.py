@@ -8,12 +8,14 @@ version check is in the UPDATE's WHERE clause: two processes saving the same ver
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from datetime import timedelta
 from typing import Any
 
 from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
 
+log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memora_conversations (
@@ -83,12 +85,21 @@ class PostgresConnection:
                     self._drop()
                     if attempt == 1 and broken:
                         continue
-                    raise StoreError(f"the PostgreSQL store failed: {self._safe(error)}") from None
+                    # libpq's text names the host, port, role and database: the teacher's log only, never a page.
+                    log.warning("Memora: the PostgreSQL store at %s (role %s) failed: %s", self.place, self._role, self._safe(error))
+                    raise StoreError(f"PostgreSQL: {_reason(error)}; the server's log says where and why") from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self.lock:
             self._drop()
+
+    @functools.cached_property
+    def _role(self) -> str:
+        from urllib.parse import unquote
+
+        userinfo = self.url.partition("://")[2].rpartition("@")[0]
+        return unquote(userinfo.partition(":")[0]) or "(libpq's default)"
 
     def _safe(self, error: Exception) -> str:
         # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
@@ -114,6 +125,13 @@ class PostgresConnection:
                 self._connection.close()
             finally:
                 self._connection = None
+
+
+def _reason(error: Exception) -> str:
+    """What a student may read of a psycopg error: its class and SQLSTATE (``28P01``: the password was refused;
+    none: the server could not be reached), never libpq's own text."""
+    code = getattr(error, "sqlstate", None)
+    return f"{type(error).__name__}, SQLSTATE {code}" if code else type(error).__name__
 
 
 class PostgresStore:

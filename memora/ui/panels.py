@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from memora.memory import ShortTermMemory
+from memora.teaching.ledger import ledger_csv
 from memora.teaching.what_if import WhatIf, cache_key, what_if
 from memora.ui import budget, render
 from memora.ui import state as keys
@@ -118,7 +119,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         )
         st.download_button(
             t(lang, "panel.usage_download"),
-            data=lambda: ledger.to_csv(index=False),  # built only when clicked
+            data=lambda: ledger_csv(ledger),  # built only when clicked; no cell a spreadsheet would run
             file_name="memora-ledger.csv",
             mime="text/csv",
             icon=":material/download:",

@@ -7,6 +7,7 @@ level, so sessions never share a conversation, a key or a setting.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,7 +16,15 @@ import streamlit as st
 
 from memora.classroom.guard import GuardedBackend
 from memora.memory import ShortTermMemory
-from memora.settings import Settings, SettingsError, build_backend, build_memory, build_token_counter, load_settings
+from memora.settings import (
+    Settings,
+    SettingsError,
+    build_backend,
+    build_memory,
+    build_token_counter,
+    configured_memory,
+    load_settings,
+)
 from memora.tokens import LocalTokenCounter, TokenCounter
 from memora.ui.i18n import DEFAULT_LANGUAGE, LANGUAGES
 
@@ -77,19 +86,28 @@ class Notice:
     error: BaseException | None = None
 
 
-def read_secrets() -> tuple[dict[str, Any], str | None]:
-    """``st.secrets`` as a plain dict, and a problem to report (never the file's content).
+NO_SECRETS_FILE = "no-secrets-found"
+"""The ``error_id`` of Streamlit's StreamlitSecretNotFoundError when there is no secrets file at all. A file that
+cannot be parsed raises the same class (a FileNotFoundError too), with another id."""
 
-    No secrets file is the normal case (StreamlitSecretNotFoundError is a
-    FileNotFoundError) and gives ``{}`` silently. A file that cannot be parsed
-    gives ``{}`` and a reason naming only the error type, since its text could quote a key.
+
+def read_secrets() -> dict[str, Any]:
+    """``st.secrets`` as a plain dict; ``{}`` when there is no secrets file, the normal case.
+
+    Raises SettingsError for a file that exists but cannot be read or parsed: it may hold the lock or the caps,
+    so the page must not start without it. The error gives only where the file went wrong (TOML's line and
+    column), never its text, which could quote a key.
     """
     try:
-        return st.secrets.to_dict(), None
-    except FileNotFoundError:
-        return {}, None
-    except Exception as error:  # a malformed TOML file: report it, start offline
-        return {}, f".streamlit/secrets.toml could not be read ({type(error).__name__})."
+        return st.secrets.to_dict()
+    except Exception as error:
+        if getattr(error, "error_id", None) == NO_SECRETS_FILE:
+            return {}
+        where = re.search(r"\(at line \d+, column \d+\)", str(error.__cause__ or ""))
+        raise SettingsError(
+            f"secrets.toml could not be read ({type(error.__cause__ or error).__name__}"
+            f"{' ' + where.group() if where else ''}): fix it or remove it"
+        ) from None
 
 
 def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySource | None:
@@ -124,20 +142,13 @@ def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
         return LocalTokenCounter()
 
 
-def _initial_memory(environ: Mapping[str, str]) -> tuple[Settings, ShortTermMemory, KeySource | None, Notice | None]:
-    secrets, problem = read_secrets()
-    source = key_source(secrets, environ)
-    try:
-        settings = load_settings(secrets, environ)
-        return settings, new_memory(settings), source, _problem_notice(problem)
-    except (SettingsError, ValueError) as error:
-        # A malformed setting must not keep the page from opening: start offline on defaults.
-        settings = Settings()
-        return settings, new_memory(settings), None, Notice("error", "page.settings_error", {"reason": str(error)})
-
-
-def _problem_notice(problem: str | None) -> Notice | None:
-    return Notice("error", "page.settings_error", {"reason": problem}) if problem else None
+def _initial_memory(environ: Mapping[str, str]) -> tuple[Settings, ShortTermMemory, KeySource | None]:
+    """The configured settings and a memory on them; raises SettingsError, never falls back to defaults."""
+    secrets = read_secrets()
+    settings = load_settings(secrets, environ)
+    backend = guarded(settings, build_backend(settings))
+    memory = configured_memory(settings, backend, token_counter_for(settings, backend))
+    return settings, memory, key_source(secrets, environ)
 
 
 LOCKED_ERROR_DETAILS = "type"
@@ -191,17 +202,17 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
 def setup_state(environ: Mapping[str, str] | None = None) -> Any:
     """Creates every session key on the first run; later runs leave them as they are.
 
-    Returns ``st.session_state``. ``environ`` defaults to ``os.environ``.
+    Returns ``st.session_state``. ``environ`` defaults to ``os.environ``. Raises SettingsError, before any key
+    is created, when the configured settings are malformed (``memora.ui.startup`` shows it).
     """
     state = st.session_state
     if MEMORY not in state:
-        settings, memory, source, notice = _initial_memory(os.environ if environ is None else environ)
+        settings, memory, source = _initial_memory(os.environ if environ is None else environ)
         state[SETTINGS] = settings
         state[MEMORY] = memory
         apply_error_details(settings)
         state[BACKEND_NAME] = settings.backend
         state[KEY_SOURCE] = source
-        state[NOTICE] = notice
     defaults = _defaults(state[MEMORY], state.get(BACKEND_NAME, "offline"))
     # Widget keys are dropped by Streamlit when their widget is not drawn in a run, so they are re-seeded every run.
     for key, value in defaults.items():
