@@ -172,7 +172,7 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
         render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
         render_class_link(lang)
         return
-    remember_browser(browser_secret(st.session_state))
+    remember_browser(browser_secret(st.session_state), t(lang, "conversation.cookies_blocked"), st.session_state[keys.FORGOTTEN_SECRET])
     if keeper.saved:
         render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
     else:
