@@ -96,7 +96,7 @@ class Flights:
 
     def _drop(self, matches: Callable[[Flight], bool]) -> list[Flight]:
         with self._lock:
-            dropped = [f for f in self._flights if matches(f)]
+            dropped = [f for f in self._live() if matches(f)]
             self._flights = [f for f in self._flights if not matches(f)]
         for flight in dropped:
             flight.job.cancel()
