@@ -78,7 +78,7 @@ class ConversationKeeper:
         memory.on_change = self.on_change
 
     def on_change(self, memory: ShortTermMemory, change: Change) -> None:
-        # A memory left behind by Reset or an import may still finish a turn in another thread: it is no longer this id's.
+        # A memory left behind by a deletion or an import may still finish a turn in another thread: it is no longer this id's.
         if memory is self.memory:
             self.save(memory)
 
@@ -229,7 +229,7 @@ class ConversationKeeper:
         self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
 
     def start_new(self, memory: ShortTermMemory) -> None:
-        """A new conversation (Reset, an import): a new id, not yet saved; the old one stays in the store."""
+        """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
         with self._lock:
             self.conversation_id, self.version = new_conversation_id(), 0
             self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
