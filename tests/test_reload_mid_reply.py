@@ -428,3 +428,25 @@ def test_a_deleted_conversations_flights_hand_nothing_to_a_reload_and_save_nothi
     assert store.load(cid, owner) is None and store.inner.delete_owner(owner) == 0, "nothing of it was saved again"
     assert store.load(elsewhere.conversation_id, elsewhere.owner) is not None
     assert flights.forget_owner(elsewhere.owner) == [] and elsewhere.memory is not None, "a saved flight is over already"
+
+
+def test_deleting_during_a_reply_that_will_not_stop_hands_it_to_no_reload(store_path):
+    """Issue 28: the deleted conversation's reply waits on the model past the 5 s a deletion waits for it.
+    The tab goes on with a new id; the job still running on the deleted memory must not be registered
+    under that id, or a reload of the tab's address would be handed the deleted conversation."""
+    held = HeldBackend()
+    first = open_tab(memory=ShortTermMemory(held))
+    first.chat_input[0].set_value("My phone is 0912 345 678.").run()
+    assert held.streaming.wait(JOB_WAIT_S)
+    job, deleted = first.session_state[keys.REPLY_JOB], first.query_params["c"]
+    next(b for b in first.button if b.label == "Yes, delete it").click().run()
+    assert not job.progress.finished, "the model has not sent its next piece: the job is still running"
+    assert "c" not in first.query_params
+    keeper = first.session_state[keys.CONVERSATION]
+    for address in (deleted, keeper.conversation_id):
+        reloaded = open_tab(address)
+        assert reloaded.session_state[keys.REPLY_JOB] is None and not reloaded.session_state[keys.MEMORY].history
+        assert "0912" not in texts(reloaded)
+    held.free.set()
+    assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
+    assert stored_ids(store_path) == []

@@ -83,12 +83,14 @@ class Flights:
         with self._lock:
             self._flights = [f for f in self._flights if f is not flight]
 
-    def forget_conversation(self, conversation_id: str, owner: str) -> list[Flight]:
+    def forget_conversation(self, conversation_id: str, owner: str, deleted_by: ConversationKeeper | None = None) -> list[Flight]:
         """Drops every flight of ``owner``'s ``conversation_id``, which was deleted: a reload of its old address
         is then given nothing of it, and the shutdown drain does not save it back. Their jobs are cancelled
         (a reply another tab was writing on it is not kept) and their keepers let go of their memories, so
-        a late commit saves nothing. Returns the flights dropped."""
-        return self._drop(lambda f: f.keeper.conversation_id == conversation_id and f.keeper.owner == owner)
+        a late commit saves nothing. ``deleted_by`` is the keeper that deleted it: it holds a new id already,
+        and its flights go too, or a job still running on the deleted memory would be handed to a reload of
+        that new id. Returns the flights dropped."""
+        return self._drop(lambda f: f.keeper is deleted_by or (f.keeper.conversation_id == conversation_id and f.keeper.owner == owner))
 
     def forget_owner(self, owner: str) -> list[Flight]:
         """As ``forget_conversation``, for every conversation of ``owner`` (a browser that is forgotten)."""

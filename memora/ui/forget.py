@@ -53,7 +53,7 @@ def _delete_conversation() -> None:
         except StoreError as error:
             state[keys.NOTICE] = Notice("error", "forget.delete_failed", error=error)
             return
-        FLIGHTS.forget_conversation(deleted_id, keeper.owner)
+        FLIGHTS.forget_conversation(deleted_id, keeper.owner, deleted_by=keeper)
     _start_empty(state)
     state[keys.NOTICE] = Notice("success", "forget.deleted")
 
