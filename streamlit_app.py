@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from memora.ui import budget, chat, conversation, panels, prefold, reply_tail, settings_panel, startup, tools, turn
+from memora.ui import budget, chat, conversation, forget, panels, prefold, reply_tail, settings_panel, startup, tools, turn
 from memora.ui.state import LANG, MEMORY
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
@@ -22,6 +22,7 @@ with st.sidebar:
     panels.render_panels(memory, lang)
     tools.render_tools(memory, lang)
     settings_panel.render_settings(lang)
+    forget.render_controls(lang)
 
 chat.render_header(memory, lang)
 conversation.render_status(keeper, lang)

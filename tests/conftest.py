@@ -117,6 +117,7 @@ MODULE_TIERS = {
         (
             "test_browser",
             "test_browser_classroom_drill",
+            "test_browser_forget",
             "test_browser_persistence",
             "test_browser_reload",
             "test_browser_safeguards",

@@ -283,15 +283,15 @@ def test_user_markdown_and_html_render_safely():
     assert all(not m.proto.allow_html for m in at.markdown)
 
 
-def test_reset_clears_the_conversation_and_keeps_the_settings():
+def test_deleting_the_conversation_empties_the_page_and_keeps_the_settings():
     at = new_app()
     next(w for w in at.number_input if w.key == keys.BUDGET_INPUT).set_value(1200).run()
     send(at, B1)
-    next(b for b in at.button if b.label == "Reset conversation").click().run()
+    next(b for b in at.button if b.label == "Yes, delete it").click().run()
     memory = at.session_state[keys.MEMORY]
     assert memory.history == [] and memory.ledger == [] and memory.summary == ""
     assert memory.max_input_tokens == 1200 and memory.backend.offline
-    assert at.info[-1].value == "The conversation was reset."
+    assert at.success[-1].value == "The conversation was deleted from this server. This is a new, empty one."
     assert not at.chat_message
 
 

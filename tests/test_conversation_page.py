@@ -108,17 +108,65 @@ def test_a_language_or_budget_changed_after_the_last_turn_is_kept_too(store_path
     assert reloaded.session_state[keys.MEMORY].max_input_tokens == 1500
 
 
-def test_new_conversation_starts_a_new_id_and_the_old_one_stays(store_path):
-    at = open_page()
-    send(at, "First conversation.")
-    first = at.query_params["c"]
-    next(button for button in at.button if button.label == "Reset conversation").click().run()
-    assert "c" not in at.query_params and conversation_id(at) != first
-    send(at, "Second conversation.")
-    second = at.query_params["c"]
-    assert second != first
-    assert open_page(first).session_state[keys.MEMORY].history[0].content == "First conversation."
-    assert open_page(second).session_state[keys.MEMORY].history[0].content == "Second conversation."
+def click(at: AppTest, label: str) -> AppTest:
+    return next(button for button in at.button if button.label == label).click().run()
+
+
+def test_deleting_a_conversation_removes_it_from_the_store_and_its_address_opens_nothing(store_path):
+    first_tab, second_tab = open_page(), open_page()
+    send(first_tab, "My phone number is 0912 345 678.")
+    send(first_tab, "Call me tonight.")
+    send(second_tab, "Another conversation of this browser.")
+    first, second = first_tab.query_params["c"], second_tab.query_params["c"]
+    click(first_tab, "Yes, delete it")
+    assert "c" not in first_tab.query_params and not first_tab.session_state[keys.MEMORY].history
+    assert "deleted from this server" in texts(first_tab)
+    assert [row[0] for row in stored_rows(store_path)] == [second]
+    assert b"0912 345 678" not in b"".join(p.read_bytes() for p in store_path.parent.iterdir())
+    reopened = open_page(first)
+    assert not reopened.session_state[keys.MEMORY].history and "0912" not in tree_text(reopened)
+    assert "not one of this browser's" in texts(reopened)
+    send(first_tab, "A new start.")  # the deleting tab goes on as a new conversation, under a new id
+    assert first_tab.query_params["c"] not in (first, second)
+    assert open_page(second).session_state[keys.MEMORY].history[0].content == "Another conversation of this browser."
+
+
+def test_forgetting_the_browser_deletes_all_its_conversations_replaces_its_cookie_and_spares_other_browsers(store_path):
+    student = new_browser_secret()
+    tab, other_tab, students_tab = open_page(), open_page(), open_page(browser=student)
+    send(tab, "Teacher, first conversation.")
+    send(other_tab, "Teacher, second conversation.")
+    send(students_tab, "The student's own.")
+    old_ids = (tab.query_params["c"], other_tab.query_params["c"])
+    click(tab, "Yes, forget this browser")
+    assert "2 saved conversation(s) deleted" in texts(tab)
+    assert [row[3] for row in stored_rows(store_path)] == [owner_of(student)]
+    new_secret = tab.session_state[keys.BROWSER_SECRET]
+    assert new_secret != TEACHER and tab.session_state[keys.FORGOTTEN_SECRET] == TEACHER
+    # The page's cookie script replaces the cookie that holds the forgotten secret with the new one.
+    script = tab.get("html")[0].proto.body
+    assert json.dumps(TEACHER) in script and json.dumps(new_secret) in script
+    for old in old_ids:
+        assert not open_page(old).session_state[keys.MEMORY].history
+    send(tab, "After forgetting.")
+    assert {row[3] for row in stored_rows(store_path)} == {owner_of(student), owner_of(new_secret)}
+
+
+def test_a_store_that_cannot_delete_says_so_and_the_conversation_stays_kept(tmp_path):
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    at = AppTest.from_file(APP, default_timeout=30)
+    at.session_state[keys.CONVERSATION] = keeper = ConversationKeeper(store)
+    at.run()
+    send(at, "Keep me until the store is back.")
+    cid = at.query_params["c"]
+    store.down = True
+    click(at, "Yes, delete it")
+    assert "could not be deleted" in texts(at) and "disk I/O error" in texts(at)
+    assert at.session_state[keys.MEMORY].history[0].content == "Keep me until the store is back."
+    assert at.query_params["c"] == cid and keeper.conversation_id == cid
+    store.down = False
+    send(at, "Still saved.")
+    assert len(parse_saved(store.load(cid, keeper.owner).payload).transcript.history) == 4
 
 
 def test_an_imported_conversation_gets_its_own_id_and_is_saved_at_once(store_path):
@@ -259,7 +307,7 @@ def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and
     at = open_page()
     send(at, "The first conversation.")
     first = at.query_params["c"]
-    next(button for button in at.button if button.label == "Reset conversation").click().run()
+    at = open_page()  # a new tab of the same browser starts a new conversation
     at.chat_input[0].set_value("A second one, over the cap.").run()
     assert not at.session_state[keys.MEMORY].history, "nothing was sent for a turn that could not be kept"
     assert "started 1 conversations in the last hour" in texts(at)

@@ -19,11 +19,13 @@ from streamlit.testing.v1 import AppTest
 
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
+from memora.store.owner import new_browser_secret
 from memora.teaching.ledger import ledger_frame
 from memora.tokens import ApiTokenCounter
 from memora.transcript.format import dumps_transcript, import_transcript
 from memora.ui import state as keys
 from memora.ui.browser import cookie_script
+from memora.ui.i18n import t
 from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
@@ -201,7 +203,8 @@ def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
     assert "<script>" in at.session_state[keys.MEMORY].summary
     assert all(not m.proto.allow_html for m in at.markdown)
     # The only raw HTML is the cookie script (memora/ui/browser.py), and it holds nothing of any message.
-    assert [h.proto.body for h in at.get("html")] == [cookie_script(at.session_state[keys.BROWSER_SECRET])]
+    blocked = t("en", "conversation.cookies_blocked")
+    assert [h.proto.body for h in at.get("html")] == [cookie_script(at.session_state[keys.BROWSER_SECRET], blocked)]
 
 
 def test_no_page_code_allows_raw_html() -> None:
@@ -214,12 +217,17 @@ def test_no_page_code_allows_raw_html() -> None:
         code = path.read_text(encoding="utf-8")
         for raw in ("unsafe_allow_html", "st.html(", "components.v1", "components.html"):
             if path.name == "browser.py" and raw == "st.html(":
-                assert code.count(raw) == 1 and "st.html(cookie_script(secret)" in code
+                assert code.count(raw) == 1 and "st.html(cookie_script(secret, blocked_notice, forgotten)" in code
                 continue
             assert raw not in code, f"{path.name} uses {raw}"
     for hostile in ('"; alert(1); "', "</script><img src=x>", "A" * 42 + "'"):
         with pytest.raises(ValueError):
-            cookie_script(hostile)
+            cookie_script(hostile, "Cookies are blocked.")
+        with pytest.raises(ValueError):
+            cookie_script(new_browser_secret(), "Cookies are blocked.", forgotten=hostile)
+    # The blocked-cookies sentence comes from the catalogs, but even a hostile one cannot end the script or add markup.
+    script = cookie_script(new_browser_secret(), '</script><img src=x onerror=alert(1)> & "quoted"')
+    assert script.count("</script>") == 1 and script.endswith("</script>") and "<img" not in script and "\\u0026 " in script
 
 
 @pytest.mark.parametrize(
@@ -421,8 +429,8 @@ def test_the_lock_is_enforced_on_the_server_not_only_in_the_widgets(classroom: R
     assert at.session_state[keys.SETTINGS].api_key == KEY and at.session_state[keys.KEY_SOURCE] == "env"
     send(at, "Hello!")
     assert classroom.requests[-1].body["model"] == "gpt-5-mini"
-    # Reset keeps the lock and the teacher's settings.
-    next(b for b in at.button if b.label == "Reset conversation").click().run()
+    # Deleting the conversation keeps the lock and the teacher's settings.
+    next(b for b in at.button if b.label == "Yes, delete it").click().run()
     assert at.session_state[keys.SETTINGS].locked and at.selectbox(key=keys.BACKEND_INPUT).disabled
 
 
@@ -436,7 +444,8 @@ def test_turn_cap_from_the_environment(classroom: ResponsesServer, monkeypatch) 
     send(at, "Three.")
     assert len(classroom.requests) == sent and len(memory.history) == 4
     assert at.error[0].value == (
-        "Your message was not sent: This session has reached its limit of 2 turns. Reset the conversation to start again. "
+        "Your message was not sent: This session has reached its limit of 2 turns. To go on, start a new conversation: "
+        "open the class link in a new tab, or delete this one. "
         "Its text is back in the input box."
     )
     assert at.chat_input[0].proto.value == "Three."

@@ -394,3 +394,59 @@ def test_the_drain_writes_the_server_budgets_held_spend():
     ledger = RecordingLedger()
     drain(Flights(), grace_s=60, ledger=ledger)
     assert ledger.calls == 1
+
+
+def test_a_deleted_conversations_flights_hand_nothing_to_a_reload_and_save_nothing_back(tmp_path):
+    """Issue 28: a closed tab's unsaved copy (a refused save) and another tab's reply still being written
+    are this process's copies of a conversation; once it is deleted, neither may reach a reload, a retry
+    or the shutdown drain."""
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    flights = Flights()
+    closed_tab = ConversationKeeper(store)
+    unsaved = ShortTermMemory(ScriptedBackend())
+    assert flight_of(flights, unsaved, closed_tab, "Saved.").wait(JOB_WAIT_S)
+    cid, owner = closed_tab.conversation_id, closed_tab.owner
+    store.down = True
+    assert flight_of(flights, unsaved, closed_tab, "Unsaved: the store is down.").wait(JOB_WAIT_S)
+    held = HeldBackend()
+    other_tab = ConversationKeeper(store, cid, closed_tab.version, owner=owner)
+    running = flight_of(flights, ShortTermMemory(held), other_tab, "Still being written.")
+    assert held.streaming.wait(JOB_WAIT_S)
+    elsewhere = ConversationKeeper(store)  # another browser's conversation, unsaved too
+    assert flight_of(flights, ShortTermMemory(ScriptedBackend()), elsewhere, "Not mine.").wait(JOB_WAIT_S)
+    store.down = False
+
+    assert store.delete(cid, owner)  # what the deleting tab's keeper did
+    assert {f.keeper for f in flights.forget_conversation(cid, owner)} == {closed_tab, other_tab}
+    held.free.set()  # the model goes on streaming: the cancelled job stops at its next piece
+    assert running.wait(JOB_WAIT_S) and running.progress.phase == "stopped"
+    assert flights.for_conversation(cid, owner) is None
+    assert closed_tab.retry() and other_tab.retry() and not closed_tab.dirty
+    assert flights.for_conversation(elsewhere.conversation_id, elsewhere.owner).keeper is elsewhere
+    drained = drain(flights, grace_s=1)
+    assert (drained.kept, drained.resaved) == (0, 1), "only the other browser's unsaved conversation is saved"
+    assert store.load(cid, owner) is None and store.inner.delete_owner(owner) == 0, "nothing of it was saved again"
+    assert store.load(elsewhere.conversation_id, elsewhere.owner) is not None
+    assert flights.forget_owner(elsewhere.owner) == [] and elsewhere.memory is not None, "a saved flight is over already"
+
+
+def test_deleting_during_a_reply_that_will_not_stop_hands_it_to_no_reload(store_path):
+    """Issue 28: the deleted conversation's reply waits on the model past the 5 s a deletion waits for it.
+    The tab goes on with a new id; the job still running on the deleted memory must not be registered
+    under that id, or a reload of the tab's address would be handed the deleted conversation."""
+    held = HeldBackend()
+    first = open_tab(memory=ShortTermMemory(held))
+    first.chat_input[0].set_value("My phone is 0912 345 678.").run()
+    assert held.streaming.wait(JOB_WAIT_S)
+    job, deleted = first.session_state[keys.REPLY_JOB], first.query_params["c"]
+    next(b for b in first.button if b.label == "Yes, delete it").click().run()
+    assert not job.progress.finished, "the model has not sent its next piece: the job is still running"
+    assert "c" not in first.query_params
+    keeper = first.session_state[keys.CONVERSATION]
+    for address in (deleted, keeper.conversation_id):
+        reloaded = open_tab(address)
+        assert reloaded.session_state[keys.REPLY_JOB] is None and not reloaded.session_state[keys.MEMORY].history
+        assert "0912" not in texts(reloaded)
+    held.free.set()
+    assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
+    assert stored_ids(store_path) == []

@@ -1,4 +1,4 @@
-"""Replies survive reruns: the turn runs on the session's ReplyJob, and only Stop, Reset or an import cancel it.
+"""Replies survive reruns: the turn runs on the session's ReplyJob, and only Stop, a deletion or an import cancel it.
 
 The memory-level tests drive ``memora.replies.job`` directly; the page tests
 drive the page through AppTest while a GatedBackend holds the reply after its
@@ -231,15 +231,15 @@ def test_stop_during_a_reply_stops_it_and_gives_the_text_back(gated: GatedBacken
 
 
 def next_piece_once_cancelled(job: ReplyJob, gated: GatedBackend) -> None:
-    """Releases the held reply once ``job`` is cancelled: its next piece arrives while Reset or an import waits for it."""
+    """Releases the held reply once ``job`` is cancelled: its next piece arrives while a deletion or an import waits for it."""
     while not job.cancelled:
         time.sleep(0.01)
     gated.release()
 
 
-def test_reset_during_a_reply_cancels_it_and_nothing_is_committed(gated: GatedBackend) -> None:
+def test_deleting_the_conversation_during_a_reply_cancels_it_and_nothing_is_committed(gated: GatedBackend) -> None:
     at, old = held_reply(gated)
-    reset = next(b for b in at.button if b.label == "Reset conversation")
+    reset = next(b for b in at.button if b.label == "Yes, delete it")
     job = running_job(at)
     assert job is not None
     threading.Thread(target=next_piece_once_cancelled, args=(job, gated), daemon=True).start()
@@ -249,7 +249,8 @@ def test_reset_during_a_reply_cancels_it_and_nothing_is_committed(gated: GatedBa
     assert memory is not old and memory.history == [] and memory.ledger == []
     assert [m.content for m in old.history] == ["First question.", "reply 1"], "the old memory was rolled back, not committed"
     assert running_job(at) is None and not at.chat_message
-    assert at.chat_input[0].proto.value == "" and at.info[-1].value == "The conversation was reset."
+    assert at.chat_input[0].proto.value == ""
+    assert at.success[-1].value == "The conversation was deleted from this server. This is a new, empty one."
 
 
 def test_a_message_forced_through_during_a_reply_goes_back_to_the_input(gated: GatedBackend) -> None:

@@ -604,3 +604,97 @@ def test_a_page_saved_conversation_over_the_import_caps_comes_back_but_the_same_
     with pytest.raises(TranscriptError) as refused:
         continue_in_session(parse_transcript(exported), session, locked=True)
     assert refused.value.code == "message_over_cap"
+
+
+# -- deleting a conversation, forgetting a browser (issue 28: a shared computer forgets) ---------------
+
+PHONE = "0912 345 678"
+
+
+def test_a_deleted_conversation_is_gone_with_every_version_and_only_its_owner_can_delete_it(store):
+    cid = new_conversation_id()
+    for version in range(3):
+        store.save(cid, json.dumps({"turn": version, "phone": PHONE}), version, OWNER)
+    other = new_owner()
+    assert store.delete(cid, other) is False, "another browser's delete is a no-op, like a missing id"
+    assert store.load(cid, OWNER).version == 3
+    assert store.delete(cid, OWNER) is True
+    assert store.load(cid, OWNER) is None
+    assert store.delete(cid, OWNER) is False
+    with pytest.raises(VersionConflict):  # a tab still on version 3 cannot write it back under its old id
+        store.save(cid, json.dumps({"turn": 3}), 3, OWNER)
+    assert store.load(cid, OWNER) is None
+
+
+def test_deleting_an_owner_deletes_all_its_conversations_and_no_one_elses(store):
+    other = new_owner()
+    mine = [new_conversation_id() for _ in range(3)]
+    for cid in mine:
+        store.save(cid, '{"mine": true}', 0, OWNER)
+    theirs = new_conversation_id()
+    store.save(theirs, '{"theirs": true}', 0, other)
+    assert store.delete_owner(OWNER) == 3
+    assert all(store.load(cid, OWNER) is None for cid in mine)
+    assert store.load(theirs, other).payload == '{"theirs": true}'
+    assert store.delete_owner(OWNER) == 0
+
+
+def test_a_deleted_sqlite_conversation_leaves_none_of_its_text_in_the_files(tmp_path):
+    """SQLite keeps every earlier save of a row as a frame of its write-ahead log until a checkpoint, and a
+    deleted row's bytes in freed pages unless ``secure_delete`` is on: both are scrubbed by a deletion."""
+    store = SqliteStore(tmp_path / "data" / "conversations.sqlite3")
+    keep = new_conversation_id()
+    store.save(keep, json.dumps({"text": "x" * 20_000}), 0, OWNER)
+    cid = new_conversation_id()
+    for version in range(6):
+        store.save(cid, json.dumps({"history": [PHONE] * (version + 1), "padding": "y" * 5_000 * version}), version, OWNER)
+
+    def on_disk() -> bytes:
+        return b"".join(path.read_bytes() for path in (tmp_path / "data").iterdir())
+
+    assert on_disk().count(PHONE.encode()) >= 6
+    assert store.delete(cid, OWNER)
+    assert PHONE.encode() not in on_disk()
+    cids = [new_conversation_id() for _ in range(2)]
+    for cid in cids:
+        store.save(cid, json.dumps({"phone": PHONE}), 0, OWNER)
+    assert store.delete_owner(OWNER) == 3
+    assert PHONE.encode() not in on_disk()
+    store.close()
+
+
+def test_a_deleted_conversations_late_turn_saves_nothing_and_the_keeper_starts_anew(store):
+    """A reply still being written when the conversation is deleted commits into the old memory afterwards:
+    it must neither write the old id back nor fork it to a new one."""
+    memory = talked("My phone is " + PHONE + ".")
+    keeper = ConversationKeeper(store, owner=OWNER)
+    keeper.attach(memory)
+    keeper.save(memory)
+    deleted = keeper.conversation_id
+    keeper.delete()
+    assert keeper.conversation_id != deleted and not keeper.saved and keeper.memory is None
+    chat(memory, "A turn that finished late, in another thread.")
+    assert store.load(deleted, OWNER) is None and store.load(keeper.conversation_id, OWNER) is None
+    assert keeper.fork is None and store.delete_owner(OWNER) == 0, "nothing of it was saved anywhere"
+    fresh = ShortTermMemory(ScriptedBackend())
+    keeper.attach(fresh)
+    chat(fresh, "A new start.")
+    assert parse_saved(store.load(keeper.conversation_id, OWNER).payload).transcript.history[0].content == "A new start."
+
+
+def test_a_store_that_cannot_delete_changes_nothing(tmp_path):
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    memory = talked("Keep me.")
+    keeper = ConversationKeeper(store, owner=OWNER)
+    keeper.attach(memory)
+    keeper.save(memory)
+    cid = keeper.conversation_id
+    store.down = True
+    with pytest.raises(StoreError):
+        keeper.delete()
+    with pytest.raises(StoreError):
+        keeper.forget_browser()
+    assert (keeper.conversation_id, keeper.version, keeper.memory) == (cid, 1, memory)
+    store.down = False
+    chat(memory, "Still kept.")
+    assert store.load(cid, OWNER).version == 2

@@ -56,7 +56,7 @@ class SessionLimits:
                 "too_many_turns",
                 finished_turns,
                 self.max_turns,
-                f"This session has reached its limit of {self.max_turns} turns. Reset the conversation to start again.",
+                f"This session has reached its limit of {self.max_turns} turns. Start a new conversation to go on.",
             )
         if self.max_session_tokens is not None and session_tokens >= self.max_session_tokens:
             raise LimitReached(

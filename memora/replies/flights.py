@@ -8,13 +8,16 @@ still being written. A flight is the job and the ``ConversationKeeper`` that sav
 A finished flight is forgotten, unless its keeper still holds changes the store refused (``dirty``):
 the live memory is then newer than the store, and a reload must be given it, not the store's copy.
 Such a flight is forgotten once a save succeeds (or a reload takes it over); until then it keeps its
-memory alive, even for a closed tab, so that a reload or the shutdown drain can still save it.
+memory alive, even for a closed tab, so that a reload or the shutdown drain can still save it. A deleted
+conversation's flights, and a forgotten browser's, are dropped at once (``forget_conversation``,
+``forget_owner``): nothing of them is handed to a reload or saved back.
 Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memora.replies.job import ReplyJob
@@ -79,6 +82,28 @@ class Flights:
         """Drops ``flight`` (a reload took its conversation over, with its own keeper)."""
         with self._lock:
             self._flights = [f for f in self._flights if f is not flight]
+
+    def forget_conversation(self, conversation_id: str, owner: str, deleted_by: ConversationKeeper | None = None) -> list[Flight]:
+        """Drops every flight of ``owner``'s ``conversation_id``, which was deleted: a reload of its old address
+        is then given nothing of it, and the shutdown drain does not save it back. Their jobs are cancelled
+        (a reply another tab was writing on it is not kept) and their keepers let go of their memories, so
+        a late commit saves nothing. ``deleted_by`` is the keeper that deleted it: it holds a new id already,
+        and its flights go too, or a job still running on the deleted memory would be handed to a reload of
+        that new id. Returns the flights dropped."""
+        return self._drop(lambda f: f.keeper is deleted_by or (f.keeper.conversation_id == conversation_id and f.keeper.owner == owner))
+
+    def forget_owner(self, owner: str) -> list[Flight]:
+        """As ``forget_conversation``, for every conversation of ``owner`` (a browser that is forgotten)."""
+        return self._drop(lambda f: f.keeper.owner == owner)
+
+    def _drop(self, matches: Callable[[Flight], bool]) -> list[Flight]:
+        with self._lock:
+            dropped = [f for f in self._live() if matches(f)]
+            self._flights = [f for f in self._flights if not matches(f)]
+        for flight in dropped:
+            flight.job.cancel()
+            flight.keeper.let_go()
+        return dropped
 
     def _live(self) -> list[Flight]:
         self._flights = [f for f in self._flights if f.running or f.unsaved]

@@ -160,6 +160,21 @@ class ConversationStore(Protocol):
         ``new``), or the whole store already full; None when there is room. Changes nothing. Raises StoreError."""
         ...
 
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        """Deletes ``owner``'s conversation saved under that id, in one transaction; True when there was one.
+
+        The row holds the conversation's only stored copy (every save replaced the last), so this removes
+        every saved version: no ``load`` finds it again, and a later save naming its old version gets
+        VersionConflict. Another owner's row (or a row of no owner) is left as it is and gives False, as a
+        missing id does: they are not told apart. Raises StoreError, deleting nothing.
+        """
+        ...
+
+    def delete_owner(self, owner: str) -> int:
+        """Deletes every conversation ``owner`` saved (a browser that is forgotten), in one transaction;
+        returns how many. Another owner's rows are never touched. Raises StoreError, deleting nothing."""
+        ...
+
     def delete_idle(self, idle_for: timedelta) -> int:
         """Deletes conversations not saved for longer than ``idle_for``; returns how many. Raises StoreError."""
         ...

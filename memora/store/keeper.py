@@ -78,7 +78,7 @@ class ConversationKeeper:
         memory.on_change = self.on_change
 
     def on_change(self, memory: ShortTermMemory, change: Change) -> None:
-        # A memory left behind by Reset or an import may still finish a turn in another thread: it is no longer this id's.
+        # A memory left behind by a deletion or an import may still finish a turn in another thread: it is no longer this id's.
         if memory is self.memory:
             self.save(memory)
 
@@ -196,8 +196,40 @@ class ConversationKeeper:
             return None  # the save after the turn reports it, and keeps the turn in memory meanwhile
         return self.refusal
 
+    def delete(self) -> None:
+        """Deletes this conversation from the store, every saved version of it, and lets go of its memory.
+
+        Afterwards the keeper holds a new id, not saved yet, and no memory (``attach`` the next one): a
+        turn of the old memory still committing in another thread (a reply being written) saves nothing,
+        so it cannot bring the conversation back. An id this keeper never saved is deleted all the same,
+        since another keeper of this browser may have saved it (a reload's). Raises StoreError when the
+        store cannot delete it: then nothing changed, and the conversation is still kept and saved as before.
+        """
+        with self._lock:
+            self.store.delete(self.conversation_id, self.owner)
+            self._let_go()
+
+    def forget_browser(self) -> int:
+        """Deletes every conversation of this keeper's owner (its browser is forgotten) and lets go of its
+        memory, as ``delete`` does; returns how many were deleted. Raises StoreError, changing nothing."""
+        with self._lock:
+            deleted = self.store.delete_owner(self.owner)
+            self._let_go()
+        return deleted
+
+    def let_go(self) -> None:
+        """Stops keeping this conversation without deleting it (its browser's conversations are deleted
+        elsewhere, all at once): a late commit of the memory saves nothing; a new id, no memory."""
+        with self._lock:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        self.memory = None  # ``on_change`` saves only the memory it keeps
+        self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
+        self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+
     def start_new(self, memory: ShortTermMemory) -> None:
-        """A new conversation (Reset, an import): a new id, not yet saved; the old one stays in the store."""
+        """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
         with self._lock:
             self.conversation_id, self.version = new_conversation_id(), 0
             self.failure, self.refusal, self.fork, self.dirty = None, None, None, False

@@ -3,6 +3,10 @@
 One connection per store object behind one lock, opened on first use and opened again after it breaks,
 so a database restart costs one failed save (which the page retries) rather than a dead page. The
 version check is in the UPDATE's WHERE clause: two processes saving the same version cannot both win.
+
+A deleted conversation is gone for every query at once. PostgreSQL's own files keep the dead row's bytes
+until VACUUM (autovacuum) reuses the space, and its write-ahead log and backups as the operator keeps
+them: the database's operator can still reach them for that time, no page or student can.
 """
 
 from __future__ import annotations
@@ -184,6 +188,13 @@ class PostgresStore:
         return self.db.run(
             lambda c: self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c))
         )
+
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        query = "DELETE FROM memora_conversations WHERE id = %s AND owner = %s"
+        return bool(self.db.run(lambda c: c.execute(query, (conversation_id, owner)).rowcount))
+
+    def delete_owner(self, owner: str) -> int:
+        return int(self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount))
 
     def delete_idle(self, idle_for: timedelta) -> int:
         return self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)

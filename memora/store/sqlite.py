@@ -4,6 +4,9 @@ One connection, in WAL mode, behind one lock: the threads of one Streamlit proce
 save is one short transaction. Several processes may open the same file (WAL lets readers go on while
 one writes); for several machines use PostgreSQL (``memora.store.postgres``).
 
+A deletion (``delete``, ``delete_owner``) leaves none of the conversation's text in the file: freed pages
+are zeroed (``secure_delete``) and the write-ahead log, which holds every earlier save, is emptied.
+
 A file made before conversations had owners is migrated in place when it is opened: the new columns
 are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them) and
 their sizes are filled in so that they count against the store's cap.
@@ -87,6 +90,22 @@ class SqliteStore:
             new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
             return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection))
 
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        with self._lock, _errors():
+            connection = self._connect()
+            deleted = connection.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)).rowcount
+            if deleted:
+                _scrub(connection)
+        return deleted > 0
+
+    def delete_owner(self, owner: str) -> int:
+        with self._lock, _errors():
+            connection = self._connect()
+            deleted = int(connection.execute("DELETE FROM conversations WHERE owner = ?", (owner,)).rowcount)
+            if deleted:
+                _scrub(connection)
+        return deleted
+
     def delete_idle(self, idle_for: timedelta) -> int:
         cutoff = (datetime.now(UTC) - idle_for).timestamp()
         with self._lock, _errors():
@@ -115,6 +134,9 @@ class SqliteStore:
             # check_same_thread=False: the lock above serialises every use; replies may commit in a worker thread.
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
+            # Freed pages are zeroed, so a deleted conversation's text is not left in the file (Debian's build
+            # does this by default, other builds do not).
+            connection.execute("PRAGMA secure_delete=ON")
             connection.executescript(_SCHEMA)
             _migrate(connection)
             self._connection = connection
@@ -134,6 +156,14 @@ def _migrate(connection: sqlite3.Connection) -> None:
         raise
     connection.execute("COMMIT")
     connection.executescript(_AFTER_MIGRATION)
+
+
+def _scrub(connection: sqlite3.Connection) -> None:
+    """Empties the write-ahead log after a deletion: every earlier save of the deleted row is a frame in it
+    until a checkpoint, readable by anyone who can read the file. TRUNCATE copies the log into the database
+    (whose freed pages ``secure_delete`` zeroed) and cuts it to 0 bytes; while another process is reading,
+    SQLite leaves it for that reader (the next deletion or checkpoint truncates it), so this never waits."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class _errors:

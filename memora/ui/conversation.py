@@ -11,8 +11,9 @@ a new conversation, with a one-line notice, and reads or writes nothing of the l
 offers the bare app URL as the link for the class; Export and Import move a conversation elsewhere.
 
 The cookie is read and set by ``memora.ui.browser``: on a first visit the session makes the secret at
-once, so its first save is already bound to it. "New conversation" (Reset) and an import start a new id; the
-old conversation stays in the store as it was. Saving is the memory's ``on_change`` hook
+once, so its first save is already bound to it (a malformed cookie is replaced). An import starts a new
+id; the old conversation stays in the store as it was. *Delete this conversation* and *Forget this
+browser* (``memora.ui.forget``) delete from the store. Saving is the memory's ``on_change`` hook
 (``memora.store.keeper``): it may run in a worker thread, so it writes nothing to
 ``st.session_state``; this module reads the keeper's state on each run.
 """
@@ -51,7 +52,7 @@ def keep(state: Any) -> ConversationKeeper | None:
     """Call once per run, after ``setup_state`` and before anything draws the memory.
 
     On a session's first run it opens this browser's conversation the URL names. On later runs it
-    follows the session's memory: a new memory object (Reset) starts a new id, saved from its first
+    follows the session's memory: a new memory object starts a new id, saved from its first
     turn (an import is saved by its own callback, ``adopt_import``, before it replaces the memory); a
     save that failed is retried, and a language, budget, window or fold policy changed since the last
     save is saved; the URL follows the id once it is saved.
@@ -163,7 +164,7 @@ def _sync_url(keeper: ConversationKeeper) -> None:
     if kept and current != keeper.conversation_id:
         st.query_params[PARAM] = keeper.conversation_id
     elif not kept and current is not None:
-        del st.query_params[PARAM]  # after Reset: the old link would open the old conversation
+        del st.query_params[PARAM]  # after a deletion, a new conversation's page carries no id until it is saved
 
 
 def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
@@ -172,7 +173,7 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
         render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
         render_class_link(lang)
         return
-    remember_browser(browser_secret(st.session_state))
+    remember_browser(browser_secret(st.session_state), t(lang, "conversation.cookies_blocked"), st.session_state[keys.FORGOTTEN_SECRET])
     if keeper.saved:
         render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
     else:

@@ -1,7 +1,7 @@
 """The reply job as it grows (``memora.replies.job``; the page's turn starts and settles it: ``memora.ui.turn``).
 
 Every run of the script, whatever click caused it, draws the job's ``Progress``
-instead of streaming the reply itself, so no rerun can cut a reply: only Stop, Reset and
+instead of streaming the reply itself, so no rerun can cut a reply: only Stop, a deletion and
 an import cancel one (``settings_panel.discard_job``). While it replies, a fragment (the "tail") redraws the
 growing reply a few times a second without rerunning the page, and reruns the
 whole page when the job's phase changes, so the history, the panels and the

@@ -1,5 +1,5 @@
-"""The sidebar's language switch and settings: backend, model, key, limits, reset; the fold policy's radio,
-which the Status panel draws.
+"""The sidebar's language switch and settings: backend, model, key, limits; the fold policy's radio,
+which the Status panel draws. (Deleting the conversation is ``memora.ui.forget``.)
 
 Every change is applied in a widget callback, before the script reruns, so the
 panels and the next turn already see it. A refused change leaves the memory as
@@ -21,7 +21,7 @@ from memora.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backen
 from memora.ui import render
 from memora.ui import state as keys
 from memora.ui.i18n import LANGUAGES, backend_label, t
-from memora.ui.state import Notice, guarded, new_memory, token_counter_for
+from memora.ui.state import Notice, guarded, token_counter_for
 
 
 def render_language() -> None:
@@ -97,7 +97,6 @@ def render_settings(lang: str) -> None:
         notice: Notice | None = state[keys.SETTINGS_NOTICE]
         if notice is not None:
             _show(notice, lang)
-        st.button(t(lang, "settings.reset"), help=t(lang, "settings.reset_help"), on_click=_reset, icon=":material/restart_alt:")
 
 
 def render_fold_policy(lang: str) -> None:
@@ -189,11 +188,11 @@ def apply_deferred() -> None:
 
 
 DISCARD_WAIT_S = 5.0
-"""How long Reset or an import waits for a cancelled job to let go of the old memory before going on without it."""
+"""How long a deletion or an import waits for a cancelled job to let go of the old memory before going on without it."""
 
 
 def discard_job() -> None:
-    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For Reset and import."""
+    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For a deletion and an import."""
     state = st.session_state
     job: ReplyJob | None = state[keys.REPLY_JOB]
     state[keys.REPLY_JOB] = None
@@ -259,20 +258,3 @@ def _apply_backend() -> None:
     state[keys.BACKEND_NAME] = name
     state[keys.MODEL_INPUT] = model
     state[keys.SETTINGS_NOTICE] = Notice("success", "settings.backend_switched", {"backend": name})
-
-
-def _reset() -> None:
-    """A new, empty memory on the same backend, model and limits; a reply in progress is cancelled, never committed."""
-    state = st.session_state
-    discard_job()
-    old: ShortTermMemory = state[keys.MEMORY]
-    settings = state[keys.SETTINGS].with_changes(
-        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.fold_policy
-    )
-    state[keys.MEMORY] = new_memory(settings, backend=old.backend)
-    state[keys.PENDING_TEXT] = None
-    state[keys.RESTORE_TEXT] = None
-    state[keys.COMMAND] = None
-    state[keys.SETTINGS_NOTICE] = None
-    state[keys.DEFERRED_SETTINGS] = frozenset()
-    state[keys.NOTICE] = Notice("info", "notice.reset")

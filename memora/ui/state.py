@@ -66,6 +66,7 @@ WHAT_IF = "what_if"
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
 BROWSER_SECRET = "browser_secret"  # the browser's cookie, or the one this session sets (a test may put its own in)
+FORGOTTEN_SECRET = "forgotten_secret"  # the secret this session's "Forget this browser" dropped: its cookie is replaced
 # A reload during a reply (memora/ui/handover.py): the adopted flight and this session's own memory, until the reply ends.
 ADOPTED = "adopted"
 
@@ -195,6 +196,7 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         CONVERSATION: None,
         CONVERSATION_OPENED: False,
         BROWSER_SECRET: None,
+        FORGOTTEN_SECRET: None,
         ADOPTED: None,
     }
 

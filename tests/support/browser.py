@@ -69,10 +69,13 @@ def wait_idle(page) -> None:
 
 class Person:
     """One person's browser: a context of its own (its own cookies, as a student's own laptop), one tab on
-    ``url``, and every websocket frame the server sent it. ``ready()`` waits for the chat box."""
+    ``url``, and every websocket frame the server sent it. ``ready()`` waits for the chat box.
 
-    def __init__(self, browser, url: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1300, "height": 1000})
+    With ``context``, the tab opens in that context instead: the same browser profile as its other tabs,
+    as the next student on a shared lab computer."""
+
+    def __init__(self, browser, url: str, context=None) -> None:
+        self.context = context or browser.new_context(viewport={"width": 1300, "height": 1000})
         self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
         self.frames: list[bytes] = []

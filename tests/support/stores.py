@@ -87,6 +87,14 @@ class FlakyStore:
         self._check()
         return self.inner.room(owner, new=new)
 
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        self._check()
+        return self.inner.delete(conversation_id, owner)
+
+    def delete_owner(self, owner: str) -> int:
+        self._check()
+        return self.inner.delete_owner(owner)
+
     def delete_idle(self, idle_for: timedelta) -> int:
         self._check()
         return self.inner.delete_idle(idle_for)
