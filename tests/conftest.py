@@ -92,6 +92,7 @@ MODULE_TIERS = {
             "test_reliability_page",
             "test_reload_mid_reply",
             "test_reply_job",
+            "test_store_room",
         ),
         "page",
     ),
