@@ -49,7 +49,8 @@ class ConversationKeeper:
     ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
     ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
     ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
-    (saved or not; None when none was built for this memory yet).
+    (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
+    records the stored copy holds.
     """
 
     def __init__(
@@ -72,7 +73,7 @@ class ConversationKeeper:
         self.fork: Fork | None = None
         self.dirty = False
         self.saved_choices: tuple[object, ...] | None = None
-        self.stored_bytes, self.size = 0, None
+        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
         self._lock = threading.Lock()
 
     @property
@@ -166,10 +167,17 @@ class ConversationKeeper:
                 self.failure, self.dirty = error, True
                 return False
             self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
-            self.saved_choices, self.stored_bytes = self.choices(memory), self.size
+            self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
+
+    def unsaved_tokens(self) -> int:
+        """The tokens of the model requests this conversation holds that the store does not have yet (0 when
+        it is saved): what a storage failure would cost if this process lost the memory. Never touches the store."""
+        if not self.dirty or self.memory is None:
+            return 0
+        return sum(record.total_tokens for record in self.memory.ledger[self.stored_requests :])
 
     def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
         """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
@@ -224,7 +232,7 @@ class ConversationKeeper:
         with self._lock:
             self.conversation_id, self.version = new_conversation_id(), 0
             self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
-            self.stored_bytes, self.size = 0, None
+            self.stored_bytes, self.size, self.stored_requests = 0, None, 0
         self.attach(memory)
 
     def adopt(self, memory: ShortTermMemory) -> CapReached | None:
@@ -251,6 +259,7 @@ class ConversationKeeper:
         with self._lock:
             self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
             self.stored_bytes = self.size = len(payload.encode())
+            self.stored_requests = len(memory.ledger)
         return None
 
 
@@ -306,7 +315,7 @@ def reopen(
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
-    keeper.language, keeper.stored_bytes = saved.language, len(row.payload.encode())
+    keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
 
 
@@ -330,7 +339,7 @@ def reopen_live(
         with live._lock:
             payload = dumps_saved(memory, live.language)
             conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
-            stored_bytes = live.stored_bytes
+            stored_bytes, stored_requests = live.stored_bytes, live.stored_requests
     finally:
         memory.lock.release()
     try:
@@ -340,5 +349,5 @@ def reopen_live(
         return None
     keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
     keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
-    keeper.stored_bytes, keeper.size = stored_bytes, len(payload.encode())
+    keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

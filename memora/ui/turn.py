@@ -105,11 +105,11 @@ def start(memory: ShortTermMemory, text: str) -> None:
 
     A job still summarizing after the last reply is replaced: the new turn waits
     for its fold on the memory's lock, and a failure of that fold is not shown
-    (the new turn's own ``prepare()`` folds what it left). The store room ``read`` booked
-    for the turn is given back when its job ends, however it ends.
+    (the new turn's own ``prepare()`` folds what it left). When its job ends, however it
+    ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
     keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
-    _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else keeper.release_room))
+    _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
 
 
 def _run(job: ReplyJob) -> None:
