@@ -286,6 +286,31 @@ def test_drain_lets_a_reply_finish_within_the_grace_and_it_is_saved(tmp_path):
     assert [m.content for m in saved.transcript.history] == ["Finish me.", "reply 1...."] and saved.pending_message is None
 
 
+def test_drain_with_the_storage_still_down_counts_what_it_could_not_save(tmp_path, caplog):
+    """Issue 28, item 6: the log said "0 lost; 0 unsaved conversation(s) saved now" while billed replies were dropped."""
+    caplog.set_level("INFO", logger="memora.replies.shutdown")
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    flights = Flights()
+    store.down = True
+    keepers = []
+    for text in ("Unsaved one.", "Unsaved two."):  # one finished before the stop, one finishing within the grace
+        keeper, memory = ConversationKeeper(store), ShortTermMemory(ScriptedBackend())
+        assert flight_of(flights, memory, keeper, text).wait(JOB_WAIT_S)
+        assert keeper.dirty
+        keepers.append(keeper)
+    billed = sum(record.total_tokens for keeper in keepers for record in keeper.memory.ledger)
+
+    drained = drain(flights, grace_s=5)
+    assert (drained.resaved, drained.unsaved, drained.unsaved_tokens) == (0, 2, billed)
+    assert "0 unsaved conversation(s) saved now, 2 could not be saved" in caplog.text
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors and f"{billed:,} billed tokens" in errors[0] and "Unsaved" not in caplog.text, "counts, never message text"
+
+    store.down = False
+    drained = drain(flights, grace_s=5)
+    assert (drained.resaved, drained.unsaved) == (2, 0)
+
+
 def test_drain_stops_a_reply_past_the_grace_records_its_spend_and_keeps_the_message(tmp_path):
     held = HeldBackend(pieces=2)
     held.free.set()
