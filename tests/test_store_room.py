@@ -26,7 +26,7 @@ from memora.ui import state as keys
 from memora.ui.conversation import shared_store
 from memora.ui.state import new_memory
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts
-from tests.support.fakes import ScriptedBackend
+from tests.support.fakes import GatedBackend, ScriptedBackend
 from tests.support.memory import chat
 from tests.support.stores import OWNER, make_store, write_raw
 
@@ -196,3 +196,20 @@ def test_a_nearly_full_store_bills_no_turn_it_cannot_keep_for_a_saved_or_a_new_s
         assert "kept as last saved" not in shown
     assert saved_student.session_state[keys.MEMORY].history[-1].content == "reply 1"
     assert not new_student.session_state[keys.MEMORY].history
+
+
+def test_a_new_conversation_whose_first_save_is_refused_is_not_called_kept_as_last_saved(tmp_path):
+    """Another process fills the store while the first reply is written (its bookings are not this process's):
+    the save is refused, and the page says the conversation is not saved, not "kept as last saved"."""
+    backend = GatedBackend()
+    student = open_page(tmp_path, backend)
+    student.chat_input[0].set_value("My first message.").run()
+    assert backend.streaming.wait(30)
+    fill_file(tmp_path, 1024 * 1024 - UNDER_CAP)
+    backend.release()
+    finish(student)
+    keeper = student.session_state[keys.CONVERSATION]
+    assert keeper.refusal.cap == "store" and not keeper.saved
+    shown = texts(student)
+    assert "could not be saved: a reload will not bring it back" in shown and "kept as last saved" not in shown
+    assert BOOKINGS.reserved(keeper.store, None) == 0, "the turn's booking was given back when its job ended"

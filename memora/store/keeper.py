@@ -215,6 +215,8 @@ class ConversationKeeper:
         if self.size is None:
             self.size = len(dumps_saved(memory, self.language).encode())
         growth = Growth(self.stored_bytes, self.size + turn_growth(memory, message), BOOKINGS.reserved(self.store, self))
+        if growth.after > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         try:
             cap = self.store.room(self.owner, new=not self.saved, growth=growth)
         except StoreError:
