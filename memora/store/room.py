@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from dataclasses import asdict, dataclass
 
 from memora.memory import MAX_REPLY_TOKENS, ShortTermMemory
@@ -97,26 +98,29 @@ def _ledger_row(memory: ShortTermMemory) -> int:
 class Bookings:
     """The growth booked by the turns of this process still running, per store; thread-safe.
 
-    One booking per holder (a keeper): booking again replaces its last one, so a holder never holds more than one.
+    One booking per holder (a keeper): booking again replaces its last one, so a holder never holds more than
+    one. A holder is held weakly: a page gone without giving its booking back (its process thread killed) does
+    not keep the bytes booked. The store is named by ``id``, which cannot be reused while a holder refers to it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._booked: dict[int, dict[int, int]] = {}
+        self._booked: weakref.WeakKeyDictionary[object, tuple[int, int]] = weakref.WeakKeyDictionary()
 
     def reserved(self, store: object, holder: object) -> int:
         """The bytes booked on ``store`` by every holder but ``holder``."""
         with self._lock:
-            return sum(size for who, size in self._booked.get(id(store), {}).items() if who != id(holder))
+            return sum(size for who, (where, size) in self._booked.items() if where == id(store) and who is not holder)
 
     def book(self, store: object, holder: object, size: int) -> None:
         with self._lock:
-            self._booked.setdefault(id(store), {})[id(holder)] = size
+            self._booked[holder] = (id(store), size)
 
     def release(self, store: object, holder: object) -> None:
         """Drops ``holder``'s booking on ``store``, if any (its turn has ended, and saved what it could)."""
         with self._lock:
-            self._booked.get(id(store), {}).pop(id(holder), None)
+            if self._booked.get(holder, (None, 0))[0] == id(store):
+                del self._booked[holder]
 
 
 BOOKINGS = Bookings()
