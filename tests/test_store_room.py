@@ -185,13 +185,14 @@ def test_a_nearly_full_store_bills_no_turn_it_cannot_keep_for_a_saved_or_a_new_s
     new_student = open_page(tmp_path, new_backend)
     fill_file(tmp_path, 1024 * 1024 - UNDER_CAP)
 
+    advice = {id(saved_student): "export the conversation to keep it", id(new_student): "too full (1.0 MB) to keep a new conversation"}
     for page, backend in ((saved_student, saved_backend), (new_student, new_backend)):
         sent = len(backend.replies)
         page.chat_input[0].set_value("Is there room for me?").run()
         finish(page)
         assert len(backend.replies) == sent, "refused before it was sent: nothing billed"
         shown = texts(page)
-        assert "too full" in shown and "nothing was billed" in shown
+        assert "too full" in shown and "nothing was billed" in shown and advice[id(page)] in shown
         assert page.chat_input[0].value == "Is there room for me?", "the message is back in the box"
         assert "kept as last saved" not in shown
     assert saved_student.session_state[keys.MEMORY].history[-1].content == "reply 1"

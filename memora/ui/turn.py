@@ -71,7 +71,10 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
     cap = None if command is not None or keeper is None else keeper.room(text)
-    return Submission(text, command, None if cap is None else cap_notice(cap, "conversation.cap"))
+    if cap is None:
+        return Submission(text, command)
+    # Nothing to export or keep in an empty conversation: its notice says only what to do next.
+    return Submission(text, command, cap_notice(cap, "conversation.cap" if memory.history else "conversation.cap_new"))
 
 
 def queue() -> None:
