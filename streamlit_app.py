@@ -26,7 +26,7 @@ with st.sidebar:
 
 chat.render_header(memory, lang)
 conversation.render_status(keeper, lang)
-budget.render_unsaved(memory, lang)  # billed spend the storage could not take yet: "not saved yet, will retry"
+budget.render_unsaved(keeper, lang)  # this conversation's billed replies the storage could not take yet: "will retry"
 chat.render_history(memory, lang, turn.history_shown(memory, progress))
 reply_tail.render_tail(progress, lang)
 chat.render_command(memory, lang)

@@ -109,16 +109,18 @@ def reset_loop(store: ConversationStore, settings: Settings, seconds: float) -> 
     while time.perf_counter() - began < seconds:
         memory = session(settings)
         keeper.start_new(memory)  # Reset
-        if keeper.room() is not None:
+        if keeper.room(text) is not None:
             return Growth(count, stored, time.perf_counter() - began, True)
         last = 0
-        while time.perf_counter() - began < seconds and keeper.room() is None:
+        while time.perf_counter() - began < seconds and keeper.room(text) is None:
             try:
                 memory.check_new_message(text)
                 with memory.turn(text) as turn:
                     turn.run()
             except ValueError:
                 break  # the session's own caps (turns, tokens, the budget once a summary takes room): Reset
+            finally:
+                keeper.release_room()  # as the page's reply job does when it ends
             if keeper.refusal is None:
                 last = keeper.version and len(dumps_saved(memory, keeper.language).encode())
         count += 1 if last else 0

@@ -87,6 +87,7 @@ MODULE_TIERS = {
             "test_fold_policy",
             "test_page_lesson",
             "test_page_turn",
+            "test_store_room",
             "test_error_details",
             "test_hostile_urls",
             "test_reliability_page",

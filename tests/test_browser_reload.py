@@ -23,6 +23,7 @@ import pytest
 from memora.store.saved import parse_saved
 from tests.support import processes
 from tests.support.browser import chromium, require_browser, wait_idle
+from tests.support.budget import fill, small_tmpfs
 from tests.support.processes import ROOT
 from tests.support.servers import ResponsesServer, drip
 
@@ -196,3 +197,48 @@ def test_sigterm_past_the_grace_records_the_spend_and_the_next_visit_gets_the_me
             wait_for_messages(page, 2)
     conversations = stored(tmp_path / "data")
     assert conversations[cid] == [question, REPLY] and pending(tmp_path / "data", cid) is None
+
+
+def test_reloads_a_closed_tab_and_a_full_disk_lose_no_billed_reply(tmp_path, model_server):
+    """Issue 28, item 2: the disk fills while a reply streams; F5, F5 again, the tab closed and the link opened
+    again all show the billed reply, a classmate's page shows no "Not saved yet", and it is saved once the disk is back."""
+    with small_tmpfs(tmp_path / "data", "4m") as data:
+        env = page_env(tmp_path, model_server, MEMORA_MAX_SERVER_TOKENS="1000000")
+        with chromium() as browser, processes.streamlit_run(env, LOG, "--server.fileWatcherType", "none") as url:
+            ana = browser.new_context(viewport={"width": 1300, "height": 1000})
+            page = ana.new_page()
+            page.set_default_timeout(60_000)
+            open_page(page, url)
+            send(page, "My name is Ana.")
+            wait_for_messages(page, 2)
+            cid = conversation_id(page)
+
+            model_server.queue_for("reply", drip(1.0))
+            send(page, "Where do I live?")
+            wait_until_streaming(page)
+            filler = fill(data)  # the disk fills while the reply is billed
+            page.get_by_text("Not saved yet, will retry").wait_for()
+            wait_idle(page)
+            assert REPLY in chat_texts(page)[3]
+
+            for _ in range(2):  # F5, then F5 again
+                page.reload()
+                page.get_by_text("newer than the copy the store could save").wait_for()
+                wait_for_messages(page, 4)
+                assert len(chat_texts(page)) == 4 and REPLY in chat_texts(page)[3]
+            page.close()
+            page = ana.new_page()  # the tab closed, and the link opened again in the same browser
+            page.set_default_timeout(60_000)
+            open_page(page, f"{url}/?c={cid}", 4)
+            assert REPLY in chat_texts(page)[3]
+            page.get_by_text("Not saved yet, will retry").wait_for()
+
+            classmate = new_page(browser)
+            open_page(classmate, url)
+            assert "Not saved yet" not in classmate.locator("body").inner_text()
+
+            filler.unlink()
+            send(page, "I like green tea.")
+            wait_for_messages(page, 6)
+            assert "Not saved yet" not in page.locator("body").inner_text()
+            assert stored(data)[cid][2:5] == ["Where do I live?", REPLY, "I like green tea."]

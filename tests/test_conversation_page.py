@@ -316,15 +316,15 @@ def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and
 
 
 def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(store_path, monkeypatch):
-    monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "4")
+    monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "512")  # room for a first turn at its largest (memora.store.room)
     at = open_page()
     send(at, "Mine, before the import.")
     cid, before = at.query_params["c"], stored_rows(store_path)
     padded = json.loads(dumps_transcript(at.session_state[keys.MEMORY]))
-    padded["last_context"] = [{"role": "user", "content": "padding " * 800}]  # the bulk a hostile file puts in the last context
+    padded["last_context"] = [{"role": "user", "content": "padding " * 1_000}] * 80  # the bulk a hostile file puts in the last context
     at.file_uploader(key=keys.IMPORT_INPUT).set_value(("big.json", json.dumps(padded).encode(), "application/json")).run()
     next(b for b in at.button if b.label == "Continue from this file").click().run()
-    assert "was not imported" in texts(at) and "4 KB" in texts(at)
+    assert "was not imported" in texts(at) and "512 KB" in texts(at)
     assert at.query_params["c"] == cid and at.session_state[keys.MEMORY].history[0].content == "Mine, before the import."
     assert stored_rows(store_path) == before
 

@@ -128,6 +128,7 @@ def test_postgresql_down_and_back_mid_class(cluster) -> None:
         page.run()
         no_traceback(page)
         assert "its store cannot be read right now" in texts(page)
+    assert all("Not saved yet" not in texts(page) for page in pages[:2]), "only the page whose reply is unsaved says so"
     sent = len(backends[0].replies)
     pages[0].chat_input[0].set_value("Can I still talk?").run()
     finish(pages[0])

@@ -217,6 +217,37 @@ def test_a_reload_after_a_refused_save_restores_what_this_server_holds_and_retri
     assert reloaded.session_state[keys.CONVERSATION].fork is None
 
 
+def test_reloads_and_a_reopened_tab_during_an_outage_lose_no_billed_reply(tmp_path, store_path):
+    """Issue 28, item 2: the second F5 used to open the store's older copy, and the reply was lost for good."""
+    store = FlakyStore(SqliteStore(tmp_path / "flaky.sqlite3"))
+    first = AppTest.from_file(APP, default_timeout=30)
+    first.session_state[keys.BROWSER_SECRET] = ANA
+    first.session_state[keys.CONVERSATION] = ConversationKeeper(store, owner=owner_of(ANA))
+    first.session_state[keys.MEMORY] = ShortTermMemory(ScriptedBackend())
+    first.run()
+    send(first, "Saved while the store is up.")
+    cid = first.query_params["c"]
+    store.down = True
+    send(first, "Not saved: the store is down.")
+    expected = ["Saved while the store is up.", "reply 1", "Not saved: the store is down.", "reply 2"]
+
+    tab = first
+    for _ in range(4):  # F5, F5 again, then the tab closed (its session left behind) and the link opened anew
+        tab = open_tab(cid, ShortTermMemory(ScriptedBackend()))  # the same server's settings: a model, not offline
+        assert [m.content for m in tab.session_state[keys.MEMORY].history] == expected
+        assert "newer than the copy the store could save" in texts(tab)
+    assert "Not saved yet, will retry" in texts(tab), "on this conversation's page"
+    classmate = open_tab(memory=ShortTermMemory(ScriptedBackend()), browser=new_browser_secret())
+    assert "Not saved yet" not in texts(classmate) and not classmate.session_state[keys.MEMORY].history
+
+    store.down = False
+    send(classmate, "My first message.")  # a save succeeds: the conversations this process holds are tried again
+    assert [m.content for m in parse_saved(store.load(cid, owner_of(ANA)).payload).transcript.history] == expected
+    assert FLIGHTS.for_conversation(cid, owner_of(ANA)) is None, "saved: the process no longer holds it"
+    tab.run()
+    assert "could not be saved" not in texts(tab) and "Not saved yet" not in texts(tab)
+
+
 def test_a_pending_message_comes_back_in_the_input_box_with_a_notice(store_path):
     memory = ShortTermMemory(ScriptedBackend())
     chat(memory, "Hello.")
@@ -253,6 +284,31 @@ def test_drain_lets_a_reply_finish_within_the_grace_and_it_is_saved(tmp_path):
     assert job.progress.phase == "done"
     saved = parse_saved(store.load(keeper.conversation_id, keeper.owner).payload)
     assert [m.content for m in saved.transcript.history] == ["Finish me.", "reply 1...."] and saved.pending_message is None
+
+
+def test_drain_with_the_storage_still_down_counts_what_it_could_not_save(tmp_path, caplog):
+    """Issue 28, item 6: the log said "0 lost; 0 unsaved conversation(s) saved now" while billed replies were dropped."""
+    caplog.set_level("INFO", logger="memora.replies.shutdown")
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    flights = Flights()
+    store.down = True
+    keepers = []
+    for text in ("Unsaved one.", "Unsaved two."):  # one finished before the stop, one finishing within the grace
+        keeper, memory = ConversationKeeper(store), ShortTermMemory(ScriptedBackend())
+        assert flight_of(flights, memory, keeper, text).wait(JOB_WAIT_S)
+        assert keeper.dirty
+        keepers.append(keeper)
+    billed = sum(record.total_tokens for keeper in keepers for record in keeper.memory.ledger)
+
+    drained = drain(flights, grace_s=5)
+    assert (drained.resaved, drained.unsaved, drained.unsaved_tokens) == (0, 2, billed)
+    assert "0 unsaved conversation(s) saved now, 2 could not be saved" in caplog.text
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors and f"{billed:,} billed tokens" in errors[0] and "Unsaved" not in caplog.text, "counts, never message text"
+
+    store.down = False
+    drained = drain(flights, grace_s=5)
+    assert (drained.resaved, drained.unsaved) == (2, 0)
 
 
 def test_drain_stops_a_reply_past_the_grace_records_its_spend_and_keeps_the_message(tmp_path):

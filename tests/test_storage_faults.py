@@ -97,6 +97,8 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path, Co
         assert "reply 2" in page, "and shown"
         assert "Not saved yet, will retry" in page and f"{backend.billed[1][1]:,} billed tokens" in page
         assert "could not be saved" in page, "the conversation store's own retry notice"
+        classmate = open_page(data, ScriptedBackend())  # issue 28: the notice was server-wide
+        assert "Not saved yet" not in texts(classmate) and "could not be saved" not in texts(classmate)
         assert f"{billed(backend):,} of {CAP:,} tokens spent" in page, "the held spend is counted"
         warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == "memora.classroom.server_budget"]
         assert len(warnings) == 1, [r.getMessage() for r in warnings]

@@ -7,10 +7,11 @@ still being written. A flight is the job and the ``ConversationKeeper`` that sav
 
 A finished flight is forgotten, unless its keeper still holds changes the store refused (``dirty``):
 the live memory is then newer than the store, and a reload must be given it, not the store's copy.
-Such a flight is forgotten once a save succeeds (or a reload takes it over); until then it keeps its
-memory alive, even for a closed tab, so that a reload or the shutdown drain can still save it. A deleted
-conversation's flights, and a forgotten browser's, are dropped at once (``forget_conversation``,
-``forget_owner``): nothing of them is handed to a reload or saved back.
+Such a flight is forgotten only once a save succeeds. A reload that takes the conversation over hands
+the flight to its own copy (``hand_over``): the process then holds that copy instead, for the next
+reload, a closed tab's reopening, the next successful save (``resave``) or the shutdown drain, however
+many reloads come first. A deleted conversation's flights, and a forgotten browser's, are dropped at once
+(``forget_conversation``, ``forget_owner``): nothing of them is handed to a reload or saved back.
 Nothing here imports Streamlit.
 """
 
@@ -20,25 +21,32 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memora.memory import ShortTermMemory
 from memora.replies.job import ReplyJob
 from memora.store.keeper import ConversationKeeper
 
 
 @dataclass(frozen=True)
 class Flight:
-    """One reply job and the keeper that saves the memory it runs on."""
+    """One reply job and the keeper that saves the memory it runs on; or, handed over by a reload (``job`` None),
+    the keeper of the reloaded page's copy and the memory it ``held`` when it was handed over."""
 
-    job: ReplyJob
+    job: ReplyJob | None
     keeper: ConversationKeeper
+    held: ShortTermMemory | None = None
+
+    @property
+    def memory(self) -> ShortTermMemory | None:
+        return self.held if self.job is None else self.job.memory
 
     @property
     def running(self) -> bool:
-        return not self.job.progress.finished
+        return self.job is not None and not self.job.progress.finished
 
     @property
     def unsaved(self) -> bool:
-        """Whether the keeper holds changes the store refused, with no turn of a newer job on that memory since."""
-        return self.keeper.dirty and self.keeper.memory is self.job.memory
+        """Whether the keeper holds changes the store refused, still on this flight's memory (not one a Reset replaced)."""
+        return self.keeper.dirty and self.keeper.memory is self.memory
 
 
 class Flights:
@@ -52,7 +60,7 @@ class Flights:
         flight = Flight(job, keeper)
         with self._lock:
             # A newer job on the same memory supersedes the last one's entry: one flight per memory.
-            self._flights = [f for f in self._live() if f.job.memory is not job.memory] + [flight]
+            self._flights = [f for f in self._live() if f.memory is not job.memory] + [flight]
         return flight
 
     def for_conversation(self, conversation_id: str | None, owner: str) -> Flight | None:
@@ -78,10 +86,19 @@ class Flights:
         with self._lock:
             return [f for f in self._live() if not f.running and f.unsaved]
 
-    def forget(self, flight: Flight) -> None:
-        """Drops ``flight`` (a reload took its conversation over, with its own keeper)."""
+    def hand_over(self, flight: Flight, keeper: ConversationKeeper) -> None:
+        """Replaces finished ``flight`` with ``keeper``, a reload's copy of its conversation: while that copy is
+        unsaved the process holds it, so the next reload (or a reopened tab) is given it, not the store's older
+        copy; it is forgotten once a save succeeds. A copy with nothing unsaved is not kept."""
+        handed = Flight(None, keeper, keeper.memory)
         with self._lock:
-            self._flights = [f for f in self._flights if f is not flight]
+            self._flights = [handed if f is flight else f for f in self._flights]
+            self._live()
+
+    def resave(self) -> int:
+        """Tries once more to save every finished flight still unsaved (the store has just taken a save, so it may
+        be back); never waits for a turn. Returns how many are saved now."""
+        return sum(1 for flight in self.unsaved() if flight.keeper.retry())
 
     def forget_conversation(self, conversation_id: str, owner: str, deleted_by: ConversationKeeper | None = None) -> list[Flight]:
         """Drops every flight of ``owner``'s ``conversation_id``, which was deleted: a reload of its old address

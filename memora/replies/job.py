@@ -76,12 +76,15 @@ class ReplyJob:
     """One turn for ``user_text`` on a daemon thread, then ``after``; ``user_text=None`` runs only ``after``.
 
     A turn the memory refuses before sending (a cap, a budget) fails like any
-    other, with the memory unchanged.
+    other, with the memory unchanged. ``on_end`` runs last on the job's thread, however the job ended
+    (the page gives back the store room it booked for the turn), after the memory's lock is released.
     """
 
-    def __init__(self, memory: ShortTermMemory, user_text: str | None, after: AfterReply | None = None) -> None:
+    def __init__(
+        self, memory: ShortTermMemory, user_text: str | None, after: AfterReply | None = None, on_end: Callable[[], object] | None = None
+    ) -> None:
         self.memory = memory
-        self._after = after
+        self._after, self._on_end = after, on_end
         self._cancelled = threading.Event()
         self._skip_after = threading.Event()
         self._progress = Progress("replying" if user_text is not None else "summarizing", user_text, base=len(memory.history))
@@ -121,6 +124,13 @@ class ReplyJob:
         self._progress = replace(self._progress, **changes)
 
     def _run(self) -> None:
+        try:
+            self._turn_and_after()
+        finally:
+            if self._on_end is not None:
+                self._on_end()
+
+    def _turn_and_after(self) -> None:
         # One hold of the lock for reply, commit and fold: no other turn or fold of this memory slips in between.
         with self.memory.lock:
             if self._progress.user_text is not None and not self._reply(self._progress.user_text):

@@ -15,7 +15,9 @@ after Streamlit has stopped serving and before daemon threads are killed):
    (``ConversationKeeper.save_pending``); the next visit puts it back in the input box, with a notice.
 4. A conversation the store refused earlier (``dirty``) is tried once more, and so are the server
    budget's settlements held in memory (``CappedSpend.write_held``; unwritten, their bookings stay
-   counted at their largest cost, so the cap holds either way).
+   counted at their largest cost, so the cap holds either way). A conversation still unsaved then is
+   lost with the process: the line counts those conversations and their billed tokens, and an error
+   line says so, so a full disk at shutdown is never reported as "0 lost".
 
 A second Ctrl-C or SIGTERM during the wait ends it at once (steps 2-4 still run, briefly), so a
 teacher's laptop never hangs. With no reply running, the exit is as fast as before. One line says
@@ -50,13 +52,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Drained:
     """What ``drain`` did: replies ``finished`` within the grace, ``stopped`` at its end, pending messages ``kept``
-    and ``lost``, and earlier unsaved conversations ``resaved``; ``waited_s`` in all."""
+    and ``lost``, unsaved conversations ``resaved`` and those ``unsaved`` still (lost with the process), with
+    their ``unsaved_tokens`` (billed, not in the store); ``waited_s`` in all."""
 
     finished: int = 0
     stopped: int = 0
     kept: int = 0
     lost: int = 0
     resaved: int = 0
+    unsaved: int = 0
+    unsaved_tokens: int = 0
     waited_s: float = 0.0
 
 
@@ -94,20 +99,43 @@ def drain(
             kept += 1
         else:
             lost += 1
-    resaved = sum(1 for flight in flights.unsaved() if flight.keeper.retry())
+    resaved = flights.resave()
+    left = flights.unsaved()
     _write_held(ledger)
-    drained = Drained(len(running) - len(late), len(late), kept, lost, resaved, time.monotonic() - began)
+    drained = Drained(
+        len(running) - len(late),
+        len(late),
+        kept,
+        lost,
+        resaved,
+        len(left),
+        sum(flight.keeper.unsaved_tokens() for flight in left),
+        time.monotonic() - began,
+    )
+    _log(drained)
+    return drained
+
+
+def _log(drained: Drained) -> None:
     log.warning(
         "Memora: %d reply(ies) finished, %d stopped; %d unanswered message(s) kept for the next visit, %d lost; "
-        "%d unsaved conversation(s) saved now; %.1f s.",
+        "%d unsaved conversation(s) saved now, %d could not be saved; %.1f s.",
         drained.finished,
         drained.stopped,
         drained.kept,
         drained.lost,
         drained.resaved,
+        drained.unsaved,
         drained.waited_s,
     )
-    return drained
+    if drained.unsaved:
+        log.error(
+            "Memora: %d conversation(s) could not be saved before exit (the storage still fails): their latest turns, "
+            "%s billed tokens, are lost; the server budget still counts their requests "
+            "(at their largest cost where a bill could not be written).",
+            drained.unsaved,
+            f"{drained.unsaved_tokens:,}",
+        )
 
 
 def _write_held(ledger: CappedSpend | None) -> None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from memora.store.room import Growth
+
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{32}")
 """``secrets.token_urlsafe(24)``: 24 random bytes, 32 URL-safe characters."""
 SWEEP_INTERVAL_S = 3600.0
@@ -100,11 +102,19 @@ class StoreCaps:
         if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
             raise CapReached("store", self.store_bytes)
 
-    def room(self, *, new_this_hour: int | None, store_total: int) -> CapReached | None:
-        """The cap that even a small save would reach now, or None (see ``ConversationStore.room``)."""
+    def room(self, *, new_this_hour: int | None, store_total: int, growth: Growth | None = None) -> CapReached | None:
+        """The cap a save would reach now, or None (see ``ConversationStore.room``).
+
+        Without ``growth``, the cap that even a small save would reach. With it (a turn about to be sent),
+        the cap its largest growth would reach: the conversation at ``growth.after`` over its cap, or the
+        store's total with the other turns' bookings and this growth over the store's.
+        """
+        if growth is not None and self.conversation_bytes is not None and growth.after > self.conversation_bytes:
+            return CapReached("conversation", self.conversation_bytes)
         if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
             return CapReached("browser", self.new_per_hour)
-        if self.store_bytes is not None and store_total >= self.store_bytes:
+        added, reserved = (1, 0) if growth is None else (growth.added, growth.reserved)
+        if self.store_bytes is not None and store_total + reserved + added > self.store_bytes:
             return CapReached("store", self.store_bytes)
         return None
 
@@ -155,9 +165,10 @@ class ConversationStore(Protocol):
         """
         ...
 
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        """The cap a save would reach now even if small: the owner's new conversations this hour (when
-        ``new``), or the whole store already full; None when there is room. Changes nothing. Raises StoreError."""
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+        """The cap a save would reach now: the owner's new conversations this hour (when ``new``), and the
+        whole store already full, or, with ``growth``, too full for it (``StoreCaps.room``); the conversation's
+        own cap too with ``growth``. None when there is room. Changes nothing. Raises StoreError."""
         ...
 
     def delete(self, conversation_id: str, owner: str) -> bool:

@@ -6,8 +6,11 @@ may run in any thread that commits a turn or a fold. It never raises: a failed s
 says so. Nothing in memory is ever dropped because the store failed.
 
 Every keeper saves for one owner (``memora.store.owner``: the hash of its browser's secret), and
-``reopen`` opens only that owner's conversations. A save the store's caps refuse is kept as ``refusal``:
-not retried on every run (it would be refused again), but by the next turn, which ``room`` checks first.
+``reopen`` opens only that owner's conversations. Before a turn is sent, ``room`` asks the store whether
+it can keep the turn at its largest (``memora.store.room``) and books that growth until the turn has
+ended, so no reply is billed for a conversation that cannot be saved. A save the store's caps refuse
+anyway is kept as ``refusal``: not retried on every run (it would be refused again), but by the next
+turn, which ``room`` checks first.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from memora.store.base import (
     new_conversation_id,
 )
 from memora.store.owner import new_owner
+from memora.store.room import BOOKINGS, Growth, turn_growth
 from memora.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending
 
 
@@ -44,6 +48,9 @@ class ConversationKeeper:
 
     ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
     ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
+    ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
+    (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
+    records the stored copy holds.
     """
 
     def __init__(
@@ -66,6 +73,7 @@ class ConversationKeeper:
         self.fork: Fork | None = None
         self.dirty = False
         self.saved_choices: tuple[object, ...] | None = None
+        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
         self._lock = threading.Lock()
 
     @property
@@ -130,13 +138,14 @@ class ConversationKeeper:
                 stored = self.store.save(self.conversation_id, with_pending(row.payload, text), self.version, self.owner)
             except (StoreError, SavedConversationError):
                 return False
-            self.version = stored.version
+            self.version, self.stored_bytes = stored.version, len(stored.payload.encode())
             return True
 
     def _save(self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None) -> bool:
         with self._lock:
             payload = dumps_saved(memory, self.language, pending_message=pending_message)
-            if len(payload.encode()) > MAX_SAVED_BYTES:
+            self.size = len(payload.encode())
+            if self.size > MAX_SAVED_BYTES:
                 # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
                 self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
                 return False
@@ -158,10 +167,17 @@ class ConversationKeeper:
                 self.failure, self.dirty = error, True
                 return False
             self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
-            self.saved_choices = self.choices(memory)
+            self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
+
+    def unsaved_tokens(self) -> int:
+        """The tokens of the model requests this conversation holds that the store does not have yet (0 when
+        it is saved): what a storage failure would cost if this process lost the memory. Never touches the store."""
+        if not self.dirty or self.memory is None:
+            return 0
+        return sum(record.total_tokens for record in self.memory.ledger[self.stored_requests :])
 
     def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
         """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
@@ -182,19 +198,36 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
-    def room(self) -> CapReached | None:
-        """The cap the next turn's save would reach, checked before the turn is sent (so no reply is billed
-        for a conversation that cannot be kept); None when there is room, or when the store cannot say."""
+    def room(self, message: str) -> CapReached | None:
+        """The cap a turn for ``message`` would reach at its largest (``memora.store.room``), asked before it is
+        sent, so that no reply is billed for a turn that cannot be kept, in a new conversation or a saved one.
+
+        None when there is room: the turn's growth is then booked until ``release_room`` (the turn has ended),
+        so that turns of other pages cannot take the same bytes meanwhile. None too when the store cannot say
+        (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
+        """
+        memory = self.memory
+        if memory is None:
+            return None
         refusal = self.refusal
         if refusal is not None and refusal.cap == "conversation":
             return refusal  # a conversation only grows: its next save would be refused too
-        if self.saved and refusal is None:
-            return None
+        if self.size is None:
+            self.size = len(dumps_saved(memory, self.language).encode())
+        growth = Growth(self.stored_bytes, self.size + turn_growth(memory, message), BOOKINGS.reserved(self.store, self))
+        if growth.after > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         try:
-            self.refusal = self.store.room(self.owner, new=not self.saved)
+            cap = self.store.room(self.owner, new=not self.saved, growth=growth)
         except StoreError:
-            return None  # the save after the turn reports it, and keeps the turn in memory meanwhile
-        return self.refusal
+            return None
+        if cap is None:
+            BOOKINGS.book(self.store, self, growth.added)
+        return cap
+
+    def release_room(self) -> None:
+        """Gives back the growth ``room`` booked: the turn has ended, and its saves are done or refused."""
+        BOOKINGS.release(self.store, self)
 
     def delete(self) -> None:
         """Deletes this conversation from the store, every saved version of it, and lets go of its memory.
@@ -233,6 +266,7 @@ class ConversationKeeper:
         with self._lock:
             self.conversation_id, self.version = new_conversation_id(), 0
             self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+            self.stored_bytes, self.size, self.stored_requests = 0, None, 0
         self.attach(memory)
 
     def adopt(self, memory: ShortTermMemory) -> CapReached | None:
@@ -258,6 +292,8 @@ class ConversationKeeper:
         self.start_new(memory)
         with self._lock:
             self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
+            self.stored_bytes = self.size = len(payload.encode())
+            self.stored_requests = len(memory.ledger)
         return None
 
 
@@ -313,7 +349,7 @@ def reopen(
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
-    keeper.language = saved.language
+    keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
 
 
@@ -337,6 +373,7 @@ def reopen_live(
         with live._lock:
             payload = dumps_saved(memory, live.language)
             conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
+            stored_bytes, stored_requests = live.stored_bytes, live.stored_requests
     finally:
         memory.lock.release()
     try:
@@ -346,4 +383,5 @@ def reopen_live(
         return None
     keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
     keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
+    keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

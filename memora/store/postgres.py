@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
+from memora.store.room import Growth
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5
@@ -184,10 +185,11 @@ class PostgresStore:
 
         return self.db.run(write)
 
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        return self.db.run(
-            lambda c: self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c))
-        )
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+        def ask(c: Any) -> CapReached | None:
+            return self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c), growth=growth)
+
+        return self.db.run(ask)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         query = "DELETE FROM memora_conversations WHERE id = %s AND owner = %s"

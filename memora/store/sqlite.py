@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memora.store.base import CapReached, StoreCaps, StoredConversation, StoreError
+from memora.store.room import Growth
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -84,11 +85,11 @@ class SqliteStore:
             connection.execute("COMMIT")
         return StoredConversation(conversation_id, expected_version + 1, payload, now)
 
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
         with self._lock, _errors():
             connection = self._connect()
             new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
-            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection))
+            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection), growth=growth)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         with self._lock, _errors():

@@ -1,4 +1,4 @@
-"""The classroom's server-wide budget on the page: where it stands, and spend not saved yet.
+"""The classroom's server-wide budget on the page: where it stands, and this conversation's billed replies not saved yet.
 
 Both degrade to a notice when the budget's store is down: a page never turns into a traceback
 because PostgreSQL or the data folder is out, and it draws normally on the first run after it is back.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from memora.memory import ShortTermMemory
 from memora.store import StoreError
+from memora.store.keeper import ConversationKeeper
 from memora.ui import render
 from memora.ui.i18n import t
 
@@ -29,12 +30,14 @@ def render_standing(memory: ShortTermMemory, lang: str) -> None:
         render.caption(t(lang, "status.server_spent", **figures))
 
 
-def render_unsaved(memory: ShortTermMemory, lang: str) -> None:
-    """Under the title: "not saved yet, will retry" while this process holds billed spend it could not write.
+def render_unsaved(keeper: ConversationKeeper | None, lang: str) -> None:
+    """Under the title, on this conversation's pages only: "not saved yet, will retry" while the process holds
+    billed replies of it that the storage could not take, with their tokens (a classmate's page shows nothing).
 
     Read from memory only: drawing it never touches the store that failed.
     """
-    ledger = getattr(memory.backend, "server_ledger", None)
-    unsaved = 0 if ledger is None else ledger.unsaved()
+    if keeper is None or keeper.memory is None or getattr(keeper.memory.backend, "offline", False):
+        return  # the offline engine bills nothing; "could not be saved" says the rest
+    unsaved = keeper.unsaved_tokens()
     if unsaved:
         render.alert("warning", t(lang, "budget.unsaved", tokens=f"{unsaved:,}"), icon=":material/sync_problem:")

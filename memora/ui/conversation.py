@@ -185,7 +185,8 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
     if failure is not None:
         render.alert("warning", t(lang, "conversation.save_failed", reason=error_message(lang, failure)), icon=":material/sync_problem:")
     if refusal is not None:
-        notice = cap_notice(refusal, "conversation.cap_kept")
+        # "kept as last saved" only where something was saved: a new conversation refused at once has no saved copy.
+        notice = cap_notice(refusal, "conversation.cap_kept" if keeper.saved else "conversation.cap_unsaved")
         render.alert("warning", t(lang, notice.key, **notice.params), icon=":material/inventory_2:")
 
 

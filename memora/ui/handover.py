@@ -13,7 +13,9 @@ next save, built on the older version, would fork. Instead, every job is registe
    its own backend and caps, as after any restore.
 
 An id whose last save the store refused (``dirty``: the live memory is newer than the store) is
-copied the same way at once, so a reload loses nothing while the store is down. Only the browser that
+copied the same way at once, so a reload loses nothing while the store is down. The copy then takes the
+flight's place in ``FLIGHTS`` (``hand_over``) until a save succeeds, so a second reload, or the tab closed
+and opened again, is given the copy, not the store's older one. Only the browser that
 owns the conversation (``keeper.owner``) can adopt it: another browser's link opens a new one, as a
 restore from the store would.
 Only one process sees its own jobs: with several processes behind a proxy, a reload routed to another
@@ -54,6 +56,14 @@ def track(job: ReplyJob, url_param: str) -> None:
         st.query_params[url_param] = keeper.conversation_id
 
 
+def turn_ended(keeper: ConversationKeeper) -> None:
+    """A turn's job has ended (on its thread): the store room booked for it is given back and, when the turn
+    was saved (so the store works), the conversations this process still holds unsaved are tried again."""
+    keeper.release_room()
+    if not keeper.dirty:
+        FLIGHTS.resave()
+
+
 def in_flight(keeper: ConversationKeeper) -> bool:
     """Whether a job of ``keeper``'s conversation is running in this process (its id belongs in the URL)."""
     return any(flight.keeper is keeper for flight in FLIGHTS.running())
@@ -72,7 +82,7 @@ def adopt(state: Any, requested_id: str | None, owner: str) -> ConversationKeepe
         restored = _copy(state, flight, state[keys.MEMORY])
         if restored is None:
             return None
-        FLIGHTS.forget(flight)
+        FLIGHTS.hand_over(flight, restored.keeper)
         state[keys.NOTICE] = Notice("warning", "conversation.restored_unsaved", {"messages": len(restored.memory.history)})
         return restored.keeper
     own: ShortTermMemory = state[keys.MEMORY]
@@ -98,7 +108,7 @@ def finish(state: Any) -> None:
         return
     state[keys.ADOPTED] = None
     state[keys.CONVERSATION] = restored.keeper
-    FLIGHTS.forget(flight)
+    FLIGHTS.hand_over(flight, restored.keeper)
 
 
 def _copy(state: Any, flight: Flight, session: ShortTermMemory) -> Reopened | None:

@@ -55,7 +55,8 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     The character cap comes before any tokenizing, so a pasted book is never counted, drawn or sent;
     commands are short, so it applies to them too, but the other checks only to messages
     (``memory.check_new_message``: the session caps, then a message too big for the budget alone).
-    A store cap refuses a message whose turn could not be saved: no reply is billed for it.
+    A store cap refuses a message whose turn could not be saved at its largest: no reply is billed for it.
+    A message that passes has that room booked in the store until its job ends (``start``).
     """
     command = parse_command(text)
     if busy:
@@ -69,8 +70,11 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
             memory.limits.check(text, 0, 0)
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
-    cap = None if command is not None or keeper is None else keeper.room()
-    return Submission(text, command, None if cap is None else cap_notice(cap, "conversation.cap"))
+    cap = None if command is not None or keeper is None else keeper.room(text)
+    if cap is None:
+        return Submission(text, command)
+    # Nothing to export or keep in an empty conversation: its notice says only what to do next.
+    return Submission(text, command, cap_notice(cap, "conversation.cap" if memory.history else "conversation.cap_new"))
 
 
 def queue() -> None:
@@ -104,9 +108,11 @@ def start(memory: ShortTermMemory, text: str) -> None:
 
     A job still summarizing after the last reply is replaced: the new turn waits
     for its fold on the memory's lock, and a failure of that fold is not shown
-    (the new turn's own ``prepare()`` folds what it left).
+    (the new turn's own ``prepare()`` folds what it left). When its job ends, however it
+    ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
-    _run(ReplyJob(memory, text, after=fold_ahead))
+    keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
+    _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
 
 
 def _run(job: ReplyJob) -> None:

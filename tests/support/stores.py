@@ -15,6 +15,7 @@ import pytest
 from memora.store import StoreError
 from memora.store.base import CapReached, StoreCaps, StoredConversation
 from memora.store.owner import new_owner
+from memora.store.room import Growth
 from memora.store.sqlite import SqliteStore
 
 POSTGRES_URL_VARIABLE = "MEMORA_TEST_POSTGRES_URL"
@@ -83,9 +84,9 @@ class FlakyStore:
         self._check()
         return self.inner.save(conversation_id, payload, expected_version, owner)
 
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
         self._check()
-        return self.inner.room(owner, new=new)
+        return self.inner.room(owner, new=new, growth=growth)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         self._check()
