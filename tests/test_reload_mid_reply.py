@@ -506,3 +506,28 @@ def test_deleting_during_a_reply_that_will_not_stop_hands_it_to_no_reload(store_
     held.free.set()
     assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
     assert stored_ids(store_path) == []
+
+
+
+def test_deleting_a_conversation_a_reload_holds_unsaved_lets_its_copy_go(tmp_path):
+    """A reload during an outage holds the page's copy as a flight with no job (``Flights.hand_over``); deleting the
+    conversation then must let that copy go too, not stop at a job it does not have."""
+    store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
+    flights = Flights()
+    tab = ConversationKeeper(store)
+    memory = ShortTermMemory(ScriptedBackend())
+    assert flight_of(flights, memory, tab, "Saved.").wait(JOB_WAIT_S)
+    cid, owner = tab.conversation_id, tab.owner
+    store.down = True
+    assert flight_of(flights, memory, tab, "Unsaved: the store is down.").wait(JOB_WAIT_S)
+    reloaded = ConversationKeeper(store, cid, tab.version, owner=owner)
+    reloaded.attach(memory)
+    reloaded.dirty = True  # the reload took over a copy the store has not taken yet
+    flights.hand_over(flights.for_conversation(cid, owner), reloaded)
+    assert flights.for_conversation(cid, owner).job is None
+    store.down = False
+
+    assert store.delete(cid, owner)
+    assert [f.keeper for f in flights.forget_conversation(cid, owner)] == [reloaded]
+    assert reloaded.memory is None and flights.for_conversation(cid, owner) is None
+    assert not reloaded.retry() or store.load(cid, owner) is None, "nothing of the deleted conversation is saved back"

@@ -118,7 +118,8 @@ class Flights:
             dropped = [f for f in self._live() if matches(f)]
             self._flights = [f for f in self._flights if not matches(f)]
         for flight in dropped:
-            flight.job.cancel()
+            if flight.job is not None:  # a reload's handed-over copy has no job, only a keeper to let go
+                flight.job.cancel()
             flight.keeper.let_go()
         return dropped
 
