@@ -62,6 +62,8 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
 
     panel = expander(at, "Conversation summary")
     assert any("B1" in m.value for m in panel.markdown)
+    at.session_state[keys.CONTEXT_PANEL_OPEN] = True
+    at.run()
     context = expander(at, "Last request context").dataframe[0].value
     assert list(context["Source"]) == ["summary"] + ["recent window"] * (len(context) - 2) + ["current message"]
     assert "B1" in context["Content"][0]
@@ -121,6 +123,10 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert labels[0].startswith("Version 3, turn 6: folded messages 5–6 (2 messages)")
     assert labels[2].startswith("Version 1, turn 4: folded messages 1–2 (2 messages)")
 
+    # The context is drawn only once its expander is open.
+    assert not expander(at, "Last request context").get("arrow_data_frame")
+    at.session_state[keys.CONTEXT_PANEL_OPEN] = True
+    at.run()
     context = expander(at, "Last request context")
     rows = context.dataframe[0].value
     assert len(rows) == len(memory.last_prepared.context_messages)

@@ -1,8 +1,9 @@
 """The sidebar panels: status, summary, last request context, full history, token usage, what if.
 
-Each is an expander. The full history, the token usage and the "what if" replays
-grow with the conversation, so their expanders track their state and draw only
-while open: a rerun then costs the same at turn 500 as at turn 10. The replays are
+Each is an expander. The last request's context, the full history, the token usage and the "what if"
+replays track their state and draw only while open: the long ones page through what grows with the
+conversation (``memora.ui.pager``), so a rerun costs the same at turn 2,000 as at turn 10, and a closed
+panel costs a run next to nothing (every student's page runs twice a turn). The replays are
 also kept per history length (``what_if_for``), so a rerun with no new turn redoes none.
 """
 
@@ -70,7 +71,10 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "panel.context"), icon=":material/input:"):
+    # Drawn only while open, like the long panels: its table costs every run of every student, opened or not.
+    with lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
+        if not opened:
+            return
         rows = last_context_rows(memory)
         if not rows:
             render.caption(t(lang, "panel.context_empty"))

@@ -39,6 +39,7 @@ WINDOW_INPUT = "window_input"
 FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
+CONTEXT_PANEL_OPEN = "context_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
 # Long lists a page at a time (memora/ui/pager.py): the page shown of each, 1 the newest.
 OLDER_MESSAGES_PAGE = "older_messages_page"
@@ -178,6 +179,7 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         FOLD_POLICY_INPUT: memory.fold_policy,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
+        CONTEXT_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
         OLDER_MESSAGES_PAGE: 1,
         HISTORY_PAGE: 1,
