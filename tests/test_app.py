@@ -62,6 +62,8 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
 
     panel = expander(at, "Conversation summary")
     assert any("B1" in m.value for m in panel.markdown)
+    at.session_state[keys.CONTEXT_PANEL_OPEN] = True
+    at.run()
     context = expander(at, "Last request context").dataframe[0].value
     assert list(context["Source"]) == ["summary"] + ["recent window"] * (len(context) - 2) + ["current message"]
     assert "B1" in context["Content"][0]
@@ -121,6 +123,10 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert labels[0].startswith("Version 3, turn 6: folded messages 5–6 (2 messages)")
     assert labels[2].startswith("Version 1, turn 4: folded messages 1–2 (2 messages)")
 
+    # The context is drawn only once its expander is open.
+    assert not expander(at, "Last request context").get("arrow_data_frame")
+    at.session_state[keys.CONTEXT_PANEL_OPEN] = True
+    at.run()
     context = expander(at, "Last request context")
     rows = context.dataframe[0].value
     assert len(rows) == len(memory.last_prepared.context_messages)
@@ -375,3 +381,52 @@ def test_older_chat_messages_are_drawn_only_when_their_expander_is_open(backend)
     at.run()
     assert len(at.chat_message) == 24
     assert at.chat_message[0].markdown[0].value == "Question 1."
+
+
+def long_memory(backend, turns: int) -> ShortTermMemory:
+    memory = ShortTermMemory(backend)
+    for number in range(1, turns + 1):
+        with memory.turn(f"Question {number}.") as turn:
+            turn.run()
+    return memory
+
+
+def test_earlier_chat_messages_are_drawn_a_page_at_a_time_and_every_page_is_reachable(backend):
+    at = new_app(long_memory(backend, 40))
+    assert len(at.chat_message) == 20
+    at.session_state[keys.OLDER_MESSAGES_OPEN] = True
+    at.run()
+    older = expander(at, "Earlier messages (60)")
+    assert "Page 1 of 3 (41–60 of 60)" in [c.value for c in older.caption]
+    assert len(at.chat_message) == 20 + 20  # one page of the earlier messages, then the newest 20
+    assert at.chat_message[0].markdown[0].value == "Question 21."
+    older_button = at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.older")
+    older_button.click().run()
+    older_button.click().run()
+    assert at.chat_message[0].markdown[0].value == "Question 1."
+    assert "Page 3 of 3 (1–20 of 60)" in [c.value for c in expander(at, "Earlier messages (60)").caption]
+    assert at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.older").disabled
+    at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.newer").click().run()
+    assert at.chat_message[0].markdown[0].value == "Question 11."
+
+
+def test_the_full_history_and_the_ledger_show_a_page_of_rows_and_reach_every_row(backend):
+    memory = long_memory(backend, 30)
+    at = new_app(memory)
+    at.session_state[keys.HISTORY_PANEL_OPEN] = True
+    at.session_state[keys.USAGE_PANEL_OPEN] = True
+    at.run()
+    table = expander(at, "Full history").dataframe[0].value
+    assert list(table["#"]) == list(range(11, 61))
+    at.button(key=f"{keys.HISTORY_PAGE}_pager.older").click().run()
+    table = expander(at, "Full history").dataframe[0].value
+    assert list(table["#"]) == list(range(1, 11)) and table["Content"].iloc[0] == "Question 1."
+
+    usage = expander(at, "Token usage")
+    assert len(memory.ledger) > 50
+    assert len(usage.dataframe[0].value) == 50
+    total = len(memory.ledger)
+    assert f"Page 1 of 2 ({total - 49}–{total} of {total})" in [c.value for c in usage.caption]
+    at.button(key=f"{keys.LEDGER_PAGE}_pager.older").click().run()
+    rows = expander(at, "Token usage").dataframe[0].value
+    assert len(rows) == total - 50 and rows["Turn"].iloc[0] == 1

@@ -15,7 +15,8 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.classroom_load import PacedChatServer, Student, wave
-from tests.support.processes import streamlit_run
+from benchmarks.page_rerun import Tab, capped_conversation, measure_panel, saved_store
+from tests.support.processes import streamlit_process, streamlit_run
 
 
 def page_env(tmp_path, **settings: str) -> dict[str, str]:
@@ -56,6 +57,22 @@ def test_a_simulated_student_gets_the_offline_explanation(tmp_path):
     for turn in student.turns:
         assert turn.first_token_s is not None and turn.done_s is not None
         assert turn.first_token_s <= turn.done_s
+
+
+def test_the_panel_benchmark_opens_a_saved_conversation_and_pages_its_earlier_messages(tmp_path):
+    memory, size = capped_conversation(60 * 1024)
+    assert size <= 60 * 1024 and len(memory.history) > 40
+    secret, conversation_id = saved_store(memory, tmp_path)
+    with streamlit_process(page_env(tmp_path, MEMORA_BACKEND="offline"), tmp_path / "streamlit.log") as (url, process):
+        tab = Tab(url, secret, conversation_id, [process.pid])
+        with tab.open():
+            first = tab.run()
+            # The conversation came back from the store, under the browser's cookie: its older messages wait folded away.
+            older = len(memory.history) - 20
+            assert f"Earlier messages ({older})" in tab.expanders
+            cost = measure_panel(tab, "Earlier messages", repeats=1)
+    assert first.sent_bytes > 0 and cost.open.sent_bytes > 0
+    assert cost.next_page is not None  # the open panel drew its pager, and the benchmark turned a page with it
 
 
 class RecordingSocket:

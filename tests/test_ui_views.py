@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from memora.backends.offline import OfflineBackend
 from memora.memory import ShortTermMemory
 from memora.memory.replay import Replay, ReplayedRequest
 from memora.teaching.what_if import Outcome, WhatIf
 from memora.tokens.usage import UsageRecord
-from memora.ui.chart import usage_chart_frame, usage_chart_spec
+from memora.ui.chart import usage_chart, usage_chart_frame, usage_chart_spec
 from memora.ui.frames import replay_per_turn
+from memora.ui.pager import Page, page_of
 from memora.ui.views import history_frame, message_marks, parse_command, run_command, what_if_frame
 from tests.support.memory import chat
 
@@ -143,3 +145,42 @@ def test_the_what_if_table_puts_the_strategies_side_by_side():
     assert table.loc["Tokens sent", "Full history"] == "1,350"
     assert table.loc["Over budget", "Full history"] == "1"
     assert table.loc["$", "Full history"] == "$0.000313"
+
+
+def test_pages_are_cut_from_the_newest_end_and_reach_every_item():
+    pages = [page_of(45, 20, number) for number in (1, 2, 3)]
+    assert pages == [Page(1, 3, 25, 45, 45), Page(2, 3, 5, 25, 45), Page(3, 3, 0, 5, 45)]
+    covered = sorted(i for page in pages for i in range(page.start, page.stop))
+    assert covered == list(range(45))
+    assert pages[0].has_older and not pages[0].has_newer
+    assert pages[2].has_newer and not pages[2].has_older
+
+
+def test_a_page_number_past_either_end_is_clamped_and_nothing_is_one_empty_page():
+    assert page_of(45, 20, 9) == page_of(45, 20, 3)
+    assert page_of(45, 20, 0) == page_of(45, 20, 1)
+    assert page_of(0, 20, 1) == Page(1, 1, 0, 0, 0)
+    with pytest.raises(ValueError, match="positive size"):
+        page_of(10, 0, 1)
+
+
+def test_a_page_of_the_history_frame_numbers_its_rows_as_in_the_whole_history(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "one", "two", "three")
+    page = history_frame(memory, "en", 2, 4)
+    assert list(page["#"]) == [3, 4]
+    assert list(page["Content"]) == ["two", memory.history[3].content]
+    assert list(page["Tokens"]) == list(history_frame(memory, "en")["Tokens"][2:4])
+
+
+def test_a_long_conversation_s_chart_averages_its_turns_into_at_most_max_points():
+    records = [record(turn, "reply", 100 + turn, 10, 200 + 10 * turn) for turn in range(1, 251)]
+    chart = usage_chart(records, 1000, "en", max_points=100)
+    assert chart.turns_per_point == 3
+    wide = chart.frame.pivot(index="turn", columns="series", values="tokens")
+    assert list(wide.index) == list(range(1, 251, 3))  # 84 points, each at its group's first turn
+    assert wide.loc[1, "Reply input"] == 102  # the mean of turns 1-3: 101, 102, 103
+    assert wide.loc[250, "Full history"] == 2700  # the last group holds turn 250 alone
+    assert set(wide.loc[:, "Budget"]) == {1000}
+    short = usage_chart(records[:100], 1000, "en", max_points=100)
+    assert short.turns_per_point == 1 and len(short.frame) == len(usage_chart_frame(records[:100], 1000, "en"))

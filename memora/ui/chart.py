@@ -10,6 +10,7 @@ sees what that policy would have spent on the same turns.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -24,7 +25,31 @@ LINE_SERIES = ("full_history", "budget")
 COLUMNS = ["turn", "series", "tokens", "mark"]
 
 
-def usage_chart_frame(records: Iterable[UsageRecord], max_input_tokens: int, lang: str, replays: Sequence[Replay] = ()) -> pd.DataFrame:
+MAX_POINTS = 100
+"""Turns the chart draws at most; a longer conversation's turns are averaged in groups (``usage_chart``)."""
+
+
+@dataclass(frozen=True)
+class UsageChart:
+    """The chart's rows (``usage_chart_frame``) and how many turns each point averages (1: one point a turn)."""
+
+    frame: pd.DataFrame
+    turns_per_point: int
+
+
+def usage_chart(
+    records: Sequence[UsageRecord], max_input_tokens: int, lang: str, replays: Sequence[Replay] = (), max_points: int = MAX_POINTS
+) -> UsageChart:
+    """``usage_chart_frame`` with at most ``max_points`` turns: past that, turns are averaged ``turns_per_point`` at a
+    time, the fewest that fit, so a conversation of 2,000 turns sends a chart of 100 points, not 12,000 rows."""
+    turns = max((record.turn for record in records), default=0)
+    per_point = max(1, -(-turns // max_points))
+    return UsageChart(usage_chart_frame(records, max_input_tokens, lang, replays, turns_per_point=per_point), per_point)
+
+
+def usage_chart_frame(
+    records: Iterable[UsageRecord], max_input_tokens: int, lang: str, replays: Sequence[Replay] = (), *, turns_per_point: int = 1
+) -> pd.DataFrame:
     """Long-format rows ``turn, series, tokens, mark`` (mark is ``bar`` or ``line``).
 
     Series names are translated into ``lang``. The budget line uses the current
@@ -33,7 +58,9 @@ def usage_chart_frame(records: Iterable[UsageRecord], max_input_tokens: int, lan
     and the full-history line. Each of ``replays`` adds a line (``frames.replay_per_turn``:
     what that strategy would have spent on the turn, the reply's real output included, so
     the line compares with the bar's height); a turn the replay has not reached (a reply in
-    progress) has no point on it. No records give an empty frame with the columns.
+    progress) has no point on it. With ``turns_per_point`` above 1, each point is the mean of that many consecutive
+    turns (a replay's mean over the turns it reached), at the group's first turn. No records give an empty frame
+    with the columns.
     """
     per_turn = usage_per_turn(records)
     if per_turn.empty:
@@ -42,6 +69,11 @@ def usage_chart_frame(records: Iterable[UsageRecord], max_input_tokens: int, lan
     replay_names = {f"replay_{run.strategy}": replay_series(lang, run.strategy) for run in replays}
     for run in replays:
         wide[f"replay_{run.strategy}"] = replay_per_turn(run, per_turn["reply_output"])
+    if turns_per_point > 1:
+        groups = (wide.index - 1) // turns_per_point
+        wide = wide.groupby(groups).mean().round()
+        wide.index = wide.index * turns_per_point + 1
+        wide.index.name = "turn"
     series = [*BAR_SERIES, *LINE_SERIES, *replay_names]
     # One vectorised melt: a Python loop over turns made long conversations slow to redraw.
     long = wide.reset_index().melt(id_vars="turn", value_vars=series, var_name="series", value_name="tokens").dropna()

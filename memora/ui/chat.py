@@ -15,12 +15,16 @@ from memora.memory import ShortTermMemory, TurnStats
 from memora.messages import Message
 from memora.ui import render, turn
 from memora.ui import state as keys
+from memora.ui.derived import conversation_key, derived
 from memora.ui.i18n import error_message, t
+from memora.ui.pager import page_of, render_pager
 from memora.ui.state import Notice
-from memora.ui.views import message_marks, run_command
+from memora.ui.views import run_command
 
 RECENT_MESSAGES = 20
 """Messages drawn in full on every run; older ones wait in a collapsed, lazily drawn expander."""
+OLDER_PAGE = 20
+"""Earlier messages drawn at a time: ten turns, a page the size of the recent ones."""
 
 
 def render_header(memory: ShortTermMemory, lang: str) -> None:
@@ -33,33 +37,41 @@ def render_header(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
-    """The first ``shown`` messages of the history (all by default); the oldest beyond ``recent`` only when their expander is open.
+    """The first ``shown`` messages of the history (all by default): the newest ``recent`` in the chat, the older ones
+    in a collapsed expander, drawn only while it is open and then one page of ``OLDER_PAGE`` at a time.
 
-    The split point is kept even so that a user message and its reply stay together.
+    The split point and the pages are kept even, so that a user message and its reply stay together.
     """
-    history = list(memory.history)  # one copy: a reply job may append to the memory while this draws
-    marks = message_marks(memory, history)
+    conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
+    history = conversation.messages
     shown = len(history) if shown is None else min(shown, len(history))
+    stats = turn_stats(memory)
     split = max(0, shown - recent)
     split -= split % 2
     if split:
         older = st.expander(t(lang, "chat.older", count=split), key=keys.OLDER_MESSAGES_OPEN, on_change="rerun", icon=":material/history:")
         with older:
             if older.open:
-                for index in range(split):
-                    _render_message(memory, index, history[index], marks[index], lang)
+                page = page_of(split, OLDER_PAGE, st.session_state[keys.OLDER_MESSAGES_PAGE])
+                render_pager(lang, keys.OLDER_MESSAGES_PAGE, page)
+                for index in range(page.start, page.stop):
+                    _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
             else:
                 render.caption(t(lang, "chat.older_hint", count=shown - split))
     for index in range(split, shown):
-        _render_message(memory, index, history[index], marks[index], lang)
+        _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
 
 
-def _render_message(memory: ShortTermMemory, index: int, message: Message, mark: str, lang: str) -> None:
+def turn_stats(memory: ShortTermMemory) -> dict[int, TurnStats]:
+    """``memory.turn_stats``, derived from the ledger once per change of it, not once per message drawn."""
+    return derived("turn_stats", conversation_key(memory), lambda: memory.turn_stats)
+
+
+def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, stats: TurnStats | None, lang: str) -> None:
     with st.chat_message(message.role):
-        if mark == "summarized":
+        if folded:
             render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
         render.markdown(message.content)
-        stats = memory.turn_stats.get(index)
         if stats is not None and stats.record.cut and memory.max_reply_tokens is not None:
             render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
         if stats is not None and stats.record.over_budget:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, PriceTable, cost_summary, format_usd, ledger_cost_frame
+from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, CostSummary, PriceTable, cost_summary, format_usd, ledger_cost_frame
 from memora.tokens.usage import UsageRecord
 from memora.ui import render
 from memora.ui.i18n import t
@@ -44,9 +44,12 @@ def price_list(prices: PriceTable | None = None) -> str:
     return " · ".join(f"{p.model} ${p.input:g} / ${p.cached_input:g} / ${p.output:g}" for p in prices.values())
 
 
-def render_costs(records: Sequence[UsageRecord], lang: str, prices: PriceTable | None = None) -> None:
-    """Spent, full-history cost and saved, in USD, when anything is priced; then which rows show tokens only."""
-    summary = cost_summary(records, prices)
+def render_costs(
+    records: Sequence[UsageRecord], lang: str, prices: PriceTable | None = None, *, summary: CostSummary | None = None
+) -> None:
+    """Spent, full-history cost and saved, in USD, when anything is priced; then which rows show tokens only.
+    ``summary``: ``cost_summary(records, prices)`` when the caller keeps it already."""
+    summary = cost_summary(records, prices) if summary is None else summary
     if summary.spent_usd is not None:
         spent, full, saved = st.columns(3)
         spent.metric(t(lang, "cost.spent"), format_usd(summary.spent_usd))

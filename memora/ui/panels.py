@@ -1,8 +1,9 @@
 """The sidebar panels: status, summary, last request context, full history, token usage, what if.
 
-Each is an expander. The full history, the token usage and the "what if" replays
-grow with the conversation, so their expanders track their state and draw only
-while open: a rerun then costs the same at turn 500 as at turn 10. The replays are
+Each is an expander. The last request's context, the full history, the token usage and the "what if"
+replays track their state and draw only while open: the long ones page through what grows with the
+conversation (``memora.ui.pager``), so a rerun costs the same at turn 2,000 as at turn 10, and a closed
+panel costs a run next to nothing (every student's page runs twice a turn). The replays are
 also kept per history length (``what_if_for``), so a rerun with no new turn redoes none.
 """
 
@@ -15,12 +16,15 @@ import streamlit as st
 
 from memora.memory import ShortTermMemory
 from memora.teaching.ledger import ledger_csv
+from memora.teaching.prices import cost_summary
 from memora.teaching.what_if import WhatIf, cache_key, what_if
 from memora.ui import budget, render
 from memora.ui import state as keys
-from memora.ui.chart import usage_chart_frame, usage_chart_spec
+from memora.ui.chart import usage_chart, usage_chart_spec
 from memora.ui.costs import ledger_table, money_columns, render_costs
+from memora.ui.derived import Same, conversation_key, derived
 from memora.ui.i18n import t
+from memora.ui.pager import page_of, render_pager
 from memora.ui.settings_panel import render_fold_policy
 from memora.ui.summary_audit import render_summary_audit
 from memora.ui.views import (
@@ -68,7 +72,10 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "panel.context"), icon=":material/input:"):
+    # Drawn only while open, like the long panels: its table costs every run of every student, opened or not.
+    with lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
+        if not opened:
+            return
         rows = last_context_rows(memory)
         if not rows:
             render.caption(t(lang, "panel.context_empty"))
@@ -90,14 +97,23 @@ def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool
         yield panel.open
 
 
+HISTORY_PAGE = 50
+"""Rows of the full history drawn at a time: 25 turns."""
+LEDGER_PAGE = 50
+"""Rows of the ledger drawn at a time; the CSV download holds them all."""
+
+
 def render_history(memory: ShortTermMemory, lang: str) -> None:
     with lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
         if not opened:
             return
-        if not memory.history:
+        total = len(memory.conversation.messages)
+        if not total:
             render.caption(t(lang, "panel.history_empty"))
-        else:
-            st.dataframe(history_frame(memory, lang), hide_index=True)
+            return
+        page = page_of(total, HISTORY_PAGE, st.session_state[keys.HISTORY_PAGE])
+        render_pager(lang, keys.HISTORY_PAGE, page)
+        st.dataframe(history_frame(memory, lang, page.start, page.stop), hide_index=True)
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
@@ -107,15 +123,21 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         if not memory.ledger:
             render.caption(t(lang, "panel.usage_empty"))
             return
+        key = (*conversation_key(memory), memory.max_input_tokens, lang)
         other = what_if_for(memory).other.replay
-        frame = usage_chart_frame(memory.ledger, memory.max_input_tokens, lang, [other])
-        st.vega_lite_chart(frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
+        chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
+        st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
         render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
-        render_costs(memory.ledger, lang)
+        if chart.turns_per_point > 1:
+            render.caption(t(lang, "chart.buckets", turns=chart.turns_per_point))
+        render_costs(memory.ledger, lang, summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)))
         render.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
-        ledger = ledger_table(memory.ledger)
+        ledger = derived("ledger_table", key, lambda: ledger_table(memory.ledger))
+        page = page_of(len(ledger), LEDGER_PAGE, st.session_state[keys.LEDGER_PAGE])
+        render_pager(lang, keys.LEDGER_PAGE, page)
+        shown = ledger.iloc[page.start : page.stop]
         st.dataframe(
-            ledger.rename(columns={c: t(lang, f"ledger.{c}") for c in ledger.columns}), hide_index=True, column_config=money_columns(lang)
+            shown.rename(columns={c: t(lang, f"ledger.{c}") for c in shown.columns}), hide_index=True, column_config=money_columns(lang)
         )
         st.download_button(
             t(lang, "panel.usage_download"),

@@ -48,7 +48,14 @@ WINDOW_INPUT = "window_input"
 FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
+CONTEXT_PANEL_OPEN = "context_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
+# Long lists a page at a time (memora/ui/pager.py): the page shown of each, 1 the newest.
+OLDER_MESSAGES_PAGE = "older_messages_page"
+HISTORY_PAGE = "history_page"
+LEDGER_PAGE = "ledger_page"
+# What the panels derive from the frozen history and the append-only ledger, kept until they change (memora/ui/derived.py).
+DERIVED = "derived"
 # Teaching tools and the summary off the critical path (memora/ui/tools.py, memora/ui/turn.py).
 PREFOLD_AT = "prefold_at"
 PROBE_SCENARIO_INPUT = "probe_scenario_input"
@@ -184,7 +191,12 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         FOLD_POLICY_INPUT: memory.fold_policy,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
+        CONTEXT_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
+        OLDER_MESSAGES_PAGE: 1,
+        HISTORY_PAGE: 1,
+        LEDGER_PAGE: 1,
+        DERIVED: {},
         WHAT_IF_PANEL_OPEN: False,
         WHAT_IF: None,
         PREFOLD_AT: None,

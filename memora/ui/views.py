@@ -16,7 +16,6 @@ from memora.memory import ShortTermMemory
 from memora.messages import Message
 from memora.teaching.prices import format_usd
 from memora.teaching.what_if import WhatIf
-from memora.tokens import count_message
 from memora.ui.i18n import t
 
 Mark = Literal["summarized", "window", "current"]
@@ -40,17 +39,24 @@ def message_marks(memory: ShortTermMemory, history: Sequence[Message] | None = N
     return marks
 
 
-def history_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
-    """The full history as a table: number, role, mark, tokens, content; one copy of it, however a reply job changes it meanwhile."""
-    history = list(memory.history)
-    marks = message_marks(memory, history)
+def history_frame(memory: ShortTermMemory, lang: str, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+    """Messages ``start`` to ``stop`` of the history (all by default) as a table: number, role, mark, tokens, content.
+
+    One snapshot of the history, however a reply job changes it meanwhile; the tokens are the ones the memory
+    counted as each message joined, so a page of a long conversation tokenizes nothing.
+    """
+    conversation = memory.conversation
+    messages = conversation.messages
+    stop = len(messages) if stop is None else min(stop, len(messages))
+    marks = message_marks(memory, messages)
+    rows = range(start, stop)
     return pd.DataFrame(
         {
-            t(lang, "col.number"): range(1, len(history) + 1),
-            t(lang, "col.role"): [m.role for m in history],
-            t(lang, "col.state"): [t(lang, f"mark.{mark}") for mark in marks],
-            t(lang, "col.tokens"): [count_message(m.role, m.content) for m in history],
-            t(lang, "col.content"): [m.content for m in history],
+            t(lang, "col.number"): [i + 1 for i in rows],
+            t(lang, "col.role"): [messages[i].role for i in rows],
+            t(lang, "col.state"): [t(lang, f"mark.{marks[i]}") for i in rows],
+            t(lang, "col.tokens"): [conversation.counts[i] for i in rows],
+            t(lang, "col.content"): [messages[i].content for i in rows],
         }
     )
 
