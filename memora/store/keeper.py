@@ -64,16 +64,11 @@ class ConversationKeeper:
     ) -> None:
         self.store, self.sweep = store, sweep
         self.owner = owner or new_owner()
-        self.conversation_id = conversation_id or new_conversation_id()
-        self.version = version
         self.language = "en"
         self.memory: ShortTermMemory | None = None
-        self.failure: StoreError | None = None
-        self.refusal: CapReached | None = None
-        self.fork: Fork | None = None
-        self.dirty = False
-        self.saved_choices: tuple[object, ...] | None = None
-        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
+        self._new_id()  # also sets failure, refusal, fork, dirty, saved_choices and the sizes
+        if conversation_id is not None:
+            self.conversation_id, self.version = conversation_id, version
         self._lock = threading.Lock()
 
     @property
@@ -258,15 +253,18 @@ class ConversationKeeper:
 
     def _let_go(self) -> None:
         self.memory = None  # ``on_change`` saves only the memory it keeps
+        self._new_id()
+
+    def _new_id(self) -> None:
+        """A new id, not saved yet, with nothing stored, refused or failed."""
         self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
         self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
 
     def start_new(self, memory: ShortTermMemory) -> None:
         """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
         with self._lock:
-            self.conversation_id, self.version = new_conversation_id(), 0
-            self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
-            self.stored_bytes, self.size, self.stored_requests = 0, None, 0
+            self._new_id()
         self.attach(memory)
 
     def adopt(self, memory: ShortTermMemory) -> CapReached | None:
