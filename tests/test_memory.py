@@ -243,15 +243,6 @@ def test_limits_are_validated_and_applied_live(backend):
     assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
 
 
-def test_batched_folding_waits_then_folds_k_turns_at_once(backend):
-    memory = ShortTermMemory(backend, max_recent_turns=1, fold_batch_turns=2)
-    chat(memory, "a", "b", "c", "d")
-    assert backend.summaries == []  # window of 3 completed pairs = 1 + 2 extra
-    chat(memory, "e")
-    assert [len(r.new_messages) for r in backend.summaries] == [6]
-    assert memory.summarized_message_count == 6
-
-
 def test_openai_client_is_wrapped():
     import openai
 

@@ -114,7 +114,6 @@ def test_export_never_contains_the_key_or_base_url():
         "max_input_tokens",
         "max_recent_turns",
         "max_summary_tokens",
-        "fold_batch_turns",
         "offline",
     }
 

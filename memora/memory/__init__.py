@@ -10,8 +10,8 @@ fixed parts), ``values`` (limits, errors and frozen values).
 """
 
 from memora.memory.core import ShortTermMemory
-from memora.memory.planner import Plan, plan_context
-from memora.memory.summarizer import fold_pieces, whole_sentences
+from memora.memory.plan import PlanSizes, TurnPlan, fold_pieces, plan_turn
+from memora.memory.summarizer import whole_sentences
 from memora.memory.turn import Turn
 from memora.memory.values import (
     DEFAULT_MODEL,
@@ -40,15 +40,16 @@ __all__ = [
     "MIN_MESSAGE_ROOM",
     "ContextBudgetError",
     "FoldPolicy",
-    "Plan",
+    "PlanSizes",
     "PreparedContext",
     "ShortTermMemory",
     "Source",
     "SummaryError",
     "SummaryVersion",
     "Turn",
+    "TurnPlan",
     "TurnStats",
     "fold_pieces",
-    "plan_context",
+    "plan_turn",
     "whole_sentences",
 ]

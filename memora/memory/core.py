@@ -1,8 +1,8 @@
 """ShortTermMemory: one conversation's history, summary and ledger, and what each request sends.
 
 Follow a turn: ``memory.turn(text)`` (``turn``: append the message, stream the reply, commit or
-leave no trace) calls ``prepare``, which ``fitting.prepare`` does: the one caller of the budget rule
-(``planner.plan_context``), it folds what must leave through ``summarizer``. The history is a frozen
+leave no trace) calls ``prepare``, which ``fitting.prepare`` does: it asks the one pure plan (``plan.plan_turn``) what
+must leave, and folds it through ``summarizer``. The history is a frozen
 value (``history.History``); the budget in force and what the server's count teaches are ``budget``.
 The state lives here; the work lives in those modules, which use only this class's public members.
 The article's Memora v0.7 API closes the class, a thin face over the members above it, so that the
@@ -18,12 +18,12 @@ from typing import Any
 
 from memora.backends import Backend, as_backend
 from memora.backends.openai_errors import ContextOverflowError
-from memora.memory import budget, fitting
+from memora.memory import budget, fitting, policies
 from memora.memory.context import lead_messages, request_instructions
 from memora.memory.history import History
 from memora.memory.hook import OnChange
 from memora.memory.limits import SessionLimits
-from memora.memory.planner import Plan
+from memora.memory.plan import TurnPlan
 from memora.memory.sizes import Sizes, check_limits, request_sizes
 from memora.memory.turn import Turn, reply_record, transaction
 from memora.memory.values import (
@@ -48,8 +48,8 @@ class ShortTermMemory:
     """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and budget.
 
     ``client``: a memora backend or an ``openai.OpenAI`` client. Budgets are the server's tokens; plans count local
-    o200k_base tokens against ``local_budget()``, which ``calibration`` learns (``budget``). ``fold_policy``: ``window``
-    (the article's) or ``watermark``; ``fold_batch_turns``: pairs the window may grow before folding; ``max_reply_tokens``:
+    o200k_base tokens against ``local_budget()``, which ``calibration`` learns (``budget``). ``fold_policy``: a registered
+    policy's name (``policies``: ``window``, the article's, or ``watermark``); ``max_reply_tokens``:
     each reply's cap (None: none); ``context_window``: the server's, when known; ``limits``: the session's caps; ``lock``:
     one turn at a time per session; ``on_change(memory, change)`` (``hook``): called after each committed turn and fold.
     """
@@ -67,7 +67,6 @@ class ShortTermMemory:
         *,
         token_counter: TokenCounter | None = None,
         max_summary_tokens: int = MAX_SUMMARY_TOKENS,
-        fold_batch_turns: int = 0,
         limits: SessionLimits | None = None,
         max_reply_tokens: int | None = MAX_REPLY_TOKENS,
         context_window: int | None = None,
@@ -77,8 +76,8 @@ class ShortTermMemory:
         self.client = client
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
-        self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
-        self.limits, self.fold_policy = limits or SessionLimits(), fold_policy  # the planner's rule: see planner.plan_folds
+        self.max_input_tokens, self.max_recent_turns = max_input_tokens, max_recent_turns
+        self.limits, self.fold_policy = limits or SessionLimits(), policies.policy(fold_policy).name
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
         self.lock = threading.RLock()
         self.restore()
@@ -103,8 +102,8 @@ class ShortTermMemory:
         self.calibration = self.calibration.seeing([*(m.content for m in history), self.summary])
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
-        self.last_plan: Plan | None = None
-        self.last_fold_plan: Plan | None = None  # the plan of the last fold, for "why did it fold?"
+        self.last_plan: TurnPlan | None = None
+        self.last_fold_plan: TurnPlan | None = None  # the plan of the last fold, for "why did it fold?"
 
     def update_limits(
         self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None, fold_policy: FoldPolicy | None = None
@@ -112,8 +111,9 @@ class ShortTermMemory:
         """Changes the budget, the window or the fold policy from the next request; ValueError changes nothing (``check_limits``)."""
         limit = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
-        check_limits(limit, recent, self.minimum_budget(), self.largest_output, self.context_window, self.fold_batch_turns)
-        self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, fold_policy or self.fold_policy
+        check_limits(limit, recent, self.minimum_budget(), self.largest_output, self.context_window)
+        policy = self.fold_policy if fold_policy is None else policies.policy(fold_policy).name
+        self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, policy
 
     def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
         """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
@@ -178,7 +178,7 @@ class ShortTermMemory:
 
     def fold_due(self) -> int:
         """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due."""
-        return fitting.prefold_plan(self)[0]
+        return self.summarized_message_count + fitting.prefold_plan(self).fold
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold (``fitting.prefold``); None when nothing is due."""

@@ -1,10 +1,8 @@
-"""Fitting each request to the budget: the plan, the folds it calls for, the server's own count, folding ahead.
-
-This is the work behind ``ShortTermMemory.prepare``, ``fold_through`` and ``prefold``, read in this order:
-``prepare`` asks ``plan`` (the article's rule, ``planner.plan_context``, or the watermark) what must leave,
-folds it (``fold_through``, one ``summarize`` request per piece), builds the context (``context_from``) and
-has the server count it where it can (``counted``); when that count disagrees with the local plan, one more
-pair leaves. ``prefold_plan`` is the same plan made between turns, for the message expected next.
+"""The work behind ``ShortTermMemory.prepare`` and ``prefold``, read in this order: ``prepare`` asks the pure plan
+(``plan.plan_turn``, through ``plan_now``) what must leave, folds it (``fold_through``, one ``summarize`` request
+per piece of the plan), builds the context (``context_from``) and has the server count it where it can
+(``counted``); when that count disagrees with the local plan, it asks the plan again with one more pair to leave.
+``prefold`` carries out the same plan made between turns, for the message the policy expects next.
 
 Each function takes the memory and uses only its public members (``Memory``): the state stays in the memory.
 """
@@ -19,20 +17,17 @@ from typing import Any, Protocol
 
 from memora.backends import Backend
 from memora.backends.openai_errors import ContextOverflowError
-from memora.memory import budget
+from memora.memory import budget, policies
 from memora.memory.context import local_input_tokens, sources
 from memora.memory.history import History
 from memora.memory.hook import OnChange
 from memora.memory.limits import SessionLimits
-from memora.memory.planner import Plan, plan_folds
-from memora.memory.prefold import expected_message
-from memora.memory.prefold import prefold_plan as plan_ahead
+from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, summary_tokens
 from memora.memory.sizes import Sizes
-from memora.memory.summarizer import check_summary, fold_pieces, summary_texts
+from memora.memory.summarizer import check_summary, summary_texts
 from memora.memory.turn import check_limits
 from memora.memory.values import FoldPolicy, PreparedContext, SummaryVersion
 from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter, TokenCounter
 from memora.tokens.calibration import Calibration, request_kinds
 from memora.tokens.usage import Ledger, UsageRecord
@@ -49,9 +44,8 @@ class Memory(Protocol):
     token_counter: TokenCounter
     fold_policy: FoldPolicy
     max_recent_turns: int
-    fold_batch_turns: int
-    last_plan: Plan | None
-    last_fold_plan: Plan | None
+    last_plan: TurnPlan | None
+    last_fold_plan: TurnPlan | None
     limits: SessionLimits
     ledger: Ledger
     on_change: OnChange | None
@@ -77,7 +71,7 @@ class Memory(Protocol):
 
 
 def prepare(memory: Memory) -> PreparedContext:
-    """This turn's context, folding into the summary what ``plan`` says must leave (``ShortTermMemory.prepare``).
+    """This turn's context, folding into the summary what the plan says must leave (``ShortTermMemory.prepare``).
 
     Raises ValueError without a pending user message, and ContextBudgetError when even the summary plus the
     message do not fit, by the server's count where it has one, else by the local plan.
@@ -90,52 +84,47 @@ def prepare(memory: Memory) -> PreparedContext:
             else "The conversation history is empty."
         )
     current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
-    for start in range(pointer + plan(memory, current, history.counts[current]).fold, current + 1, 2):
-        if start > memory.conversation.folded:
-            fold_through(memory, start)
+    plan = kept_plan(memory, plan_now(memory, history.counts[current]), history.messages[current].content)
+    while True:
+        fold_through(memory, plan)
+        start = memory.conversation.folded
         spent = sum(v.tokens for v in memory.conversation.versions[versions:])
         prepared = counted(memory, context_from(memory, start, current, spent, start - pointer))
         exact = prepared.server_input_tokens
         if (prepared.input_tokens <= memory.local_budget()) if exact is None else (exact <= memory.budget_in_force()):
             return prepared
+        if start == current:
+            raise budget.budget_error(memory.calibration, prepared.input_tokens, exact, memory.budget_in_force())
         # The server's count (or the API's) disagreed with the local plan: one more pair leaves.
-    raise budget.budget_error(memory.calibration, prepared.input_tokens, exact, memory.budget_in_force())
+        plan = kept_plan(memory, plan_now(memory, history.counts[current], at_least=2))
 
 
-def plan(memory: Memory, current: int, message_tokens: int) -> Plan:
-    """The fold policy's plan for a message of ``message_tokens`` at history index ``current``, kept as ``last_plan``
-    (and ``last_fold_plan`` when it folds). Raises ContextBudgetError for a message too big even alone."""
-    check_message_alone(memory, message_tokens, memory.conversation.messages[current].content)
-    memory.last_plan = plan_for(memory, memory.conversation.unfolded(current), message_tokens)
-    if memory.last_plan.fold:
-        memory.last_fold_plan = memory.last_plan
-    return memory.last_plan
-
-
-def plan_for(memory: Memory, unfolded: Sequence[int], message_tokens: int) -> Plan:
-    """``planner.plan_folds`` for ``unfolded`` messages and a message of ``message_tokens``, with the memory's sizes."""
-    sizes = memory.sizes()
-    return plan_folds(
-        memory.fold_policy, unfolded, message=message_tokens, fixed=sizes.fixed, summary=summary_tokens(memory),
-        full_summary=sizes.full_summary, budget=memory.local_budget(), max_recent_turns=memory.max_recent_turns,
-        fold_batch_turns=memory.fold_batch_turns,
+def plan_now(memory: Memory, message: int | None, at_least: int = 0) -> TurnPlan:
+    """``plan.plan_turn`` for the memory as it is now: for a message of ``message`` tokens (the pending one), or for
+    the message a fold ahead expects (None)."""
+    history, sizes, budget_now = memory.conversation, memory.sizes(), memory.local_budget()
+    end = len(history.messages) - history.pending
+    return plan_turn(
+        history.unfolded(end), message=message, summary=summary_tokens(memory.summary),
+        sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget_now), budget_now),
+        policy=policies.policy(memory.fold_policy), max_recent_turns=memory.max_recent_turns, at_least=at_least,
     )  # fmt: skip
 
 
-def summary_tokens(memory: Memory) -> int:
-    """``Sizes.summary`` of the memory's summary, tokenized once per summary (with the conversation's texts)."""
-    return memory.message_tokens(Message("developer", SUMMARY_PREAMBLE + memory.summary)) if memory.summary else 0
-
-
-def check_message_alone(memory: Memory, message_tokens: int, text: str | None = None) -> None:
-    """Raises ContextBudgetError when the message with the instructions alone is over the budget: by the server's own
-    count where it has one (the margin may be pessimistic), else by the planned ratio. ``text`` None: counts only."""
-    sizes = memory.sizes()
-    if (alone := sizes.fixed + message_tokens) <= memory.local_budget():
-        return
-    exact = None if text is None else exact_count(memory, memory.system_prompt, [Message("user", text)])
-    if exact is None or exact > memory.budget_in_force():
-        raise budget.budget_error(memory.calibration, alone + sizes.summary(memory.summary), exact, memory.budget_in_force())
+def kept_plan(memory: Memory, plan: TurnPlan, text: str | None) -> TurnPlan:
+    """``plan``, kept as ``last_plan`` (and ``last_fold_plan`` when it folds), once its message is known to fit beside
+    the instructions: by the plan, or else by the server's own count where it has one (the margin may be pessimistic).
+    Raises ContextBudgetError when it does not. ``text`` None: the message is the one a fold ahead expects."""
+    if not plan.message_fits:
+        exact = None if text is None else exact_count(memory, memory.system_prompt, [Message("user", text)])
+        if exact is None or exact > memory.budget_in_force():
+            local = plan.alone + summary_tokens(memory.summary)
+            raise budget.budget_error(memory.calibration, local, exact, memory.budget_in_force())
+    if text is not None:
+        memory.last_plan = plan
+        if plan.fold:
+            memory.last_fold_plan = plan
+    return plan
 
 
 def context_from(memory: Memory, start: int, current: int, spent: int, folded: int) -> PreparedContext:
@@ -160,24 +149,28 @@ def counted(memory: Memory, prepared: PreparedContext) -> PreparedContext:
     return replace(prepared, server_input_tokens=exact)
 
 
-def fold_through(memory: Memory, end: int) -> SummaryVersion:
-    """Folds ``history[folded:end]`` in as few summary requests as fit the budget (``fold_pieces``); each request moves
-    summary and pointer together, and a failure keeps the pieces before it. Returns the last version.
-    Raises ValueError unless ``end`` is even, past the folded messages and within the finished pairs."""
+def fold_through(memory: Memory, plan: TurnPlan) -> None:
+    """Folds what ``plan`` folds, one summary request per piece; each request moves summary and pointer together,
+    and a failure keeps the pieces before it."""
     start = memory.conversation.folded
-    for count in fold_pieces(memory.conversation.pairs_through(end), memory.sizes().fold_room(memory.local_budget())):
-        memory.fold(memory.conversation.messages[start : start + 2 * count], (start, start + 2 * count))
-        start += 2 * count
-    return memory.conversation.versions[-1]
+    for pairs in plan.pieces:
+        memory.fold(memory.conversation.messages[start : start + 2 * pairs], (start, start + 2 * pairs))
+        start += 2 * pairs
 
 
 def check_new_message(memory: Memory, user_text: str) -> None:
     """Refuses, before anything is kept or sent, a message no turn could take: ValueError for a blank one,
     LimitReached when a session cap refuses it (the character cap first, so that a pasted book is never tokenized),
-    then ContextBudgetError when it is over the budget with the instructions alone (``check_message_alone``)."""
+    then ContextBudgetError when it is over the budget with the instructions alone (``kept_plan``)."""
     check_limits(memory, user_text)
     memory.calibration = memory.calibration.seeing([user_text])
-    check_message_alone(memory, memory.message_tokens(Message("user", user_text)), user_text)
+    message = memory.message_tokens(Message("user", user_text))
+    sizes = memory.sizes()
+    if sizes.fixed + message > memory.local_budget():
+        exact = exact_count(memory, memory.system_prompt, [Message("user", user_text)])
+        if exact is None or exact > memory.budget_in_force():
+            local = sizes.fixed + message + summary_tokens(memory.summary)
+            raise budget.budget_error(memory.calibration, local, exact, memory.budget_in_force())
 
 
 def learn(memory: Memory, local: int, server: int, texts: Sequence[str]) -> None:
@@ -245,20 +238,13 @@ def summarize(
     return budget.retry_on_overflow(send, learn, memory.window_too_small)
 
 
-def prefold_plan(memory: Memory) -> tuple[int, Plan]:
-    """The history index a prefold folds through now (the folded count when nothing is due), and the plan for the
-    message expected next (``prefold``). Makes no request. Raises ValueError while a user message is pending, and
-    ContextBudgetError when even the expected message cannot fit beside the instructions."""
-    history = memory.conversation
-    if history.pending:
+def prefold_plan(memory: Memory) -> TurnPlan:
+    """The plan of a fold ahead: what a prefold folds now, planned for the message expected next. Makes no request.
+    Raises ValueError while a user message is pending, and ContextBudgetError when even the expected message cannot
+    fit beside the instructions."""
+    if memory.conversation.pending:
         raise ValueError("A user message is pending; its prepare() does the folding.")
-    unfolded = history.unfolded(len(history.messages))
-    message = expected_message(memory.fold_policy, unfolded[::2])
-    check_message_alone(memory, message)
-    fold, expected = plan_ahead(
-        memory.fold_policy, unfolded, message, lambda tokens: plan_for(memory, unfolded, tokens), memory.max_recent_turns
-    )
-    return history.folded + fold, expected
+    return kept_plan(memory, plan_now(memory, None), None)
 
 
 def prefold(memory: Memory) -> SummaryVersion | None:
@@ -268,11 +254,11 @@ def prefold(memory: Memory) -> SummaryVersion | None:
     next turn; a failed request leaves the memory as it was. Holds the memory's lock.
     """
     with memory.lock:
-        end, expected = prefold_plan(memory)
-        if end <= memory.conversation.folded:
+        plan = prefold_plan(memory)
+        if not plan.fold:
             return None
         # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
         memory.limits.check_spend(len(memory.conversation.messages) // 2, memory.session_total_tokens)
-        version = fold_through(memory, end)
-        memory.last_fold_plan = expected  # only once something was folded: the Status panel says why
-        return version
+        fold_through(memory, plan)
+        memory.last_fold_plan = plan  # only once something was folded: the Status panel says why
+        return memory.conversation.versions[-1]

@@ -39,10 +39,6 @@ class Sizes:
         """A summary message at its full allowed length; +1: preamble and summary may not split at a token boundary."""
         return count_message("developer", SUMMARY_PREAMBLE) + self.max_summary_tokens + 1
 
-    def summary(self, text: str) -> int:
-        """The summary message as it is; 0 for no summary."""
-        return count_message("developer", SUMMARY_PREAMBLE + text) if text else 0
-
     @cached_property
     def summary_request(self) -> int:
         """A summary request without its messages: instructions, layout, priming and a full-length summary."""
@@ -66,10 +62,8 @@ def request_sizes(model: str, system_prompt: str, summary_instructions: str, max
     return Sizes(model, system_prompt, summary_instructions, max_summary_tokens)
 
 
-def check_limits(budget: int, recent: int, floor: int, output: int, context_window: int | None, batch: int = 0) -> None:
-    """Raises ValueError for a window or batch below 0, a budget below ``floor``, or budget plus ``output`` over ``context_window``."""
-    if batch < 0:
-        raise ValueError(f"fold_batch_turns must be 0 or more, not {batch}")
+def check_limits(budget: int, recent: int, floor: int, output: int, context_window: int | None) -> None:
+    """Raises ValueError for a window below 0, a budget below ``floor``, or budget plus ``output`` over ``context_window``."""
     if recent < 0:
         raise ValueError(f"max_recent_turns must be 0 or more, not {recent}")
     if budget < floor:

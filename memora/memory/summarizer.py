@@ -189,22 +189,3 @@ def whole_sentences(text: str) -> str:
         return text[: ends[-1]].rstrip()
     words = text.rsplit(maxsplit=1)[0] if " " in text else text
     return f"{words}…" if words else ""
-
-
-def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:
-    """How many pairs each summary request folds, oldest first, so that each fits ``room``.
-
-    ``pairs`` are the tokens of each pair to fold. Consecutive pairs share a
-    request while their total fits ``room``; a pair larger than ``room`` goes
-    alone (its messages are then cut to fit). Returns ``[]`` for no pairs.
-    """
-    pieces: list[int] = []
-    size = room + 1
-    for tokens in pairs:
-        if pieces and size + tokens <= room:
-            pieces[-1] += 1
-            size += tokens
-        else:
-            pieces.append(1)
-            size = tokens
-    return pieces
