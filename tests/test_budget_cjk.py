@@ -242,7 +242,7 @@ def test_the_chat_backend_counts_what_it_will_send():
     with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
         chat_backend = backend(server)
         messages = (Message("user", PASTED),)
-        assert chat_backend.count_exact("m", "Be kind.", messages) == server.prompt_tokens(chat_messages("Be kind.", messages))
+        assert chat_backend.count_request("m", "Be kind.", messages) == server.prompt_tokens(chat_messages("Be kind.", messages))
 
 
 def test_the_status_panel_says_which_count_the_budget_uses():

@@ -243,13 +243,16 @@ def test_limits_are_validated_and_applied_live(backend):
     assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
 
 
-def test_openai_client_is_wrapped():
+def test_the_memory_takes_a_backend_and_names_the_wrapper_for_an_openai_client():
     import openai
 
     from memora.backends.openai_responses import OpenAIResponsesBackend
 
-    memory = ShortTermMemory(openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9"))
-    assert isinstance(memory.backend, OpenAIResponsesBackend)
+    client = openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9")
+    memory = ShortTermMemory(OpenAIResponsesBackend(client))
+    assert isinstance(memory.backend, OpenAIResponsesBackend) and not hasattr(memory, "client")
+    with pytest.raises(TypeError, match="OpenAIResponsesBackend"):
+        ShortTermMemory(client)
     with pytest.raises(TypeError):
         ShortTermMemory(object())
 

@@ -114,3 +114,10 @@ def test_the_what_if_replay_and_a_real_run_fold_the_same_spans_because_one_plan_
     )  # fmt: skip
     assert [r.span for r in replayed.requests if r.kind == "summary"] == real
     assert not replayed.estimated
+
+
+def test_importing_the_memory_loads_no_sdk_no_streamlit_and_no_pandas():
+    code = "import sys, memora.memory; print(sorted(m for m in ('openai', 'streamlit', 'pandas') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

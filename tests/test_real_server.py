@@ -71,11 +71,11 @@ class Recorder:
     def profile(self):
         return self.inner.profile
 
-    def server_tokenizer(self, model: str):
-        return self.inner.server_tokenizer(model)
+    def counting_source(self, model: str):
+        return self.inner.counting_source(model)
 
-    def count_exact(self, model: str, instructions: str, messages):
-        return self.inner.count_exact(model, instructions, messages)
+    def count_request(self, model: str, instructions: str, messages):
+        return self.inner.count_request(model, instructions, messages)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         self.replies.append(request)

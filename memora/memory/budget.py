@@ -12,8 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from memora.backends import Backend, BackendError
-from memora.backends.openai_errors import ContextOverflowError
+from memora.memory.backend import Backend, BackendError, ContextOverflowError
 from memora.memory.values import ContextBudgetError
 from memora.messages import Message
 from memora.tokens.calibration import Calibration, Kind, kind_tokens, request_kinds
@@ -55,18 +54,13 @@ def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | N
 def exact_source(backend: Backend, model: str, calibration: Calibration) -> str | None:
     """The server's tokenizer endpoint that counts each request (``"llama.cpp /apply-template + /tokenize"``), or None;
     None too where local counts are the server's own (o200k_base)."""
-    if calibration.exact:
-        return None
-    tokenizer = getattr(backend, "server_tokenizer", None)
-    found = tokenizer(model) if callable(tokenizer) else None
-    return getattr(found, "source", None) if found is not None else None
+    return None if calibration.exact else backend.counting_source(model)
 
 
 def exact_counter(backend: Backend, calibration: Calibration) -> Callable[[str, str, Sequence[Message]], int | None] | None:
-    """The backend's ``count_exact(model, instructions, messages)``; None where it has none, or where the local count
-    is already exact (o200k_base is the server's tokenizer)."""
-    count = getattr(backend, "count_exact", None)
-    return None if calibration.exact or not callable(count) else count
+    """The backend's ``count_request(model, instructions, messages)``, a capability every backend declares; None where
+    the local count is already exact (o200k_base is the server's tokenizer)."""
+    return None if calibration.exact else backend.count_request
 
 
 def counting_words(source: str | None, calibration: Calibration, offline: bool = False) -> str:

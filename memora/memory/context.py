@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memora.backends.base import ServerProfile
+from memora.memory.backend import ServerProfile
 from memora.memory.values import Source
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from memora.backends import Backend, as_backend
-from memora.backends.openai_errors import ContextOverflowError
 from memora.memory import budget, fitting, policies
+from memora.memory.backend import Backend, ContextOverflowError
 from memora.memory.context import lead_messages, request_instructions
 from memora.memory.history import History
 from memora.memory.hook import OnChange
@@ -47,11 +46,12 @@ from memora.tokens.usage import Ledger, Usage, UsageRecord
 class ShortTermMemory:
     """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and budget.
 
-    ``client``: a memora backend or an ``openai.OpenAI`` client. Budgets are the server's tokens; plans count local
-    o200k_base tokens against ``local_budget()``, which ``calibration`` learns (``budget``). ``fold_policy``: a registered
-    policy's name (``policies``: ``window``, the article's, or ``watermark``); ``max_reply_tokens``:
-    each reply's cap (None: none); ``context_window``: the server's, when known; ``limits``: the session's caps; ``lock``:
-    one turn at a time per session; ``on_change(memory, change)`` (``hook``): called after each committed turn and fold.
+    ``client`` (the article's name): a memora backend, or the article's client that carries one (``ArticleClient``).
+    Budgets are the server's tokens; plans count local o200k_base tokens against ``local_budget()``, which
+    ``calibration`` learns (``budget``). ``fold_policy``: a registered policy's name (``policies``: ``window``, the
+    article's, or ``watermark``); ``max_reply_tokens``: each reply's cap (None: none); ``context_window``: the
+    server's, when known; ``limits``: the session's caps; ``lock``: one turn at a time per session;
+    ``on_change(memory, change)`` (``hook``): called after each committed turn and fold.
     """
 
     on_change: OnChange | None = None
@@ -72,8 +72,7 @@ class ShortTermMemory:
         context_window: int | None = None,
         fold_policy: FoldPolicy = "window",
     ) -> None:
-        self.switch_backend(as_backend(client), model, token_counter)
-        self.client = client
+        self.switch_backend(backend_of(client), model, token_counter)
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
         self.max_input_tokens, self.max_recent_turns = max_input_tokens, max_recent_turns
@@ -117,7 +116,7 @@ class ShortTermMemory:
 
     def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
         """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
-        self.backend, self.client, self.model = backend, backend, model
+        self.backend, self.model = backend, model
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None  # the server's context window, as an overflow error gave it
@@ -294,3 +293,17 @@ class ShortTermMemory:
             "Summary available": bool(self.summary),
             "Session total tokens": self.session_total_tokens,
         }
+
+
+def backend_of(client: Any) -> Backend:
+    """The backend behind what the article calls ``client``: a memora backend as it is, or the one an article-style
+    client (``memora.backends.compat.ArticleClient``) carries. Raises TypeError for anything else, an
+    ``openai.OpenAI`` client included: wrap it (``memora.backends.openai_responses.OpenAIResponsesBackend``)."""
+    if isinstance(client, Backend):
+        return client
+    if isinstance(getattr(client, "backend", None), Backend):
+        return client.backend
+    raise TypeError(
+        f"expected a memora backend (memora.backends), not {type(client).__name__}; "
+        "wrap an openai.OpenAI client in memora.backends.openai_responses.OpenAIResponsesBackend"
+    )

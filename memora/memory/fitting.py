@@ -15,9 +15,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
-from memora.backends import Backend
-from memora.backends.openai_errors import ContextOverflowError
 from memora.memory import budget, policies
+from memora.memory.backend import Backend, ContextOverflowError
 from memora.memory.context import local_input_tokens, sources
 from memora.memory.history import History
 from memora.memory.hook import OnChange

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from memora.backends.base import SummaryRequest
+from memora.memory.backend import SummaryRequest
 from memora.memory.summarizer import Summarizer
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM
 from memora.prompts import SUMMARY_PREAMBLE

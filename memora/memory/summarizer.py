@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memora.backends.base import Backend, BackendError, SummaryRequest
+from memora.memory.backend import Backend, BackendError, SummaryRequest
 from memora.memory.values import SummaryError, SummaryVersion
 from memora.messages import Message
 from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
@@ -118,7 +118,7 @@ class Summarizer:
 
 
 ExactCount = Callable[[str, str, Sequence[Message]], "int | None"]
-"""A backend's ``count_exact(model, instructions, messages)``: the server's own count of a request."""
+"""A backend's ``count_request(model, instructions, messages)``: the server's own count of a request."""
 
 MAX_RECUTS = 4
 RECUT_SPARE = 8

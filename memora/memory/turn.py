@@ -7,8 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-from memora.backends.base import Backend, BackendError, Completion, ReplyRequest
-from memora.backends.openai_errors import ContextOverflowError
+from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
 from memora.memory.budget import overflow_error
 from memora.memory.history import History
 from memora.memory.limits import SessionLimits

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memora.backends.base import BackendError
+from memora.memory.backend import BackendError
 from memora.messages import Message
 from memora.tokens.usage import UsageRecord
 
