@@ -9,10 +9,9 @@ the server's count teaches), ``context`` and ``sizes`` (what a request sends, an
 fixed parts), ``values`` (limits, errors and frozen values).
 """
 
-from memora.memory.core import ShortTermMemory
+from memora.memory.core import ShortTermMemory, Turn
 from memora.memory.plan import PlanSizes, TurnPlan, fold_pieces, plan_turn
 from memora.memory.summarizer import whole_sentences
-from memora.memory.turn import Turn
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,

@@ -9,27 +9,26 @@ Each function takes the memory and uses only its public members (``Memory``): th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from memora.memory import budget, policies
-from memora.memory.backend import Backend, ContextOverflowError
-from memora.memory.context import local_input_tokens, sources
-from memora.memory.history import History
+from memora.memory import plan as budget
+from memora.memory import policies
+from memora.memory.backend import Backend, BackendError, ContextOverflowError
 from memora.memory.hook import OnChange
 from memora.memory.limits import SessionLimits
-from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, summary_tokens
-from memora.memory.sizes import Sizes
-from memora.memory.summarizer import check_summary, summary_texts
-from memora.memory.turn import check_limits
+from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan, local_input_tokens, plan_turn, sources, summary_tokens
+from memora.memory.summarizer import Summarizer, check_summary, summary_texts
 from memora.memory.values import FoldPolicy, PreparedContext, SummaryVersion
 from memora.messages import Message
 from memora.tokens import LocalTokenCounter, TokenCounter
 from memora.tokens.calibration import Calibration, request_kinds
 from memora.tokens.usage import Ledger, UsageRecord
+
+T = TypeVar("T")
 
 
 class Memory(Protocol):
@@ -106,7 +105,7 @@ def plan_now(memory: Memory, message: int | None, at_least: int = 0) -> TurnPlan
     return plan_turn(
         history.unfolded(end), message=message, summary=summary_tokens(memory.summary),
         sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget_now), budget_now),
-        policy=policies.policy(memory.fold_policy), max_recent_turns=memory.max_recent_turns, at_least=at_least,
+        policy=policies.POLICIES[memory.fold_policy], max_recent_turns=memory.max_recent_turns, at_least=at_least,
     )  # fmt: skip
 
 
@@ -161,7 +160,7 @@ def check_new_message(memory: Memory, user_text: str) -> None:
     """Refuses, before anything is kept or sent, a message no turn could take: ValueError for a blank one,
     LimitReached when a session cap refuses it (the character cap first, so that a pasted book is never tokenized),
     then ContextBudgetError when it is over the budget with the instructions alone (``kept_plan``)."""
-    check_limits(memory, user_text)
+    check_caps(memory, user_text)
     memory.calibration = memory.calibration.seeing([user_text])
     message = memory.message_tokens(Message("user", user_text))
     sizes = memory.sizes()
@@ -217,7 +216,7 @@ def summarize(
     def send() -> tuple[SummaryVersion, UsageRecord]:
         room, tokens = sizes.fold_room(memory.local_budget()), tuple(map(memory.message_tokens, messages))
         exact, turn = budget.exact_counter(memory.backend, memory.calibration), memory.conversation.turn_number
-        return sizes.summarizer.fold(
+        return Summarizer(sizes.model, sizes.summary_instructions, sizes.max_summary_tokens).fold(
             memory.backend,
             memory.summary,
             messages,
@@ -234,7 +233,7 @@ def summarize(
     def learn(overflow: ContextOverflowError) -> None:
         memory.learn_overflow(overflow, sizes.summary_request + sum(map(memory.message_tokens, messages)), texts)
 
-    return budget.retry_on_overflow(send, learn, memory.window_too_small)
+    return retry_on_overflow(send, learn, memory.window_too_small)
 
 
 def prefold_plan(memory: Memory) -> TurnPlan:
@@ -261,3 +260,35 @@ def prefold(memory: Memory) -> SummaryVersion | None:
         fold_through(memory, plan)
         memory.last_fold_plan = plan  # only once something was folded: the Status panel says why
         return memory.conversation.versions[-1]
+
+
+def retry_on_overflow(send: Callable[[], T], learn: Callable[[ContextOverflowError], None], too_small: Callable[[], bool]) -> T:
+    """``send()``; after a context-overflow error, ``learn``s its figures and sends once more, cut to the room they
+    leave. Raises ``overflow_error()`` when ``too_small()`` after learning, or on a second overflow."""
+    try:
+        return send()
+    except ContextOverflowError as overflow:
+        learn(overflow)
+    if too_small():
+        raise overflow_error()
+    try:
+        return send()
+    except ContextOverflowError:
+        raise overflow_error() from None
+
+
+def overflow_error() -> BackendError:
+    """The error for a server whose context window no fold or cut can fit: only a setting can."""
+    return BackendError(
+        "The model server's context window is smaller than Memora's budget, even after folding and cutting to the "
+        "figures it gave. Lower MEMORA_MAX_INPUT_TOKENS or set MEMORA_CONTEXT_WINDOW to the server's context size "
+        "(llama.cpp: --n_ctx). Your message is kept."
+    )
+
+
+def check_caps(memory: Memory, user_text: str) -> None:
+    """Raises ValueError for a blank message, LimitReached when a session cap refuses it (the character cap first,
+    so that a pasted book is never tokenized)."""
+    if not user_text.strip():
+        raise ValueError("The message is empty.")
+    memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)

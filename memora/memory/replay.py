@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memora.memory import policies
-from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, summary_tokens
-from memora.memory.sizes import request_sizes
+from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, request_sizes, summary_tokens
 from memora.memory.values import FoldPolicy
 from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
 from memora.tokens import count_message
