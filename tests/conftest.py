@@ -85,6 +85,7 @@ MODULE_TIERS = {
             "test_conversation_page",
             "test_fold_policy",
             "test_policy_registry",
+            "test_turn_trace",
             "test_page_lesson",
             "test_page_turn",
             "test_error_details",
