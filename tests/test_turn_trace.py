@@ -69,4 +69,4 @@ def test_a_turn_with_a_fold_runs_through_few_files_and_no_two_call_each_other():
     print(f"\n{len(files)} files, {len(memory_files)} in memora/memory/: {sorted(files)}\nboth ways: {both_ways}")
     assert len(files) <= MAX_FILES, sorted(files)
     assert len(memory_files) <= MAX_MEMORY_FILES, memory_files
-    assert both_ways == [("memora/memory/core.py", "memora/memory/fitting.py")]
+    assert both_ways == []

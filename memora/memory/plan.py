@@ -19,10 +19,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
+from itertools import accumulate, pairwise
 
 from memora.memory.backend import Backend, ContextOverflowError, ServerProfile, SummaryRequest
 from memora.memory.policies import FoldReason, Policy
-from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM, ContextBudgetError, Source, SummaryVersion
+from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import REPLY_PRIMING_TOKENS, count_message
@@ -149,6 +150,11 @@ class TurnPlan:
     def fits(self) -> bool:
         """Whether the planned request fits the budget (False only when even folding everything cannot make it)."""
         return self.input_tokens <= self.budget
+
+    def spans(self, start: int) -> list[tuple[int, int]]:
+        """The history span each summary request folds, oldest first, for unfolded messages from index ``start``."""
+        bounds = list(accumulate((2 * pairs for pairs in self.pieces), initial=start))
+        return list(pairwise(bounds))
 
     @property
     def message_fits(self) -> bool:
@@ -331,6 +337,29 @@ def sources(profile: ServerProfile, summary: str, leading: int, recent: int) -> 
     if profile.single_system_message:
         lead = "instructions_summary" if summary else "instructions"
     return (lead,) * leading + ("window",) * recent + ("current",)
+
+
+def context(
+    history: History,
+    profile: ServerProfile,
+    system_prompt: str,
+    start: int,
+    current: int,
+    folding: tuple[int, int],
+    count: Callable[[Sequence[Message]], int] | None = None,
+) -> PreparedContext:
+    """The reply request with ``history.messages[start:current]`` as its window and ``[current]`` as its message, in the
+    wire's roles; ``folding`` is this turn's summary tokens so far and the messages it newly folded.
+    Counted locally, each history message at its kept count and the lead message (summary, or the one system
+    message) here; or by ``count`` where the memory asks the server (``MEMORA_TOKEN_COUNTING=api``)."""
+    spent, folded = folding
+    lead = lead_messages(profile, system_prompt, history.summary)
+    messages = (*lead, *history.messages[start : current + 1])
+    tokens = (*(count_message(m.role, m.content) for m in lead), *history.counts[start : current + 1])
+    instructions = request_instructions(profile, system_prompt)
+    origins = sources(profile, history.summary, len(lead), current - start)
+    input_tokens = local_input_tokens(instructions, tokens) if count is None else count(messages)
+    return PreparedContext(instructions, messages, origins, tokens, input_tokens, spent, folded)
 
 
 def local_input_tokens(instructions: str, message_tokens: Sequence[int]) -> int:
