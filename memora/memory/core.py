@@ -6,8 +6,8 @@ each, ``summarizer``), sends the context and commits the reply (``finish_turn``)
 Between turns, ``prefold`` carries out the same plan made for the message expected next. Everything that decides
 is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
 I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
-calibration (``memora.tokens.calibration``: what the server's counts teach), the ledger (``memora.tokens.usage``),
-the session's caps (``limits``) and persistence (``on_change``, ``hook``). The article's Memora v0.7 names close
+budget (``budget.Budget``: what the server's own counts teach, the calibration), the ledger
+(``memora.tokens.usage``), the session's caps (``limits``) and persistence (``on_change``, ``hook``). The article's Memora v0.7 names close
 the class, so that the article's main loop runs unchanged.
 """
 
@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from memora.memory import budget, plan, policies
 from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
@@ -41,8 +41,6 @@ from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import LocalTokenCounter, TextTokens, TokenCounter
 from memora.tokens.usage import Ledger, Usage, UsageRecord
-
-T = TypeVar("T")
 
 
 class ShortTermMemory:

@@ -1,4 +1,4 @@
-"""What a fold policy would have done with a conversation: the planner, replayed on its token counts.
+"""What a fold policy would have done with a conversation: the plan, replayed on its token counts.
 
 A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
 same pure plan (``plan.plan_turn``) what each request would have sent: what folds, in how many summary requests,
@@ -9,7 +9,7 @@ What every figure rests on (the page labels them a replay estimate):
 
 - **The same conversation.** Every policy gets the same messages and the same replies. A real model sent
   another context would have answered a little differently; a replay cannot know how.
-- **Local tokens, in the planner's arithmetic.** A reply request sends ``fixed + summary + recent messages +
+- **Local tokens, in the plan's arithmetic.** A reply request sends ``fixed + summary + recent messages +
   message``, each message at its own o200k_base count (exact in the OpenAI layout; a server that takes the summary
   inside its one system message merges a few tokens across the join). The budget is the memory's local budget.
 - **Today's settings.** The whole conversation is replayed under the current budget and window, even where they
@@ -22,7 +22,7 @@ What every figure rests on (the page labels them a replay estimate):
   reproduces what was sent. From the first request that differs, every summary is estimated.
 - **A summary that never existed is estimated** at the length of what it summarizes (the old summary's text plus
   the folded messages), up to the policy's summary cap: never longer than its cap, as a real one is cut there.
-  That is the planner's own reservation once a conversation has more to summarize than the cap, an upper bound for
+  That is the plan's own reservation once a conversation has more to summarize than the cap, an upper bound for
   a model that writes less. Its request's input is the request's fixed part (instructions, layout, priming), the
   old summary's text and the folded messages at their own counts (a transcript line costs about what its message
   does), at most the request's room for messages, as a real fold cuts the largest messages to fit.
@@ -53,7 +53,7 @@ Strategy = str
 
 @dataclass(frozen=True)
 class PolicySizes:
-    """The fixed local token sizes one fold policy plans with (``sizes.Sizes`` under the policy's summary cap).
+    """The fixed local token sizes one fold policy plans with (``plan.Sizes`` under the policy's summary cap).
 
     ``fixed``: the instructions and the reply's priming. ``preamble``: the summary message without its text.
     ``summary_cap``: the most tokens a summary's text may have. ``summary_request``: a summary request with no
@@ -69,7 +69,7 @@ class PolicySizes:
 
     @property
     def full_summary(self) -> int:
-        """A summary message at its full length, as the planner reserves it (``Sizes.full_summary``)."""
+        """A summary message at its full length, as the plan reserves it (``Sizes.full_summary``)."""
         return self.preamble + self.summary_cap + 1
 
 
