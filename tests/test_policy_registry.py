@@ -121,3 +121,13 @@ def test_importing_the_memory_loads_no_sdk_no_streamlit_and_no_pandas():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_checking_a_message_before_it_is_sent_leaves_the_reason_of_the_last_fold_alone():
+    memory = ShortTermMemory(OfflineBackend(), max_recent_turns=1)
+    chat(memory, "one", "two")
+    assert memory.last_fold_plan is None and memory.summarized_message_count == 0
+    memory.check_new_message("three")  # its plan folds the first pair, but nothing is folded yet
+    assert memory.last_fold_plan is None
+    chat(memory, "three")
+    assert memory.last_fold_plan is not None and memory.last_fold_plan.reason == "window"

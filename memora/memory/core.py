@@ -122,6 +122,7 @@ class ShortTermMemory:
                              else "The conversation history is empty.")  # fmt: skip
         current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
         self.last_plan = turn_plan = self._plan(history.counts[current], history.messages[current].content)
+        self.last_fold_plan = turn_plan if turn_plan.fold else self.last_fold_plan  # the Status panel: why it folded
         while True:
             for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
                 self.fold(history.messages[slice(*span)], span)
@@ -203,8 +204,6 @@ class ShortTermMemory:
         )  # fmt: skip
         if not at_least:
             self.budget.check_alone(turn_plan, text, self.system_prompt, self.summary, self.budget_in_force())
-        if text is not None and turn_plan.fold:
-            self.last_fold_plan = turn_plan
         return turn_plan
 
     # -- the budget in force, in the server's tokens (``budget``: what the server's counts teach) ------------------
