@@ -269,7 +269,7 @@ def _block_mean(strategy: Strategy, fresh: Script) -> float:
     finally:
         gc.enable()
     # The mean over the block, not its median: fold and no-fold turns alternate in
-    # cycles (batching), and a block's median would depend on where the cycle starts.
+    # cycles (the watermark's large folds), and a block's median would depend on where the cycle starts.
     return statistics.fmean(times)
 
 
