@@ -12,8 +12,9 @@ Read in this order:
    memory (its seam to the calibration). ``backend``: what the memory asks of a model server (the ``Backend``
    Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen values.
 
-``replay`` (the what-if panel's replays, through the same plan) and ``limits`` (a classroom's caps) are the
-teaching's and the classroom's, kept here for now; ``hook`` types ``on_change``.
+``replay`` (the what-if panel's replays, through the same plan) and ``limits`` (a classroom's caps, which no memory
+module imports: the app installs them through ``hook.Caps``) are the teaching's and the classroom's, kept here for
+now; ``hook`` types the seams the app installs (``on_change``, ``limits``).
 """
 
 from memora.memory.core import ShortTermMemory, Turn

@@ -7,8 +7,9 @@ Between turns, ``prefold`` carries out the same plan made for the message expect
 is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
 I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
 budget (``budget.Budget``: what the server's own counts teach, the calibration), the ledger
-(``memora.tokens.usage``), the session's caps (``limits``) and persistence (``on_change``, ``hook``). The article's Memora v0.7 names close
-the class, so that the article's main loop runs unchanged.
+(``memora.tokens.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
+(``on_change``, ``hook``). The article's Memora v0.7 names close the class, so that the article's main loop runs
+unchanged.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from typing import Any
 from memora.memory import budget, plan, policies
 from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
 from memora.memory.budget import Budget
-from memora.memory.hook import OnChange
-from memora.memory.limits import SessionLimits
+from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
 from memora.memory.summarizer import Summarizer, check_summary, summary_texts
 from memora.memory.values import (
@@ -48,14 +48,14 @@ class ShortTermMemory:
 
     ``client`` (the article's name): a memora backend, or the article's client that carries one (``ArticleClient``).
     ``fold_policy``: a registered policy's name; ``max_reply_tokens``: each reply's cap (None: none); ``context_window``:
-    the server's, when known; ``limits``: the session's caps; ``lock``: one turn at a time per session."""
+    the server's, when known; ``limits``: the session's caps (None: none, as in the article); ``lock``: one turn at a time per session."""
 
     on_change: OnChange | None = None
 
     def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
                  summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
                  max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
-                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, limits: SessionLimits | None = None,
+                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, limits: Caps | None = None,
                  max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
                  fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
         self.switch_backend(backend_of(client), model, token_counter)
@@ -63,7 +63,7 @@ class ShortTermMemory:
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
         self.largest_output = max(max_reply_tokens or 0, max_summary_tokens)  # what one request may write, at most
         self.max_input_tokens, self.max_recent_turns, self.fold_policy = max_input_tokens, max_recent_turns, policies.DEFAULT
-        self.limits, self.lock = limits or SessionLimits(), threading.RLock()
+        self.limits, self.lock = limits, threading.RLock()
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns, fold_policy=fold_policy)
         self.restore()
 
@@ -154,7 +154,8 @@ class ShortTermMemory:
             if self.fold_due() == self.summarized_message_count:
                 return None
             # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
-            self.limits.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
+            if self.limits is not None:
+                self.limits.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
             ahead = self._plan(None, None)
             for span in ahead.spans(self.summarized_message_count):
                 self.fold(self.conversation.messages[slice(*span)], span)
@@ -294,11 +295,12 @@ class ShortTermMemory:
 
 
 def check_caps(memory: ShortTermMemory, user_text: str) -> None:
-    """Raises ValueError for a blank message, LimitReached when a session cap refuses it (the character cap first,
-    so that a pasted book is never tokenized)."""
+    """Raises ValueError for a blank message, and the caps' error (LimitReached) when a session cap refuses it,
+    before the message is tokenized: a pasted book is refused by its characters."""
     if not user_text.strip():
         raise ValueError("The message is empty.")
-    memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
+    if memory.limits is not None:
+        memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
 
 
 def backend_of(client: Any) -> Backend:

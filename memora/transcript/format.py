@@ -317,7 +317,8 @@ def continue_in_session(
     Raises TranscriptError, and ``session`` is left as it was.
     """
     if from_outside:
-        check_caps(transcript, session.limits, session.max_summary_tokens)
+        # A memory built without caps (not the page's: its caps come from the settings) holds an import to none.
+        check_caps(transcript, session.limits or SessionLimits(None), session.max_summary_tokens)
     return restore_memory(
         transcript,
         session.backend,
