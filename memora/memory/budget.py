@@ -24,21 +24,22 @@ class Budget:
 
     ``calibration`` turns the local o200k_base tokens a plan counts into the server's, per kind of text, learned only
     from figures the server itself counted (``memora.tokens.calibration``); ``server_window`` is the server's context
-    window once an overflow error gave it, which then lowers the budget in force. Where the backend counts a request
+    window once an overflow error gave it, which then lowers the budget in force beside ``output`` (the most one request
+    of the memory may write: a reply or a summary). Where the backend counts a request
     itself (``Backend.count_request``), that count holds the budget and the plan only has to be close.
     """
 
-    def __init__(self, backend: Backend, model: str) -> None:
-        self.backend, self.model = backend, model
+    def __init__(self, backend: Backend, model: str, output: int) -> None:
+        self.backend, self.model, self.output = backend, model, output
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
-    def in_force(self, max_input_tokens: int, output: int) -> int:
-        return plan.budget_in_force(max_input_tokens, self.server_window, output)
+    def in_force(self, max_input_tokens: int) -> int:
+        return plan.budget_in_force(max_input_tokens, self.server_window, self.output)
 
-    def too_small(self, output: int) -> bool:
+    def too_small(self) -> bool:
         """Whether no fold or cut can make a request fit the server's window beside ``output``: only a setting can."""
-        return plan.window_too_small(self.server_window, output)
+        return plan.window_too_small(self.server_window, self.output)
 
     def local(self, budget: int, texts: Sequence[str]) -> int:
         """``budget`` in local tokens; weighed by the ``texts`` a request may carry where the server counts each one."""

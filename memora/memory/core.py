@@ -58,10 +58,9 @@ class ShortTermMemory:
                  max_summary_tokens: int = MAX_SUMMARY_TOKENS, limits: Caps | None = None,
                  max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
                  fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
-        self.switch_backend(backend_of(client), model, token_counter)
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
-        self.largest_output = max(max_reply_tokens or 0, max_summary_tokens)  # what one request may write, at most
+        self.switch_backend(backend_of(client), model, token_counter)
         self.max_input_tokens, self.max_recent_turns, self.fold_policy = max_input_tokens, max_recent_turns, policies.DEFAULT
         self.limits, self.lock = limits, threading.RLock()
         self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns, fold_policy=fold_policy)
@@ -82,7 +81,6 @@ class ShortTermMemory:
         self.budget.see([*(m.content for m in history), self.summary])
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
-        self.last_plan: TurnPlan | None = None
         self.last_fold_plan: TurnPlan | None = None  # the plan of the last fold, for "why did it fold?"
 
     def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
@@ -91,13 +89,13 @@ class ShortTermMemory:
         limit = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
         policy = self.fold_policy if fold_policy is None else policies.policy(fold_policy).name
-        plan.check_limits(limit, recent, self.minimum_budget(), self.largest_output, self.context_window)
+        plan.check_limits(limit, recent, self.minimum_budget(), self.budget.output, self.context_window)
         self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, policy
 
     def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
         """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
-        self.backend, self.model, self.budget = backend, model, Budget(backend, model)
-        self.served_by = "offline" if backend.offline else model  # the model the ledger names
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)  # what one request may write, at most
+        self.backend, self.model, self.budget = backend, model, Budget(backend, model, output)
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
 
     # -- a turn: the plan, its folds, the request, the commit ----------------------------------------------------
@@ -121,7 +119,7 @@ class ShortTermMemory:
             raise ValueError("The last message must be a user message before building the context." if history.messages
                              else "The conversation history is empty.")  # fmt: skip
         current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
-        self.last_plan = turn_plan = self._plan(history.counts[current], history.messages[current].content)
+        turn_plan = self._plan(history.counts[current], history.messages[current].content)
         self.last_fold_plan = turn_plan if turn_plan.fold else self.last_fold_plan  # the Status panel: why it folded
         while True:
             for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
@@ -169,8 +167,8 @@ class ShortTermMemory:
         sizes = self.sizes()
         version, record = Summarizer(self.model, sizes.summary_instructions, self.max_summary_tokens).summarize(
             self.backend, self.budget, self.summary, messages, span, sizes=sizes, turn=self.conversation.turn_number,
-            message_tokens=tuple(map(self.message_tokens, messages)), served_by=self.served_by,
-            max_input_tokens=self.max_input_tokens, output=self.largest_output, plan_texts=self._plan_texts(),
+            message_tokens=tuple(map(self.message_tokens, messages)), served_by=served_by(self),
+            max_input_tokens=self.max_input_tokens, plan_texts=self._plan_texts(),
         )  # fmt: skip
         self.budget.record(self.ledger, record, summary_texts(self.summary, messages))
         self.budget.see([version.text])
@@ -188,7 +186,7 @@ class ShortTermMemory:
             raise ValueError("There is no pending user message to reply to.")
         record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
         self.budget.record(self.ledger, record, [self.request_instructions(), *(m.content for m in context_messages)])
-        self.add_message(Message("assistant", assistant_reply))
+        self._add_message(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
         if self.on_change is not None:
             self.on_change(self, "turn")
@@ -210,7 +208,7 @@ class ShortTermMemory:
     # -- the budget in force, in the server's tokens (``budget``: what the server's counts teach) ------------------
 
     def budget_in_force(self) -> int:
-        return self.budget.in_force(self.max_input_tokens, self.largest_output)
+        return self.budget.in_force(self.max_input_tokens)
 
     def local_budget(self) -> int:
         """``budget_in_force()`` in local tokens; where the server counts each request, for the texts one may carry."""
@@ -227,7 +225,7 @@ class ShortTermMemory:
         cap = self.max_summary_tokens
         return plan.request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
 
-    def add_message(self, message: Message) -> None:
+    def _add_message(self, message: Message) -> None:
         """Appends ``message`` to the history, its tokens counted once; the calibration sees its kind of text."""
         self.budget.see([message.content])
         self.conversation = self.conversation.adding(message, self.message_tokens(message))
@@ -258,7 +256,7 @@ class ShortTermMemory:
         """Appends a user message. Raises ValueError if a user message is already pending."""
         if self.has_pending_turn:
             raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
-        self.add_message(Message("user", content))
+        self._add_message(Message("user", content))
         self.last_prepared = None  # belongs to the previous turn
 
     def rollback_last_user_message(self) -> None:
@@ -301,6 +299,11 @@ def check_caps(memory: ShortTermMemory, user_text: str) -> None:
         raise ValueError("The message is empty.")
     if memory.limits is not None:
         memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
+
+
+def served_by(memory: ShortTermMemory) -> str:
+    """The model the ledger names for a request of ``memory``: ``offline`` for the offline engine."""
+    return "offline" if memory.backend.offline else memory.model
 
 
 def backend_of(client: Any) -> Backend:
@@ -391,7 +394,7 @@ class Turn:
                 if attempt:
                     raise budget.overflow_error() from None
                 memory.budget.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
-                if memory.budget.too_small(memory.largest_output):
+                if memory.budget.too_small():
                     raise budget.overflow_error() from None
                 continue
             raise BackendError("The model's stream ended before the response was complete.")
@@ -426,7 +429,7 @@ def reply_record(
     fields = {
         "turn": memory.conversation.turn_number,
         "kind": "reply",
-        "model": memory.served_by,
+        "model": served_by(memory),
         "latency_s": latency_s,
         "cut": cut,
         "counted_input_tokens": prepared.input_tokens if prepared else memory.count_input_tokens(context_messages),

@@ -91,7 +91,6 @@ class Summarizer:
         turn: int,
         served_by: str,
         max_input_tokens: int,
-        output: int,
         plan_texts: Sequence[str],
     ) -> tuple[SummaryVersion, UsageRecord]:
         """``fold`` within the budget in force, the room for messages from ``budget``'s local budget for ``plan_texts``.
@@ -102,7 +101,7 @@ class Summarizer:
         counts: list[ServerCount] = []
 
         def send() -> tuple[SummaryVersion, UsageRecord]:
-            in_force = budget.in_force(max_input_tokens, output)
+            in_force = budget.in_force(max_input_tokens)
             room = sizes.fold_room(budget.local(in_force, plan_texts))
             return self.fold(backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
                              served_by=served_by, input_budget=in_force, exact=budget.counter(), counts=counts)  # fmt: skip
@@ -112,7 +111,7 @@ class Summarizer:
                 return send()
             except ContextOverflowError as overflow:
                 budget.learn_overflow(overflow, sizes.summary_request + sum(message_tokens), summary_texts(summary, messages))
-            if budget.too_small(output):
+            if budget.too_small():
                 raise overflow_error()
             try:
                 return send()
