@@ -1,7 +1,7 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()`` calls
-``prepare``: it asks the one pure plan (``plan.plan_turn``) what must leave, folds it (``fold``: one summary request
+``prepare``: it asks the one pure plan (``plan.plan_turn``) what must leave, folds it (``_fold``: one summary request
 each, ``summarizer``), sends the context and commits the reply (``finish_turn``), or the turn leaves no trace.
 Between turns, ``prefold`` carries out the same plan made for the message expected next. Everything that decides
 is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
@@ -123,7 +123,7 @@ class ShortTermMemory:
         self.last_fold_plan = turn_plan if turn_plan.fold else self.last_fold_plan  # the Status panel: why it folded
         while True:
             for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
-                self.fold(history.messages[slice(*span)], span)
+                self._fold(history.messages[slice(*span)], span)
             start = self.conversation.folded
             spent = sum(v.tokens for v in self.conversation.versions[versions:])
             counter = None if isinstance(self.token_counter, LocalTokenCounter) else self.count_input_tokens
@@ -156,11 +156,11 @@ class ShortTermMemory:
                 self.limits.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
             ahead = self._plan(None, None)
             for span in ahead.spans(self.summarized_message_count):
-                self.fold(self.conversation.messages[slice(*span)], span)
+                self._fold(self.conversation.messages[slice(*span)], span)
             self.last_fold_plan = ahead  # only once something was folded: the Status panel says why
             return self.conversation.versions[-1]
 
-    def fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
+    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
         """One summary request folding ``messages`` (history ``span``, ``summarizer.summarize``): its record goes in the
         ledger, its summary becomes the new version, and ``on_change`` hears of it. Raises BackendError, and
         SummaryError (after the record) for an empty summary of new messages."""
@@ -185,7 +185,7 @@ class ShortTermMemory:
         if not self.has_pending_turn:
             raise ValueError("There is no pending user message to reply to.")
         record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
-        self.budget.record(self.ledger, record, [self.request_instructions(), *(m.content for m in context_messages)])
+        self.budget.record(self.ledger, record, [self._request_instructions(), *(m.content for m in context_messages)])
         self._add_message(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
         if self.on_change is not None:
@@ -266,17 +266,17 @@ class ShortTermMemory:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
     def count_input_tokens(self, messages: Sequence[Message]) -> int:
-        return self.token_counter.count(self.model, self.request_instructions(), messages)
+        return self.token_counter.count(self.model, self._request_instructions(), messages)
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
         """Merges ``new_messages`` into the summary without moving the pointer; returns the request's tokens."""
-        return self.fold(tuple(new_messages), (self.summarized_message_count,) * 2).tokens
+        return self._fold(tuple(new_messages), (self.summarized_message_count,) * 2).tokens
 
     def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
         """Summary, window and message, in the wire's roles (``plan.lead_messages``)."""
         return [*plan.lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
 
-    def request_instructions(self) -> str:
+    def _request_instructions(self) -> str:
         return plan.request_instructions(self.backend.profile, self.system_prompt)
 
     def prepare_context(self) -> dict[str, Any]:
