@@ -29,7 +29,7 @@ except ImportError:  # a revision from before the bench left the product package
     from memora.bench.run import bookkeeping_us, strategies, tokenization_us
     from memora.bench.strategies import Limits
 name, turns = sys.argv[1], [int(n) for n in sys.argv[2].split(",")]
-us = bookkeeping_us({name: strategies(3)[name]}, turns, Limits(), repeats=11)[name]
+us = bookkeeping_us({name: strategies()[name]}, turns, Limits(), repeats=11)[name]
 unit = tokenization_us(repeats=11)
 print(json.dumps({n: us[n] / unit for n in turns}))
 """

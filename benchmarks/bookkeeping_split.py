@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=11)
     args = parser.parse_args()
     clock = EncodeClock()
-    factory = strategies(3)[args.strategy]
+    factory = strategies()[args.strategy]
     states = {}
     for turns in (int(n) for n in args.turns.split(",")):
         strategy, _ = replay(factory, make_script(turns, 7), Limits())

@@ -18,6 +18,7 @@ import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -58,6 +59,12 @@ class Recorder:
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         self.replies.append(request)
         return self.inner.stream_reply(request)
+
+    def count_request(self, model: str, instructions: str, messages: Any) -> int | None:
+        return self.inner.count_request(model, instructions, messages)
+
+    def counting_source(self, model: str) -> str | None:
+        return self.inner.counting_source(model)
 
     def summarize(self, request: SummaryRequest) -> Completion:
         return self.inner.summarize(request)

@@ -133,7 +133,7 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "usage":
         return format_usage(memory.ledger, offline=memory.backend.offline)
     if command == "status":
-        status = {**memory.get_status(), "Budget counted by": memory.counting}
+        status = {**memory.get_status(), "Budget counted by": memory.budget.words}
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
     return None
@@ -195,7 +195,7 @@ def repl(
     """
     write(f"Memora {__version__} (the article's v0.7 loop)")
     model = "" if memory.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.counting}")
+    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.budget.words}")
     write("Commands: " + ", ".join(COMMANDS))
     folding: ReplyJob | None = None
     while True:

@@ -85,7 +85,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory, policies
 from memora.memory.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
 from memora.store.saved import MAX_SAVED_BYTES
@@ -102,7 +102,7 @@ BACKEND_LABELS: dict[BackendName, str] = {
     "openai": "OpenAI (Responses API)",
     "chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
 }
-FOLD_POLICIES: tuple[FoldPolicy, ...] = ("window", "watermark")  # the default first: the page's radio lists them so
+FOLD_POLICIES: tuple[FoldPolicy, ...] = policies.names()  # the registry's, the default first: the page's radio lists them so
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
 DEFAULT_TIMEOUT_S = 120.0

@@ -90,9 +90,9 @@ def test_scripts_are_deterministic_mixed_and_prefix_stable():
 
 def test_figures_come_from_the_recorded_requests():
     script = make_script(40)
-    factories = strategies(3)
+    factories = strategies()
     figures = {}
-    for name in ("full-history", "article-v0.7", "memora", "memora-batch3+prefold"):
+    for name in ("full-history", "article-v0.7", "memora", "memora-watermark+prefold"):
         strategy, _ = replay(factories[name], script, Limits())
         figures[name] = token_figures(name, strategy.backend, script.turns, 1000, 3)
 
@@ -100,7 +100,7 @@ def test_figures_come_from_the_recorded_requests():
     assert figures["article-v0.7"].calls["count"] >= script.turns
     assert figures["memora"].calls["count"] == 0 and figures["memora"].over_budget == 0
     assert figures["memora"].most_summaries_in_one_turn <= 1
-    assert figures["memora-batch3+prefold"].summaries_after_reply > 0
+    assert figures["memora-watermark+prefold"].summaries_after_reply > 0
     # Full history sends every previous pair, whole.
     assert figures["full-history"].mean_recent_pairs == statistics.fmean(range(script.turns))
     assert figures["full-history"].short_of_recent == 0
@@ -149,7 +149,7 @@ def test_main_writes_json_with_every_strategy(tmp_path, capsys, monkeypatch):
 
     data = json.loads(out.read_text(encoding="utf-8"))
     names = [row["strategy"] for row in data["tokens"]["10"]]
-    assert names == list(strategies(3))
+    assert names == list(strategies())
     assert set(data["bookkeeping_us_per_turn"]["memora"]) == {"2", "4"}
     assert "| article-v0.7 |" in capsys.readouterr().out
 
@@ -188,7 +188,7 @@ def test_the_probe_counts_recalled_stale_and_missing_facts_last_stated_4_or_more
 
 def test_the_recording_backend_probes_each_reply_request_of_a_script():
     script = make_script(30, seed=11)
-    strategy, _ = replay(strategies(3)["memora"], script, Limits())
+    strategy, _ = replay(strategies()["memora"], script, Limits())
     replies = [c for c in strategy.backend.calls if c.kind == "reply"]
     due = due_facts(script)
     assert [c.recall.probed for c in replies] == [len(d) for d in due]

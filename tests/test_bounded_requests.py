@@ -223,9 +223,9 @@ def test_an_unknown_tokenizer_is_planned_with_a_margin_until_the_server_reports(
     assert memory.local_budget() == int(1000 / UNKNOWN_TOKENIZER_MARGIN)
 
     chat(memory, "Hi")
-    assert memory.calibration.reports == 1  # the reply's reported usage
-    assert memory.calibration.observed == pytest.approx(1.14, abs=0.02)
-    assert memory.local_budget() == int(1000 / (memory.calibration.observed * LEARNED_SLACK))
+    assert memory.budget.calibration.reports == 1  # the reply's reported usage
+    assert memory.budget.calibration.observed == pytest.approx(1.14, abs=0.02)
+    assert memory.local_budget() == int(1000 / (memory.budget.calibration.observed * LEARNED_SLACK))
 
 
 def test_with_a_tokenizer_that_counts_more_every_request_stays_in_budget_by_the_servers_count():
@@ -242,7 +242,7 @@ def test_with_a_tokenizer_that_counts_more_every_request_stays_in_budget_by_the_
 def test_openai_stays_exact_whatever_it_reports(backend):
     memory = ShortTermMemory(backend, max_input_tokens=1000)
     chat(memory, "Hi")
-    assert memory.calibration.exact and memory.local_budget() == 1000
+    assert memory.budget.calibration.exact and memory.local_budget() == 1000
 
 
 def test_a_request_the_server_counts_over_the_budget_is_shown_as_over_with_both_figures():
@@ -264,7 +264,7 @@ def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
     record = memory.ledger[-1]
     assert record.implausible and not record.billed and not record.over_budget
     assert memory.turn_stats[1].record.implausible
-    assert memory.calibration.observed is None
+    assert memory.budget.calibration.observed is None
 
 
 def test_calibration_values():
@@ -288,6 +288,6 @@ def test_a_message_too_big_by_the_servers_count_is_refused_with_the_servers_figu
 def test_switching_backend_starts_the_new_servers_calibration_afresh():
     memory = ShortTermMemory(ScriptedBackend(profile=CHAT_SERVER_PROFILE, input_scale=1.2))
     chat(memory, "Hi")
-    assert memory.calibration.observed is not None
+    assert memory.budget.calibration.observed is not None
     memory.switch_backend(ScriptedBackend(), "gpt-5-mini")
-    assert memory.calibration.exact and memory.local_budget() == memory.max_input_tokens
+    assert memory.budget.calibration.exact and memory.local_budget() == memory.max_input_tokens

@@ -76,7 +76,7 @@ def test_with_the_servers_tokenizer_no_request_passes_the_budget_from_the_first_
     assert summaries, "the conversation outgrew the budget, so something was folded"
     assert max(replies) <= 1000 and max(summaries) <= 1000, (replies, summaries)
     assert max(replies) > 600  # not vacuous: the fullest request used most of the budget
-    assert memory.counting == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
+    assert memory.budget.words == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
     # The ledger holds the server's own count of each request, and it is what the server then reported.
     for record in memory.ledger:
         assert record.server_counted_input_tokens == record.input_tokens and not record.disagrees
@@ -98,13 +98,13 @@ def test_the_servers_count_lets_a_message_through_that_the_worst_known_margin_wo
 def test_without_a_tokenizer_the_first_chinese_requests_are_planned_with_the_worst_known_cjk_ratio():
     with ChatServer(han_ratio=HAN, summary_text="- 美玲想翻譯公司簡介。") as server:
         memory = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000, max_recent_turns=1, max_reply_tokens=64)
-        assert memory.counting == "local, with a learned margin"
+        assert memory.budget.words == "local, with a learned margin"
         for text in conversation(6):
             chat(memory, text)
         replies, summaries = server_counts(server, "reply"), server_counts(server, "summary")
     assert summaries and max(replies) <= 1000 and max(summaries) <= 1000, (replies, summaries)
-    assert memory.calibration.kind_ratio("cjk") < WORST_KNOWN_RATIO["cjk"]  # learned from the server's own counts
-    assert dict(memory.calibration.learned)["cjk"] >= HAN * 0.95
+    assert memory.budget.calibration.kind_ratio("cjk") < WORST_KNOWN_RATIO["cjk"]  # learned from the server's own counts
+    assert dict(memory.budget.calibration.learned)["cjk"] >= HAN * 0.95
 
 
 def test_a_japanese_message_never_seen_before_is_planned_with_the_worst_known_ratio():
@@ -133,7 +133,7 @@ def test_the_calibration_never_learns_from_a_figure_that_may_be_an_estimate():
         chat(memory, "Hello, I would like to practise ordering food in English.")
     record = memory.ledger[-1]
     assert record.source == "reported by the proxy" and not record.billed and not record.teaches
-    assert memory.calibration.reports == 0 and memory.calibration.observed is None
+    assert memory.budget.calibration.reports == 0 and memory.budget.calibration.observed is None
 
 
 def test_only_openai_bills():
@@ -169,7 +169,7 @@ def test_a_context_overflow_is_learned_from_and_retried_and_never_reaches_the_le
     assert overflows == 2  # the streamed reply, which ended empty, then its one-token diagnosis: learned once
     assert sum(count >= 600 for count in replies) == 1
     assert len(memory.history) == 20  # every turn completed, none refused
-    assert memory.server_window == 600 and memory.budget_in_force() == 600 - memory.max_summary_tokens
+    assert memory.budget.server_window == 600 and memory.budget_in_force() == 600 - memory.max_summary_tokens
     # After the overflow every request fit the window it gave.
     overflowed = next(i for i, count in enumerate(replies) if count >= 600)
     assert all(count <= memory.budget_in_force() for count in replies[overflowed + 1 :])
@@ -242,7 +242,7 @@ def test_the_chat_backend_counts_what_it_will_send():
     with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
         chat_backend = backend(server)
         messages = (Message("user", PASTED),)
-        assert chat_backend.count_exact("m", "Be kind.", messages) == server.prompt_tokens(chat_messages("Be kind.", messages))
+        assert chat_backend.count_request("m", "Be kind.", messages) == server.prompt_tokens(chat_messages("Be kind.", messages))
 
 
 def test_the_status_panel_says_which_count_the_budget_uses():
@@ -278,13 +278,13 @@ def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_befo
     def exact(model, instructions, messages):  # a tokenizer counting three times o200k_base
         return 3 * LocalTokenCounter().count(model, instructions, messages)
 
-    taught: list[tuple[int, int]] = []
+    taught: list[tuple[int, int, list[str]]] = []
     fake = ScriptedBackend(profile=CHAT_SERVER_PROFILE, summary_text=lambda request: "- 美玲想翻譯公司簡介。")
     messages = (Message("user", PASTED), Message("assistant", "Sure. Here it is in English."))
     summarizer = Summarizer("m", "Summarize the conversation.", 40)
     version, record = summarizer.fold(
         fake, "", messages, (0, 2), room=400, message_tokens=tuple(count_message(m.role, m.content) for m in messages),
-        turn=1, served_by="m", input_budget=500, exact=exact, learn=lambda local, server, texts: taught.append((local, server)),
+        turn=1, served_by="m", input_budget=500, exact=exact, counts=taught,
     )  # fmt: skip
     sent = fake.summaries[-1]
     assert exact("m", sent.instructions, [Message("user", sent.input_text)]) == record.server_counted_input_tokens <= 500

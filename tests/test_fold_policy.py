@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memora.memory import ShortTermMemory
-from memora.memory.planner import WATERMARK_ROOM, plan_context, plan_folds, plan_watermark
-from memora.memory.prefold import certain_fold, expected_message
+from memora.memory import ShortTermMemory, policies
+from memora.memory.plan import PlanSizes, plan_turn
+from memora.memory.policies.watermark import WATERMARK_ROOM
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings
@@ -14,48 +14,54 @@ from memora.tokens import LocalTokenCounter, count_message
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 
-SIZES = {"message": 20, "fixed": 80, "summary": 0, "full_summary": 240}
+WINDOW, WATERMARK = policies.policy("window"), policies.policy("watermark")
+
+
+def plan(policy, unfolded, *, budget, max_recent_turns, message=20):
+    """``plan_turn`` with the sizes these tests weigh: 80 fixed tokens, no summary yet, 240 for a full one."""
+    sizes = PlanSizes(fixed=80, full_summary=240, fold_room=10_000, budget=budget)
+    return plan_turn(unfolded, message=message, summary=0, sizes=sizes, policy=policy, max_recent_turns=max_recent_turns)
 
 
 def test_the_watermark_folds_nothing_while_the_request_fits_the_window_only_size_plus_its_room():
     # Window only: 80 + 240 + 600 + 20 = 940, so the high-water mark is the budget of 1,500 here.
-    plan = plan_watermark([100] * 12, **SIZES, budget=1500, max_recent_turns=3)
-    assert (plan.fold, plan.reason) == (0, "none")
+    kept = plan(WATERMARK, [100] * 12, budget=1500, max_recent_turns=3)
+    assert (kept.fold, kept.reason) == (0, "none")
     # The article's window would fold the six messages beyond three pairs.
-    assert plan_context([100] * 12, **SIZES, budget=1500, max_recent_turns=3).fold == 6
+    assert plan(WINDOW, [100] * 12, budget=1500, max_recent_turns=3).fold == 6
 
 
 def test_past_the_high_water_mark_every_pair_older_than_the_window_is_folded_at_once():
     # Window only: 80 + 240 + 200 + 20 = 540; the mark is 540 + 600 = 1,140 < 1,420 sent.
-    plan = plan_watermark([100] * 12, **SIZES, budget=4000, max_recent_turns=1)
-    assert (plan.fold, plan.reason, plan.input_tokens) == (10, "high_water", 540)
-    assert plan_watermark([100] * 10, **SIZES, budget=4000, max_recent_turns=1).fold == 0  # 1,220 fits the mark
+    folded = plan(WATERMARK, [100] * 12, budget=4000, max_recent_turns=1)
+    assert (folded.fold, folded.reason, folded.input_tokens) == (10, "high_water", 540)
+    assert plan(WATERMARK, [100] * 10, budget=4000, max_recent_turns=1).fold == 0  # 1,220 fits the mark
 
 
 def test_window_pairs_are_folded_only_when_they_do_not_fit_beside_the_message():
-    kept = plan_watermark([100] * 12, **SIZES, budget=1000, max_recent_turns=3)
+    kept = plan(WATERMARK, [100] * 12, budget=1000, max_recent_turns=3)
     assert (kept.fold, kept.input_tokens) == (6, 940)
-    forced = plan_watermark([300] * 12, **SIZES, budget=1000, max_recent_turns=3)
+    forced = plan(WATERMARK, [300] * 12, budget=1000, max_recent_turns=3)
     assert (forced.fold, forced.reason) == (10, "budget") and forced.fits
 
 
 def test_a_roomy_budget_folds_at_the_high_water_mark_not_at_the_budget():
-    plan = plan_folds("watermark", [100] * 30, **SIZES, budget=4000, max_recent_turns=1)
-    assert plan.reason == "high_water" and plan.budget == 4000
-    assert plan.input_tokens == 80 + 240 + 200 + 20 < 4000 - WATERMARK_ROOM
+    folded = plan(WATERMARK, [100] * 30, budget=4000, max_recent_turns=1)
+    assert folded.reason == "high_water" and folded.budget == 4000
+    assert folded.input_tokens == 80 + 240 + 200 + 20 < 4000 - WATERMARK_ROOM
 
 
 def test_the_watermark_prefold_plans_for_the_median_recent_message():
-    assert expected_message("watermark", [12, 40, 7]) == 12
-    assert expected_message("window", [12, 40, 7]) == count_message("user", "")
+    assert WATERMARK.expected_message([12, 40, 7]) == 12
+    assert WINDOW.expected_message([12, 40, 7]) == count_message("user", "")
 
 
 def test_a_prefold_takes_window_pairs_only_when_even_the_shortest_message_needs_them_gone():
-    expected = plan_watermark([300] * 8, **{**SIZES, "message": 300}, budget=1000, max_recent_turns=3)
-    shortest = plan_watermark([300] * 8, **SIZES, budget=1000, max_recent_turns=3)
+    expected = plan(WATERMARK, [300] * 8, budget=1000, max_recent_turns=3, message=300)
+    shortest = plan(WATERMARK, [300] * 8, budget=1000, max_recent_turns=3)
     assert (expected.fold, shortest.fold) == (8, 6)
-    assert certain_fold("watermark", expected, shortest, older=2) == 6
-    assert certain_fold("window", expected, shortest, older=2) == 8
+    assert WATERMARK.certain_fold(expected.fold, shortest.fold, older=2) == 6
+    assert WINDOW.certain_fold(expected.fold, shortest.fold, older=2) == 8
 
 
 def test_both_policies_cap_the_summary_at_max_summary_tokens():

@@ -1,7 +1,8 @@
 """The package's layers: each part of ``memora`` imports only the parts below it, and no modules import in a circle.
 
 Read from the bottom up, the layers are the order in which the lesson builds: a message and the article's
-prompts, then counting tokens, the backends that send requests, the memory that decides what to send, and then
+prompts, then counting tokens, the memory that decides what to send (with the seam it asks of a model server), the
+backends that implement that seam, and then
 everything that keeps, guards or shows a memory. Imports inside functions count too: a lazy import is still a
 dependency.
 """
@@ -19,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("memora.messages", "memora.prompts"),
     ("memora.tokens",),
-    ("memora.backends",),
     ("memora.memory",),
+    ("memora.backends",),
     ("memora",),  # the package's face: ShortTermMemory and its values
     ("memora.transcript",),
     ("memora.store",),

@@ -1,5 +1,8 @@
 """Session limits for classroom sharing: refused before anything is sent or stored."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from memora import ShortTermMemory
@@ -8,7 +11,7 @@ from tests.support.memory import assert_consistent, chat
 
 
 def test_a_huge_paste_is_refused_before_any_request(backend):
-    memory = ShortTermMemory(backend)
+    memory = ShortTermMemory(backend, limits=SessionLimits())
     with pytest.raises(LimitReached) as caught, memory.turn("x" * 200_000):
         pass
     assert (caught.value.code, caught.value.value, caught.value.limit) == ("message_too_long", 200_000, 20_000)
@@ -37,3 +40,23 @@ def test_turn_and_token_caps(backend):
 def test_nonsense_limits_are_refused(field, value):
     with pytest.raises(ValueError, match=field):
         SessionLimits(**{field: value})
+
+
+def test_the_caps_are_the_classrooms_no_memory_module_imports_them():
+    """The memory asks its caps through a seam (``hook.Caps``), so that ``limits`` can leave for the classroom."""
+    memory_part = Path(__file__).resolve().parents[1] / "memora" / "memory"
+    importers = []
+    for path in memory_part.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import | ast.ImportFrom) else []
+            if path.name != "limits.py" and any(name.endswith("limits") for name in names):
+                importers.append(path.name)
+    assert importers == []
+
+
+def test_a_bare_memory_has_no_caps_as_in_the_article(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=0)
+    for _ in range(3):
+        chat(memory, "hello")
+    assert memory.limits is None and len(memory.history) == 6

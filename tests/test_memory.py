@@ -243,22 +243,16 @@ def test_limits_are_validated_and_applied_live(backend):
     assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
 
 
-def test_batched_folding_waits_then_folds_k_turns_at_once(backend):
-    memory = ShortTermMemory(backend, max_recent_turns=1, fold_batch_turns=2)
-    chat(memory, "a", "b", "c", "d")
-    assert backend.summaries == []  # window of 3 completed pairs = 1 + 2 extra
-    chat(memory, "e")
-    assert [len(r.new_messages) for r in backend.summaries] == [6]
-    assert memory.summarized_message_count == 6
-
-
-def test_openai_client_is_wrapped():
+def test_the_memory_takes_a_backend_and_names_the_wrapper_for_an_openai_client():
     import openai
 
     from memora.backends.openai_responses import OpenAIResponsesBackend
 
-    memory = ShortTermMemory(openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9"))
-    assert isinstance(memory.backend, OpenAIResponsesBackend)
+    client = openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9")
+    memory = ShortTermMemory(OpenAIResponsesBackend(client))
+    assert isinstance(memory.backend, OpenAIResponsesBackend) and not hasattr(memory, "client")
+    with pytest.raises(TypeError, match="OpenAIResponsesBackend"):
+        ShortTermMemory(client)
     with pytest.raises(TypeError):
         ShortTermMemory(object())
 

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memora import ContextBudgetError, ShortTermMemory
+from memora.memory import policies
 from memora.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
 
@@ -18,12 +19,12 @@ texts = st.lists(words, min_size=1, max_size=120).map(" ".join)
     messages=st.lists(texts, min_size=1, max_size=14),
     budget=st.integers(min_value=450, max_value=1500),
     recent=st.integers(min_value=0, max_value=4),
-    batch=st.integers(min_value=0, max_value=2),
+    policy=st.sampled_from(policies.names()),
     summary_words=st.integers(min_value=1, max_value=400),
 )
-def test_random_conversations_keep_every_invariant(messages, budget, recent, batch, summary_words):
+def test_random_conversations_keep_every_invariant(messages, budget, recent, policy, summary_words):
     backend = ScriptedBackend(summary_text=lambda request: " ".join(["fact"] * summary_words))
-    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_batch_turns=batch)
+    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_policy=policy)
     counter = LocalTokenCounter()
     kept: list[str] = []
     for text in messages:

@@ -147,6 +147,6 @@ def test_a_turn_that_folds_in_its_own_prepare_reaches_the_summary_request_throug
     assert [kind for kind, _ in backend.stacks][:2] == ["summary", "reply"], "the turn's prepare folded, then sent"
     assert memory.turn_stats[5].newly_summarized_count == 2
     [summary, *_] = paths(backend, job_starts, "summary")
-    assert "memora/memory/turn.py" in summary, "the summary request was sent from inside the turn"
+    assert "memora/memory/core.py" in summary, "the summary request was sent from inside the turn (core.Turn)"
     assert len(summary) <= MAX_FILES, f"{len(summary)} files of memora/ from the chat input to the summary request: {sorted(summary)}"
     print(f"\nsummary request inside the turn: {len(summary)} files: {sorted(summary)}")

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memora.backends.base import BackendError
-from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory import ContextBudgetError, ShortTermMemory, policies
 from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE
 from memora.tokens import LocalTokenCounter
@@ -60,22 +60,6 @@ def test_prefold_with_nothing_due_makes_no_request(backend):
     assert memory.fold_due() == 0
     assert memory.prefold() is None
     assert backend.summaries == [] and memory.summary_versions == []
-
-
-def test_prefold_respects_fold_batch_turns_and_folds_the_batch_in_one_request(backend):
-    memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=1, fold_batch_turns=2)
-    chat(memory, "one", "two", "three")
-    assert memory.prefold() is None, "the window may still grow by two turns"
-
-    chat(memory, "four")
-    version = memory.prefold()
-
-    assert version is not None and version.folded == (0, 6)
-    assert len(backend.summaries) == 1
-    assert [m.content for m in backend.summaries[0].new_messages] == ["one", "reply 1", "two", "reply 2", "three", "reply 3"]
-    chat(memory, "five")
-    assert len(backend.summaries) == 1
-    assert [m.content for m in backend.replies[-1].messages[1:]] == ["four", "reply 4", "five"]
 
 
 def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest_message(backend):
@@ -153,7 +137,7 @@ texts = st.lists(words, min_size=1, max_size=150).map(" ".join)
     messages=st.lists(texts, min_size=1, max_size=10),
     budget=st.integers(min_value=450, max_value=1500),
     recent=st.integers(min_value=0, max_value=4),
-    batch=st.integers(min_value=0, max_value=3),
+    policy=st.sampled_from(policies.names()),
 )
 # A fold of 8 messages that does not fit one summary request at this budget: the prefold sends it in two.
 @example(
@@ -166,11 +150,11 @@ texts = st.lists(words, min_size=1, max_size=150).map(" ".join)
     ],
     budget=450,
     recent=0,
-    batch=3,
+    policy="watermark",
 )
-def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, budget, recent, batch):
+def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, budget, recent, policy):
     backend = ScriptedBackend(summary_text=lambda request: "fact " * 30)
-    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_batch_turns=batch)
+    memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_policy=policy)
     for text in messages:
         due = memory.fold_due()
         without = copy.deepcopy(memory)

@@ -71,11 +71,11 @@ class Recorder:
     def profile(self):
         return self.inner.profile
 
-    def server_tokenizer(self, model: str):
-        return self.inner.server_tokenizer(model)
+    def counting_source(self, model: str):
+        return self.inner.counting_source(model)
 
-    def count_exact(self, model: str, instructions: str, messages):
-        return self.inner.count_exact(model, instructions, messages)
+    def count_request(self, model: str, instructions: str, messages):
+        return self.inner.count_request(model, instructions, messages)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         self.replies.append(request)
@@ -206,8 +206,8 @@ def test_every_reply_request_fits_the_budget_by_the_servers_own_count(server):
     # reserved for a full-length summary keep it from the very top.
     assert max(by_server) > budget * 0.6
     # The calibration learned the server's tokenizer from its summary responses.
-    assert memory.calibration.reports >= 1 and memory.calibration.observed is not None
-    assert memory.calibration.observed > 1.0
+    assert memory.budget.calibration.reports >= 1 and memory.budget.calibration.observed is not None
+    assert memory.budget.calibration.observed > 1.0
 
 
 def test_a_summary_cut_at_its_cap_is_trimmed_to_whole_sentences_and_marked(server):
@@ -338,7 +338,7 @@ def test_no_request_passes_the_budget_by_the_servers_own_count_in_the_learners_l
     budget = 1000
     recorder = backend_for(server)
     memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
-    assert memory.counting == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
+    assert memory.budget.words == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
     for text in CONVERSATIONS[language]:
         chat(memory, text)
 
@@ -365,7 +365,7 @@ def test_a_context_overflow_never_reaches_the_learner(server):
         chat(memory, text)  # no error reaches the learner
 
     assert len(memory.history) == 2 * len(long_pastes)
-    assert memory.server_window == N_CTX
+    assert memory.budget.server_window == N_CTX
     replies, summaries = replayed(server, recorder)
     refused = [count for count in replies if count >= N_CTX]
     assert len(refused) == 1, replies  # learned once, never again

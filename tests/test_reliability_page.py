@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
+from memora.memory.limits import SessionLimits
 from memora.store.owner import new_browser_secret
 from memora.teaching.ledger import ledger_frame
 from memora.tokens import ApiTokenCounter
@@ -144,7 +145,7 @@ def test_blank_messages_get_a_clear_message_and_the_page_stays_usable(blank: str
 
 
 def test_a_200000_character_paste_is_refused_before_any_request_and_never_drawn(backend) -> None:
-    memory = ShortTermMemory(backend)
+    memory = ShortTermMemory(backend, limits=SessionLimits())  # the caps the app's settings install by default
     at = new_app(memory)
     send(at, "Hello!")
     paste = ("The quick brown fox jumps over the lazy dog. " * 4445)[:200_000]

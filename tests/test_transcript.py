@@ -105,7 +105,9 @@ def test_export_never_contains_the_key_or_base_url():
     import openai
 
     secret, base = "sk-test-SECRET-0123456789", "https://user:pa55@proxy.example/v1"
-    memory = ShortTermMemory(openai.OpenAI(api_key=secret, base_url=base))
+    from memora.backends.openai_responses import OpenAIResponsesBackend
+
+    memory = ShortTermMemory(OpenAIResponsesBackend(openai.OpenAI(api_key=secret, base_url=base)))
     memory.restore(chatted(OfflineBackend(), "hello").history)
     text = dumps_transcript(memory).decode()
     assert secret not in text and "pa55" not in text and "proxy.example" not in text
@@ -114,7 +116,6 @@ def test_export_never_contains_the_key_or_base_url():
         "max_input_tokens",
         "max_recent_turns",
         "max_summary_tokens",
-        "fold_batch_turns",
         "offline",
     }
 

@@ -2,7 +2,7 @@
 
 It replays scripted conversations (``script.py``) against a recording backend
 (``recording.py``) and compares full history, the article's v0.7 algorithm
-(``article.py``, the reference) and Memora's memory with and without batched
-folding and prefolding (``strategies.py``). Figures come from what the backend
+(``article.py``, the reference) and Memora's memory under each fold policy,
+with and without prefolding (``strategies.py``). Figures come from what the backend
 was actually sent (``run.py``); ``report.py`` prints them as Markdown.
 """

@@ -24,7 +24,6 @@ from benchmarks.memory.sweep import CAPS, HELD_OUT_SEEDS, TURNS
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__)
     parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON to PATH")
-    parser.add_argument("--batch", type=int, default=3, help="fold_batch_turns for the batched strategy (default 3)")
     parser.add_argument("--seed", type=int, default=7, help="seed of the scripted conversations (default 7)")
     parser.add_argument("--delay-ms", type=float, default=50.0, help="per-request delay for the time-to-first-token run")
     parser.add_argument("--budget", type=int, default=Limits().max_input_tokens, help="max_input_tokens (default 1000)")
@@ -43,8 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep-turns", type=int, default=TURNS, help=f"turns of each sweep conversation (default {TURNS})")
     parser.add_argument("--plots", metavar="DIR", help="write retention-cost-<budget>.png into DIR (with --peers)")
     args = parser.parse_args(argv)
-    if args.batch < 1:
-        parser.error("--batch must be 1 or more")
     peer_budgets: tuple[int, ...] = ()
     if args.peers is not None:
         try:
@@ -68,7 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep_options["turns"] = min(args.sweep_turns, 40)
     quick = dict(conversation_turns=(12, 30), history_turns=(10, 40), ttft_turns=8, repeats=3, budgets=()) if args.quick else {}
     report = run(
-        batch=args.batch,
         seed=args.seed,
         delay_ms=args.delay_ms,
         limits=Limits(args.budget, args.recent_turns),

@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from benchmarks.memory.retention import Recall, due_facts, has_current_message, probe
 from benchmarks.memory.script import Script, make_script
@@ -63,6 +64,12 @@ class ProbingBackend:
         self.recalls.append(probe(request.messages, self._due[self.turn - 1]))
         self.without_current += not has_current_message(request.messages, self.script.user_messages[self.turn - 1])
         return self.inner.stream_reply(request)
+
+    def count_request(self, model: str, instructions: str, messages: Any) -> int | None:
+        return self.inner.count_request(model, instructions, messages)
+
+    def counting_source(self, model: str) -> str | None:
+        return self.inner.counting_source(model)
 
     def summarize(self, request: SummaryRequest) -> Completion:
         self.summaries += 1

@@ -129,6 +129,13 @@ class RecordingBackend:
         self.busy_s += time.perf_counter() - began
         return Completion(text, usage)
 
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        """None: no tokenizer endpoint; local counts are this server's own."""
+        return None
+
+    def counting_source(self, model: str) -> str | None:
+        return None
+
     def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
         began = time.perf_counter()
         counted = self._counter.count(model, instructions, messages)

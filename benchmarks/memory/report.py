@@ -14,11 +14,11 @@ def markdown(report: Report) -> str:
     lines = [
         "# Memora memory benchmark",
         "",
-        f"Budget {report.budget} input tokens, {report.recent_turns} recent turns, batch k={report.batch}, seed {report.seed}. "
+        f"Budget {report.budget} input tokens, {report.recent_turns} recent turns, seed {report.seed}. "
         "Model: a recording backend (script replies, extractive summaries capped at 200 tokens, real o200k_base counts). "
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
-    lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _batch_table(report)
+    lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _policy_table(report)
     if not report.tokens or max(report.tokens) < 100:
         lines += ["", "Conversations this short (`--quick`) only check that the benchmark runs."]
     lines += ["", f"Benchmark ran in {report.seconds:.1f} s."]
@@ -165,16 +165,17 @@ def _ttft_table(report: Report) -> list[str]:
     return lines
 
 
-def _batch_table(report: Report) -> list[str]:
-    if not report.batch_by_budget:
+def _policy_table(report: Report) -> list[str]:
+    if not report.summaries_by_budget:
         return []
+    names = list(next(iter(report.summaries_by_budget.values())))
     lines = [
         "",
-        f"## Summary requests by budget, {max(report.tokens)} turns: default vs fold_batch_turns={report.batch}",
+        f"## Summary requests by budget, {max(report.tokens)} turns, under each fold policy",
         "",
-        "| max_input_tokens | memora | " + f"memora-batch{report.batch} | fewer by |",
-        "|---:|---:|---:|---:|",
+        "| max_input_tokens | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
     ]
-    for budget, (plain, batched) in report.batch_by_budget.items():
-        lines.append(f"| {budget} | {plain} | {batched} | {_x(plain / batched if batched else None)} |")
+    for budget, counts in report.summaries_by_budget.items():
+        lines.append(f"| {budget} | " + " | ".join(str(counts[name]) for name in names) + " |")
     return lines

@@ -14,7 +14,8 @@ from typing import Any
 
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
 from benchmarks.memory.script import Script, make_script
-from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy
+from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy, memora_name
+from memora.memory import policies
 from memora.teaching.prices import ModelPrice, PriceTable
 from memora.tokens import o200k_base
 
@@ -53,18 +54,15 @@ def list_price(model: str = PRICED_MODEL) -> ModelPrice:
     return price
 
 
-def strategies(batch: int) -> dict[str, Factory]:
-    """Every strategy the benchmark compares, by name, in table order."""
-    return {
-        "full-history": FullHistory,
-        REFERENCE: Article,
-        "memora": lambda b, lim: Memora(b, lim),
-        f"memora-batch{batch}": lambda b, lim: Memora(b, lim, fold_batch_turns=batch),
-        "memora+prefold": lambda b, lim: Memora(b, lim, prefold=True),
-        f"memora-batch{batch}+prefold": lambda b, lim: Memora(b, lim, fold_batch_turns=batch, prefold=True),
-        "memora-watermark": lambda b, lim: Memora(b, lim, fold_policy="watermark"),
-        "memora-watermark+prefold": lambda b, lim: Memora(b, lim, fold_policy="watermark", prefold=True),
-    }
+def strategies() -> dict[str, Factory]:
+    """Every strategy the benchmark compares, by name, in table order: Memora under each registered fold policy
+    (``memora.memory.policies``), without and with the page's prefold."""
+    found: dict[str, Factory] = {"full-history": FullHistory, REFERENCE: Article}
+    for policy in policies.names():
+        name = memora_name(policy)
+        found[name] = lambda b, lim, policy=policy: Memora(b, lim, fold_policy=policy)
+        found[f"{name}+prefold"] = lambda b, lim, policy=policy: Memora(b, lim, fold_policy=policy, prefold=True)
+    return found
 
 
 @dataclass(frozen=True)
@@ -271,7 +269,7 @@ def _block_mean(strategy: Strategy, fresh: Script) -> float:
     finally:
         gc.enable()
     # The mean over the block, not its median: fold and no-fold turns alternate in
-    # cycles (batching), and a block's median would depend on where the cycle starts.
+    # cycles (the watermark's large folds), and a block's median would depend on where the cycle starts.
     return statistics.fmean(times)
 
 
@@ -300,13 +298,12 @@ def ttft(factory: Factory, name: str, script: Script, limits: Limits, delay_s: f
 class Report:
     budget: int
     recent_turns: int
-    batch: int
     seed: int
     tokens: dict[int, list[TokenFigures]]
     bookkeeping: dict[str, dict[int, float]]
     ttft: list[TtftFigures]
-    batch_by_budget: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Budget -> (summary requests of Memora's default, of batched folding) over the longest script."""
+    summaries_by_budget: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Budget -> summary requests of Memora under each fold policy (by strategy name) over the longest script."""
     seconds: float = 0.0
     sweep: list[Any] = field(default_factory=list)
     """``sweep.Point``s (``--peers``): every strategy and installed peer at each budget and summary cap, held-out seeds."""
@@ -319,17 +316,13 @@ class Report:
     def as_json(self) -> dict:
         return {
             "budget": {"max_input_tokens": self.budget, "max_recent_turns": self.recent_turns},
-            "fold_batch_turns": self.batch,
             "seed": self.seed,
             "tokens": {str(turns): [asdict(r) for r in rows] for turns, rows in self.tokens.items()},
             "bookkeeping_us_per_turn": {name: {str(n): round(us, 1) for n, us in by_n.items()} for name, by_n in self.bookkeeping.items()},
             "tokenization_us": round(self.tokenization_us, 2),
             "new_text_tokenization_us": round(self.new_text_us, 2),
             "ttft": [asdict(t) for t in self.ttft],
-            "summary_requests_by_budget": {
-                str(budget): {"memora": plain, f"memora-batch{self.batch}": batched}
-                for budget, (plain, batched) in self.batch_by_budget.items()
-            },
+            "summary_requests_by_budget": {str(budget): counts for budget, counts in self.summaries_by_budget.items()},
             "seconds": round(self.seconds, 1),
             "priced_at": {"model": PRICED_MODEL, **{k: v for k, v in asdict(list_price()).items() if k != "model"}},
             "sweep": [{**asdict(p), "holds": p.holds} for p in self.sweep],
@@ -345,7 +338,6 @@ def run(
     *,
     conversation_turns: Sequence[int] = (20, 100, 500),
     history_turns: Sequence[int] = (10, 100, 1000),
-    batch: int = 3,
     seed: int = 7,
     delay_ms: float = 50.0,
     ttft_turns: int = 30,
@@ -356,7 +348,7 @@ def run(
     sweep_options: dict[str, Any] | None = None,
 ) -> Report:
     began = time.perf_counter()
-    factories = strategies(batch)
+    factories = strategies()
     longest = make_script(max(conversation_turns), seed)
     tokens: dict[int, list[TokenFigures]] = {}
     for turns in conversation_turns:
@@ -369,17 +361,17 @@ def run(
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
-    report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts)
+    report = Report(limits.max_input_tokens, limits.max_recent_turns, seed, tokens, bookkeeping, ttfts)
     report.tokenization_us = tokenization_us(repeats=repeats)
     report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
     base = limits.max_input_tokens
     for budget in budgets if budgets is not None else (base, base * 3 // 2, base * 2):
         roomier = Limits(budget, limits.max_recent_turns)
-        counts = []
-        for name in ("memora", f"memora-batch{batch}"):
+        counts = {}
+        for name in map(memora_name, policies.names()):
             strategy, _ = replay(factories[name], longest, roomier)
-            counts.append(sum(1 for c in strategy.backend.calls if c.kind == "summary"))
-        report.batch_by_budget[budget] = (counts[0], counts[1])
+            counts[name] = sum(1 for c in strategy.backend.calls if c.kind == "summary")
+        report.summaries_by_budget[budget] = counts
     if peer_budgets:
         from benchmarks.memory.peers import installed_peers, missing_libraries
         from benchmarks.memory.sweep import sweep

@@ -15,7 +15,7 @@ from typing import Protocol
 from benchmarks.memory.article import ArticleMemory
 from benchmarks.memory.recording import RecordingBackend
 from memora.backends.base import Completion, ReplyRequest
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory, policies
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 
@@ -103,31 +103,30 @@ class Article:
         return first
 
 
+def memora_name(policy: FoldPolicy) -> str:
+    """The bench's name for Memora under ``policy``: ``memora`` under the article's window, else ``memora-<policy>``."""
+    return "memora" if policy == policies.DEFAULT else f"memora-{policy}"
+
+
 class Memora:
-    """Memora's ShortTermMemory through ``memory.turn``; optionally batched and/or prefolding."""
+    """Memora's ShortTermMemory through ``memory.turn``, under one registered fold policy; optionally prefolding."""
 
     def __init__(
         self,
         backend: RecordingBackend,
         limits: Limits,
         *,
-        fold_batch_turns: int = 0,
         prefold: bool = False,
-        fold_policy: FoldPolicy = "window",
+        fold_policy: FoldPolicy = policies.DEFAULT,
     ) -> None:
-        variant = f"-batch{fold_batch_turns}" if fold_batch_turns else ("-watermark" if fold_policy == "watermark" else "")
-        self.name = "memora" + variant + ("+prefold" if prefold else "")
-        self.description = {
-            "": "Memora, the article's window",
-            "-watermark": "Memora, watermark fold policy (the page's default)",
-        }.get(variant, f"Memora, fold_batch_turns={fold_batch_turns}") + (", prefold after each reply" if prefold else "")
+        self.name = memora_name(fold_policy) + ("+prefold" if prefold else "")
+        self.description = f"Memora, the {fold_policy} fold policy" + (", prefold after each reply" if prefold else "")
         self.backend = backend
         self.prefold = prefold
         self.memory = ShortTermMemory(
             backend,
             max_input_tokens=limits.max_input_tokens,
             max_recent_turns=limits.max_recent_turns,
-            fold_batch_turns=fold_batch_turns,
             fold_policy=fold_policy,
             max_summary_tokens=backend.summary_cap,
         )

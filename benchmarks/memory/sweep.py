@@ -131,7 +131,7 @@ def sweep(
     """
     from benchmarks.memory.peers import PEERS, peer_factory
 
-    ours = strategies(3)
+    ours = strategies()
     points = []
     for budget in budgets:
         limits = Limits(budget, recent_turns)

@@ -15,7 +15,8 @@ def as_backend(client: Any) -> Backend:
 
     A memora backend is returned as it is; an article-style client made by
     ``memora.backends.compat.ArticleClient`` gives its backend back; anything with a
-    ``responses`` attribute (an ``openai.OpenAI`` client) is wrapped.
+    ``responses`` attribute (an ``openai.OpenAI`` client) is wrapped. The memory itself takes only the first two
+    (``memora.memory.core.backend_of``): it imports no SDK.
     Raises TypeError for anything else.
     """
     if isinstance(client, Backend):

@@ -16,7 +16,7 @@ are counted locally with o200k_base and marked ``estimated``: a local model has 
 own tokenizer, so the figure is an estimate, and the UI says so.
 
 Where the server offers its own tokenizer (``server_tokenizer``: llama.cpp, llama-cpp-python,
-vLLM), ``count_exact`` gives the server's count of a request, template included, before it is sent.
+vLLM), ``count_request`` gives the server's count of a request, template included, before it is sent.
 """
 
 from __future__ import annotations
@@ -104,7 +104,12 @@ class ChatCompletionsBackend:
         key = getattr(self.client, "api_key", None)
         return probed(str(self.client.base_url), model, key if isinstance(key, str) and key != NO_KEY else None)
 
-    def count_exact(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+    def counting_source(self, model: str) -> str | None:
+        """The server's tokenizer endpoint in words; None where it has none."""
+        tokenizer = self.server_tokenizer(model)
+        return None if tokenizer is None else tokenizer.source
+
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
         """The server's own count of this request's prompt, as it will render it; None when it cannot count."""
         tokenizer = self.server_tokenizer(model)
         if tokenizer is None:

@@ -8,10 +8,11 @@ marked ``estimated``: no server billed them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.backends.extractive import merge_summary
+from memora.messages import Message
 from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
 from memora.tokens import LocalTokenCounter, count_text
 from memora.tokens.usage import Usage
@@ -37,6 +38,13 @@ class OfflineBackend:
         yield from re.findall(r"\S+\s*|\s+", text)
         input_tokens = self._counter.count(request.model, request.instructions, request.messages)
         yield Completion(text, Usage(input_tokens, count_text(text), estimated=True))
+
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> None:
+        """None: the offline engine counts with o200k_base, the memory's own local count."""
+        return None
+
+    def counting_source(self, model: str) -> None:
+        return None
 
     def summarize(self, request: SummaryRequest) -> Completion:
         limit = min(self.word_limit, summary_word_limit(request.instructions))

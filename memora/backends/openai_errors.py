@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import openai
 
-from memora.backends.base import BackendError
+from memora.backends.base import BackendError, ContextOverflowError
 from memora.backends.redaction import MIN_SECRET_RUN, redact, url_secrets
 
 __all__ = [
@@ -39,21 +39,6 @@ class ModelServerError(BackendError):
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
-
-
-class ContextOverflowError(ModelServerError):
-    """The server refused a request longer than its context window (HTTP 400, kind ``overflow``).
-
-    ``prompt_tokens`` is the server's own count of the request's input and ``window`` its
-    context size, when its message gives them. The memory handles this error itself
-    (it learns the figures, folds or cuts, and retries once); it never reaches the learner
-    as advice to resend, since a resend would fail the same way.
-    """
-
-    def __init__(self, message: str, prompt_tokens: int | None, window: int | None, status_code: int | None = 400) -> None:
-        super().__init__(message, "overflow", status_code)
-        self.prompt_tokens = prompt_tokens
-        self.window = window
 
 
 _OVERFLOW = re.compile(

@@ -186,6 +186,14 @@ class OpenAIResponsesBackend:
         estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
         return Completion(text, usage_of(response.usage, estimate, **self._reporter(streamed=False)), cut=stopped_at_cap(response))
 
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> None:
+        """None: OpenAI bills with o200k_base, the memory's own local count. (``MEMORA_TOKEN_COUNTING=api`` asks
+        ``count_input_tokens`` instead, as the article does, through ``memora.tokens.ApiTokenCounter``.)"""
+        return None
+
+    def counting_source(self, model: str) -> None:
+        return None
+
     def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
         """The server's count of this request's input (``responses.input_tokens.count``)."""
         try:

@@ -19,7 +19,7 @@ across deltas. The offline engine costs nothing and is never counted or refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from memora.backends.base import Backend, BackendError, Completion, ReplyRequest
 from memora.backends.redaction import redact
 from memora.classroom.server_budget import CappedSpend, Reservation
 from memora.memory import MAX_REPLY_TOKENS
+from memora.messages import Message
 from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
 from memora.tokens.calibration import WORST_KNOWN_RATIO
 
@@ -59,6 +60,13 @@ class GuardedBackend:
     def budgeted(self) -> bool:
         """Whether requests are booked in a server-wide ledger (never for the offline engine)."""
         return self.server_ledger is not None and not self.offline
+
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        # Counting is free (no model request), so it is never booked.
+        return self.inner.count_request(model, instructions, messages)
+
+    def counting_source(self, model: str) -> str | None:
+        return self.inner.counting_source(model)
 
     def redact(self, text: str) -> str:
         return redact(text, self.secrets)

@@ -1,18 +1,25 @@
 """The short-term memory: the article's ``ShortTermMemory`` and the pieces it is made of.
 
-Read in this order: ``planner`` (the budget rule, pure functions of token counts), ``core``
-(``ShortTermMemory``, one class, closed by the article's own method names), ``fitting`` (the rule's
-one caller: prepare's plan, folds and the server's count; prefold), ``turn`` (a transactional turn),
-``history`` (the history as a frozen value), ``summarizer`` (one bounded summary request, and
-``fold_pieces``), ``prefold`` (what to fold between turns), ``budget`` (the budget in force and what
-the server's count teaches), ``context`` and ``sizes`` (what a request sends, and the size of its
-fixed parts), ``values`` (limits, errors and frozen values).
+Read in this order:
+
+1. ``plan``: the lesson's rule, pure. ``plan_turn`` decides every request (what folds, in how many summary
+   requests, what is sent, what a fold ahead does) from token counts, with the budget inequality in its docstring;
+   ``History`` is the conversation as a value, ``Sizes`` the fixed parts of every request.
+2. ``policies``: what a fold policy adds to the rule, one object per file (``window``, the article's; ``watermark``).
+3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds, sends, and commits
+   or leaves no trace. Nothing else writes its state.
+4. ``summarizer``: one summary request, bounded both ways. ``budget``: what the server's own counts teach the
+   memory (its seam to the calibration). ``backend``: what the memory asks of a model server (the ``Backend``
+   Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen values.
+
+``replay`` (the what-if panel's replays, through the same plan) and ``limits`` (a classroom's caps, which no memory
+module imports: the app installs them through ``hook.Caps``) are the teaching's and the classroom's, kept here for
+now; ``hook`` types the seams the app installs (``on_change``, ``limits``).
 """
 
-from memora.memory.core import ShortTermMemory
-from memora.memory.planner import Plan, plan_context
-from memora.memory.summarizer import fold_pieces, whole_sentences
-from memora.memory.turn import Turn
+from memora.memory.core import ShortTermMemory, Turn
+from memora.memory.plan import PlanSizes, TurnPlan, fold_pieces, plan_turn
+from memora.memory.summarizer import whole_sentences
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -40,15 +47,16 @@ __all__ = [
     "MIN_MESSAGE_ROOM",
     "ContextBudgetError",
     "FoldPolicy",
-    "Plan",
+    "PlanSizes",
     "PreparedContext",
     "ShortTermMemory",
     "Source",
     "SummaryError",
     "SummaryVersion",
     "Turn",
+    "TurnPlan",
     "TurnStats",
     "fold_pieces",
-    "plan_context",
+    "plan_turn",
     "whole_sentences",
 ]

@@ -1,112 +1,100 @@
-"""The budget in force, in the server's tokens and in the local tokens a plan counts, and what the server teaches.
+"""What the server's own counts teach a memory: the seam between the local tokens a plan counts and the server's.
 
-Budgets are the server's tokens; plans count local o200k_base tokens. A ``Calibration`` learns the gap from what the
-server itself counts: its tokenizer endpoint, where it has one (``exact_count``), the usage it reports, and the
-figures of a context-overflow error (``overflow_learned``), which may also give the server's context window, which
-then lowers the budget (``budget_in_force``). Pure functions: the memory keeps the calibration and the window.
+The memory owns one ``Budget`` per backend (``memory.budget``); only what the server itself counted changes it: its
+tokenizer endpoint where it has one, the usage it reports, and the figures of a context-overflow error. Every
+computation is ``plan``'s (pure); this object only keeps what was learned.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import replace
 
-from memora.backends import Backend, BackendError
-from memora.backends.openai_errors import ContextOverflowError
-from memora.memory.values import ContextBudgetError
+from memora.memory import plan
+from memora.memory.backend import Backend, BackendError, ContextOverflowError
+from memora.memory.plan import TurnPlan
+from memora.memory.values import PreparedContext
 from memora.messages import Message
-from memora.tokens.calibration import Calibration, Kind, kind_tokens, request_kinds
-
-T = TypeVar("T")
-
-
-def budget_in_force(max_input_tokens: int, server_window: int | None, output: int) -> int:
-    """``max_input_tokens``, or less when the server's context window leaves less room beside the largest ``output``."""
-    if server_window is None:
-        return max_input_tokens
-    return max(1, min(max_input_tokens, server_window - output))
+from memora.tokens.calibration import Calibration, request_kinds
+from memora.tokens.usage import Ledger, UsageRecord
 
 
-def window_too_small(server_window: int | None, output: int) -> bool:
-    """Whether the server's context window, learned from an overflow error, cannot hold even the largest ``output``:
-    no fold or cut can make a request fit it, and only a setting can."""
-    return server_window is not None and server_window <= output
+class Budget:
+    """What the server's own counts teach a memory, per backend: the seam between local tokens and the server's.
 
-
-def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | None = None) -> int:
-    """``budget`` in local tokens, as the calibration makes it hold by the server's count.
-
-    Without ``texts``, every local token is planned at the highest ratio among the kinds of text seen: a plan must
-    hold whatever share of Chinese the request ends up with. Where the server counts each request before it is sent,
-    that count holds the budget and the plan only has to be close: ``texts`` are what a request may carry
-    (instructions, summary, unfolded messages), and each kind's ratio is weighed by its share of them, so that
-    English instructions are not planned as Chinese.
+    ``calibration`` turns the local o200k_base tokens a plan counts into the server's, per kind of text, learned only
+    from figures the server itself counted (``memora.tokens.calibration``); ``server_window`` is the server's context
+    window once an overflow error gave it, which then lowers the budget in force beside ``output`` (the most one request
+    of the memory may write: a reply or a summary). Where the backend counts a request
+    itself (``Backend.count_request``), that count holds the budget and the plan only has to be close.
     """
-    if texts is None:
-        return calibration.local_budget(budget)
-    kinds: dict[Kind, int] = {}
-    for text in texts:
-        for kind, tokens in kind_tokens(text).items():
-            kinds[kind] = kinds.get(kind, 0) + tokens
-    return math.floor(budget / calibration.mix_ratio(kinds))
 
+    def __init__(self, backend: Backend, model: str, output: int) -> None:
+        self.backend, self.model, self.output = backend, model, output
+        self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
+        self.server_window: int | None = None
 
-def exact_source(backend: Backend, model: str, calibration: Calibration) -> str | None:
-    """The server's tokenizer endpoint that counts each request (``"llama.cpp /apply-template + /tokenize"``), or None;
-    None too where local counts are the server's own (o200k_base)."""
-    if calibration.exact:
-        return None
-    tokenizer = getattr(backend, "server_tokenizer", None)
-    found = tokenizer(model) if callable(tokenizer) else None
-    return getattr(found, "source", None) if found is not None else None
+    def in_force(self, max_input_tokens: int) -> int:
+        return plan.budget_in_force(max_input_tokens, self.server_window, self.output)
 
+    def too_small(self) -> bool:
+        """Whether no fold or cut can make a request fit the server's window beside ``output``: only a setting can."""
+        return plan.window_too_small(self.server_window, self.output)
 
-def exact_counter(backend: Backend, calibration: Calibration) -> Callable[[str, str, Sequence[Message]], int | None] | None:
-    """The backend's ``count_exact(model, instructions, messages)``; None where it has none, or where the local count
-    is already exact (o200k_base is the server's tokenizer)."""
-    count = getattr(backend, "count_exact", None)
-    return None if calibration.exact or not callable(count) else count
+    def local(self, budget: int, texts: Sequence[str]) -> int:
+        """``budget`` in local tokens; weighed by the ``texts`` a request may carry where the server counts each one."""
+        return plan.local_budget(self.calibration, budget, texts if self.source() is not None else None)
 
+    def source(self) -> str | None:
+        """The server's endpoint that counts each request; None where local counts must do, or are its own."""
+        return plan.exact_source(self.backend, self.model, self.calibration)
 
-def counting_words(source: str | None, calibration: Calibration, offline: bool = False) -> str:
-    """Which count the budget uses, in words, for the REPL; ``offline``: the offline engine, no server behind it."""
-    if offline:
-        return "local o200k_base (offline: nothing is billed)"
-    if source is not None:
-        return f"the server's tokenizer, exact ({source})"
-    if calibration.exact:
-        return "local o200k_base, the server's own tokenizer: exact"
-    return "local, with a learned margin"
+    @property
+    def words(self) -> str:
+        """Which count the budget uses, in words, for the REPL."""
+        return plan.counting_words(self.source(), self.calibration, self.backend.offline)
 
+    def counter(self) -> Callable[[str, str, Sequence[Message]], int | None] | None:
+        return plan.exact_counter(self.backend, self.calibration)
 
-def overflow_learned(
-    overflow: ContextOverflowError, local: int, calibration: Calibration, window: int | None, texts: Sequence[str]
-) -> tuple[Calibration, int | None]:
-    """The calibration and server window after a context-overflow error on a request of ``local`` tokens and ``texts``."""
-    if overflow.prompt_tokens is not None:
-        calibration = calibration.learn(local, overflow.prompt_tokens, request_kinds(local, texts))
-    if overflow.window is not None:
-        window = overflow.window if window is None else min(window, overflow.window)
-    elif overflow.prompt_tokens is None:
-        # No figure at all: plan as if the server counted a quarter more than the margin did.
-        calibration = calibration.learn(local, math.ceil(calibration.server_estimate(local) * 1.25), request_kinds(local, texts))
-    return calibration, window
+    def exact(self, instructions: str, messages: Sequence[Message]) -> int | None:
+        """The server's own count of a request, template included; None where local counts must do."""
+        count = self.counter()
+        return None if count is None else count(self.model, instructions, messages)
 
+    def see(self, texts: Sequence[str]) -> None:
+        self.calibration = self.calibration.seeing(texts)
 
-def retry_on_overflow(send: Callable[[], T], learn: Callable[[ContextOverflowError], None], too_small: Callable[[], bool]) -> T:
-    """``send()``; after a context-overflow error, ``learn``s its figures and sends once more, cut to the room they
-    leave. Raises ``overflow_error()`` when ``too_small()`` after learning, or on a second overflow."""
-    try:
-        return send()
-    except ContextOverflowError as overflow:
-        learn(overflow)
-    if too_small():
-        raise overflow_error()
-    try:
-        return send()
-    except ContextOverflowError:
-        raise overflow_error() from None
+    def learn(self, local: int, server: int, texts: Sequence[str]) -> None:
+        """Learns a count the server itself made of a request of ``local`` tokens carrying ``texts``."""
+        self.calibration = self.calibration.learn(local, server, request_kinds(local, texts))
+
+    def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None:
+        """Learns the server's count and window from an overflow error on a request of ``local`` tokens and ``texts``."""
+        self.calibration, self.server_window = plan.overflow_learned(overflow, local, self.calibration, self.server_window, texts)
+
+    def counted(self, prepared: PreparedContext) -> PreparedContext:
+        """``prepared`` with the server's own count of it, where it counts requests; that count is learned."""
+        if (exact := self.exact(prepared.instructions, prepared.context_messages)) is None:
+            return prepared
+        self.learn(prepared.input_tokens, exact, prepared.texts)
+        return replace(prepared, server_input_tokens=exact)
+
+    def check_alone(self, turn_plan: TurnPlan, text: str | None, system_prompt: str, summary: str, in_force: int) -> None:
+        """Raises ContextBudgetError unless the plan's message fits beside the instructions: by the plan, else by the
+        server's own count where it has one (``text``; None for the message a fold ahead expects)."""
+        if turn_plan.message_fits:
+            return
+        exact = None if text is None else self.exact(system_prompt, [Message("user", text)])
+        if exact is None or exact > in_force:
+            raise plan.budget_error(self.calibration, turn_plan.alone + plan.summary_tokens(summary), exact, in_force)
+
+    def record(self, ledger: Ledger, record: UsageRecord, texts: Sequence[str]) -> None:
+        """Appends ``record`` to ``ledger``; a trusted figure the server counted itself (not one it estimated, nor one its
+        tokenizer's own count contradicts) is learned, by the kinds of ``texts``."""
+        if record.trusted and record.teaches and record.server_counted_input_tokens is None and record.input_tokens is not None:
+            self.learn(record.counted_input_tokens, record.input_tokens, texts)
+        ledger.append(record)
 
 
 def overflow_error() -> BackendError:
@@ -116,8 +104,3 @@ def overflow_error() -> BackendError:
         "figures it gave. Lower MEMORA_MAX_INPUT_TOKENS or set MEMORA_CONTEXT_WINDOW to the server's context size "
         "(llama.cpp: --n_ctx). Your message is kept."
     )
-
-
-def budget_error(calibration: Calibration, local_tokens: int, exact: int | None, budget: int) -> ContextBudgetError:
-    """The smallest request is over ``budget``: by the server's ``exact`` count, else by the calibration's estimate."""
-    return ContextBudgetError(exact if exact is not None else calibration.server_estimate(local_tokens), budget)

@@ -1,31 +1,31 @@
-"""ShortTermMemory: one conversation's history, summary and ledger, and what each request sends.
+"""ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
-Follow a turn: ``memory.turn(text)`` (``turn``: append the message, stream the reply, commit or
-leave no trace) calls ``prepare``, which ``fitting.prepare`` does: the one caller of the budget rule
-(``planner.plan_context``), it folds what must leave through ``summarizer``. The history is a frozen
-value (``history.History``); the budget in force and what the server's count teaches are ``budget``.
-The state lives here; the work lives in those modules, which use only this class's public members.
-The article's Memora v0.7 API closes the class, a thin face over the members above it, so that the
-article's main loop runs unchanged.
+Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()`` calls
+``prepare``: it asks the one pure plan (``plan.plan_turn``) what must leave, folds it (``_fold``: one summary request
+each, ``summarizer``), sends the context and commits the reply (``finish_turn``), or the turn leaves no trace.
+Between turns, ``prefold`` carries out the same plan made for the message expected next. Everything that decides
+is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
+I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
+budget (``budget.Budget``: what the server's own counts teach, the calibration), the ledger
+(``memora.tokens.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
+(``on_change``, ``hook``). The article's Memora v0.7 names close the class, so that the article's main loop runs
+unchanged.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from memora.backends import Backend, as_backend
-from memora.backends.openai_errors import ContextOverflowError
-from memora.memory import budget, fitting
-from memora.memory.context import lead_messages, request_instructions
-from memora.memory.history import History
-from memora.memory.hook import OnChange
-from memora.memory.limits import SessionLimits
-from memora.memory.planner import Plan
-from memora.memory.sizes import Sizes, check_limits, request_sizes
-from memora.memory.turn import Turn, reply_record, transaction
+from memora.memory import budget, plan, policies
+from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
+from memora.memory.budget import Budget
+from memora.memory.hook import Caps, OnChange
+from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
+from memora.memory.summarizer import Summarizer, check_summary, summary_texts
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -40,47 +40,30 @@ from memora.memory.values import (
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.tokens import LocalTokenCounter, TextTokens, TokenCounter
-from memora.tokens.calibration import Calibration
 from memora.tokens.usage import Ledger, Usage, UsageRecord
 
 
 class ShortTermMemory:
-    """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and budget.
+    """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and ``budget``.
 
-    ``client``: a memora backend or an ``openai.OpenAI`` client. Budgets are the server's tokens; plans count local
-    o200k_base tokens against ``local_budget()``, which ``calibration`` learns (``budget``). ``fold_policy``: ``window``
-    (the article's) or ``watermark``; ``fold_batch_turns``: pairs the window may grow before folding; ``max_reply_tokens``:
-    each reply's cap (None: none); ``context_window``: the server's, when known; ``limits``: the session's caps; ``lock``:
-    one turn at a time per session; ``on_change(memory, change)`` (``hook``): called after each committed turn and fold.
-    """
+    ``client`` (the article's name): a memora backend, or the article's client that carries one (``ArticleClient``).
+    ``fold_policy``: a registered policy's name; ``max_reply_tokens``: each reply's cap (None: none); ``context_window``:
+    the server's, when known; ``limits``: the session's caps (None: none, as in the article); ``lock``: one turn at a time per session."""
 
     on_change: OnChange | None = None
 
-    def __init__(
-        self,
-        client: Any,
-        model: str = DEFAULT_MODEL,
-        system_prompt: str = SYSTEM_PROMPT,
-        summary_instructions: str = SUMMARY_INSTRUCTIONS,
-        max_input_tokens: int = MAX_INPUT_TOKENS,
-        max_recent_turns: int = MAX_RECENT_TURNS,
-        *,
-        token_counter: TokenCounter | None = None,
-        max_summary_tokens: int = MAX_SUMMARY_TOKENS,
-        fold_batch_turns: int = 0,
-        limits: SessionLimits | None = None,
-        max_reply_tokens: int | None = MAX_REPLY_TOKENS,
-        context_window: int | None = None,
-        fold_policy: FoldPolicy = "window",
-    ) -> None:
-        self.switch_backend(as_backend(client), model, token_counter)
-        self.client = client
+    def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
+                 summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
+                 max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
+                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, limits: Caps | None = None,
+                 max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
+                 fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
         self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
         self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
-        self.max_input_tokens, self.max_recent_turns, self.fold_batch_turns = max_input_tokens, max_recent_turns, fold_batch_turns
-        self.limits, self.fold_policy = limits or SessionLimits(), fold_policy  # the planner's rule: see planner.plan_folds
-        self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns)
-        self.lock = threading.RLock()
+        self.switch_backend(backend_of(client), model, token_counter)
+        self.max_input_tokens, self.max_recent_turns, self.fold_policy = max_input_tokens, max_recent_turns, policies.DEFAULT
+        self.limits, self.lock = limits, threading.RLock()
+        self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns, fold_policy=fold_policy)
         self.restore()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -90,127 +73,170 @@ class ShortTermMemory:
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state, lock=threading.RLock())
 
-    def restore(
-        self,
-        history: Sequence[Message] = (),
-        summary_versions: Sequence[SummaryVersion] = (),
-        ledger: Sequence[UsageRecord] = (),
-        last_context: Sequence[Message] = (),
-    ) -> None:
+    def restore(self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (),
+                ledger: Sequence[UsageRecord] = (), last_context: Sequence[Message] = ()) -> None:  # fmt: skip
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         self.conversation = History(tuple(history), tuple(map(self.message_tokens, history)), tuple(summary_versions))
-        self.calibration = self.calibration.seeing([*(m.content for m in history), self.summary])
+        self.budget.see([*(m.content for m in history), self.summary])
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
-        self.last_plan: Plan | None = None
-        self.last_fold_plan: Plan | None = None  # the plan of the last fold, for "why did it fold?"
+        self.last_fold_plan: TurnPlan | None = None  # the plan of the last fold, for "why did it fold?"
 
-    def update_limits(
-        self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None, fold_policy: FoldPolicy | None = None
-    ) -> None:
-        """Changes the budget, the window or the fold policy from the next request; ValueError changes nothing (``check_limits``)."""
+    def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
+                      fold_policy: FoldPolicy | None = None) -> None:  # fmt: skip
+        """Changes the budget, the window or the fold policy from the next request; ValueError changes nothing."""
         limit = self.max_input_tokens if max_input_tokens is None else max_input_tokens
         recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
-        check_limits(limit, recent, self.minimum_budget(), self.largest_output, self.context_window, self.fold_batch_turns)
-        self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, fold_policy or self.fold_policy
+        policy = self.fold_policy if fold_policy is None else policies.policy(fold_policy).name
+        plan.check_limits(limit, recent, self.minimum_budget(), self.budget.output, self.context_window)
+        self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, policy
 
     def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
         """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
-        self.backend, self.client, self.model = backend, backend, model
+        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)  # what one request may write, at most
+        self.backend, self.model, self.budget = backend, model, Budget(backend, model, output)
         self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
-        self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
-        self.server_window: int | None = None  # the server's context window, as an overflow error gave it
 
-    @property
-    def largest_output(self) -> int:
-        return max(self.max_reply_tokens or 0, self.max_summary_tokens)
-
-    def budget_in_force(self) -> int:
-        return budget.budget_in_force(self.max_input_tokens, self.server_window, self.largest_output)
-
-    def window_too_small(self) -> bool:
-        return budget.window_too_small(self.server_window, self.largest_output)
-
-    def minimum_budget(self) -> int:
-        """The smallest budget, in the server's tokens, for a reply and for a summary request."""
-        return self.calibration.server_estimate(self.sizes().minimum_budget)
-
-    def local_budget(self) -> int:
-        """``budget_in_force()`` in local tokens; where the server counts each request itself, for the texts a request may carry."""
-        counted_by_server = not self.calibration.exact and self.exact_source() is not None
-        texts = [self.system_prompt, self.summary, *(m.content for m in self.conversation.unfolded_messages)] if counted_by_server else None
-        return budget.local_budget(self.calibration, self.budget_in_force(), texts)
-
-    @property
-    def counting(self) -> str:
-        return budget.counting_words(self.exact_source(), self.calibration, self.backend.offline)
-
-    def exact_source(self) -> str | None:
-        return budget.exact_source(self.backend, self.model, self.calibration)
-
-    def learn_overflow(self, overflow: ContextOverflowError, local: int, texts: Sequence[str]) -> None:
-        """Learns the server's count and window from an overflow error on a request of ``local`` tokens and ``texts``."""
-        self.calibration, self.server_window = budget.overflow_learned(overflow, local, self.calibration, self.server_window, texts)
-
-    def sizes(self) -> Sizes:
-        """The request sizes under the summary cap, ``max_summary_tokens`` under either fold policy (chosen by measurement:
-        README, "Cost against retention"), whose word limit the summary instructions ask for."""
-        cap = self.max_summary_tokens
-        return request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
+    # -- a turn: the plan, its folds, the request, the commit ----------------------------------------------------
 
     def turn(self, user_text: str) -> AbstractContextManager[Turn]:
-        """One user turn that completes or leaves no trace in the history (see ``turn.transaction``)."""
+        """One user turn that completes or leaves no trace in the history (see ``transaction``)."""
         return transaction(self, user_text)
 
     def check_new_message(self, user_text: str) -> None:
-        """Refuses, before anything is kept or sent, a message no turn could take (``fitting.check_new_message``)."""
-        fitting.check_new_message(self, user_text)
+        """Refuses, before anything is kept or sent, a message no turn could take: ValueError for a blank one,
+        LimitReached for a session cap, ContextBudgetError when it is over the budget with the instructions alone."""
+        check_caps(self, user_text)
+        self.budget.see([user_text])
+        self._plan(self.message_tokens(Message("user", user_text)), user_text)
 
     def prepare(self) -> PreparedContext:
-        """This turn's context, once the plan's folds are made (``fitting.prepare`` says what it raises)."""
-        self.last_prepared = fitting.prepare(self)
-        return self.last_prepared
-
-    def fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
-        """One summary request folding ``messages`` (history ``span``) into a new summary version (``fitting.fold``)."""
-        return fitting.fold(self, messages, span)
+        """This turn's context, once the plan's folds are made. Raises ValueError without a pending user message, and
+        ContextBudgetError when even the summary plus the message do not fit, by the server's count where it has one."""
+        history = self.conversation
+        if not history.pending:
+            raise ValueError("The last message must be a user message before building the context." if history.messages
+                             else "The conversation history is empty.")  # fmt: skip
+        current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
+        turn_plan = self._plan(history.counts[current], history.messages[current].content)
+        self.last_fold_plan = turn_plan if turn_plan.fold else self.last_fold_plan  # the Status panel: why it folded
+        while True:
+            for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
+                self._fold(history.messages[slice(*span)], span)
+            start = self.conversation.folded
+            spent = sum(v.tokens for v in self.conversation.versions[versions:])
+            counter = None if isinstance(self.token_counter, LocalTokenCounter) else self.count_input_tokens
+            prepared = self.budget.counted(plan.context(self.conversation, self.backend.profile, self.system_prompt,
+                                                        start, current, (spent, start - pointer), counter))  # fmt: skip
+            exact = prepared.server_input_tokens
+            if (prepared.input_tokens <= self.local_budget()) if exact is None else (exact <= self.budget_in_force()):
+                self.last_prepared = prepared
+                return prepared
+            if start == current:
+                raise plan.budget_error(self.budget.calibration, prepared.input_tokens, exact, self.budget_in_force())
+            turn_plan = self._plan(history.counts[current], None, at_least=2)  # the server disagreed: one more pair leaves
 
     def fold_due(self) -> int:
-        """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due."""
-        return fitting.prefold_plan(self)[0]
+        """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due.
+        Raises ValueError while a message is pending, ContextBudgetError when no message could fit."""
+        if self.conversation.pending:
+            raise ValueError("A user message is pending; its prepare() does the folding.")
+        return self.summarized_message_count + self._plan(None, None).fold
 
     def prefold(self) -> SummaryVersion | None:
-        """Folds now what the next turn is certain to fold (``fitting.prefold``); None when nothing is due."""
-        return fitting.prefold(self)
+        """Folds now what the next turn is certain to fold, so that its reply waits for no summary: None (no request)
+        when nothing is due. Raises LimitReached, sending nothing, when a session cap would refuse the next turn; a
+        failed request leaves the memory as it was. Holds the memory's lock."""
+        with self.lock:
+            if self.fold_due() == self.summarized_message_count:
+                return None
+            # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
+            if self.limits is not None:
+                self.limits.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
+            ahead = self._plan(None, None)
+            for span in ahead.spans(self.summarized_message_count):
+                self._fold(self.conversation.messages[slice(*span)], span)
+            self.last_fold_plan = ahead  # only once something was folded: the Status panel says why
+            return self.conversation.versions[-1]
 
-    def add_message(self, message: Message) -> None:
+    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
+        """One summary request folding ``messages`` (history ``span``, ``summarizer.summarize``): its record goes in the
+        ledger, its summary becomes the new version, and ``on_change`` hears of it. Raises BackendError, and
+        SummaryError (after the record) for an empty summary of new messages."""
+        sizes = self.sizes()
+        version, record = Summarizer(self.model, sizes.summary_instructions, self.max_summary_tokens).summarize(
+            self.backend, self.budget, self.summary, messages, span, sizes=sizes, turn=self.conversation.turn_number,
+            message_tokens=tuple(map(self.message_tokens, messages)), served_by=served_by(self),
+            max_input_tokens=self.max_input_tokens, plan_texts=self._plan_texts(),
+        )  # fmt: skip
+        self.budget.record(self.ledger, record, summary_texts(self.summary, messages))
+        self.budget.see([version.text])
+        check_summary(version, messages)
+        self.conversation = self.conversation.folding(version)
+        if self.on_change is not None:
+            self.on_change(self, "fold")
+        return version
+
+    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *,
+                    usage: Usage | None = None, latency_s: float = 0.0, cut: bool = False) -> TurnStats:  # fmt: skip
+        """Completes the pending turn with ``assistant_reply``; records the request (``reply_record``); returns its
+        stats. ``cut``: the reply stopped at its cap (kept, and marked). Raises ValueError when no user message is pending."""
+        if not self.has_pending_turn:
+            raise ValueError("There is no pending user message to reply to.")
+        record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
+        self.budget.record(self.ledger, record, [self._request_instructions(), *(m.content for m in context_messages)])
+        self._add_message(Message("assistant", assistant_reply))
+        self.last_context = list(context_messages)
+        if self.on_change is not None:
+            self.on_change(self, "turn")
+        return TurnStats(record, self.session_total_tokens)
+
+    def _plan(self, message: int | None, text: str | None, at_least: int = 0) -> TurnPlan:
+        """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens and ``text`` (None, None: the one a
+        fold ahead expects), once its message is known to fit beside the instructions (``Budget.check_alone``)."""
+        history, sizes, budget = self.conversation, self.sizes(), self.local_budget()
+        turn_plan = plan.plan_turn(
+            history.unfolded(history.finished), message=message, summary=plan.summary_tokens(self.summary),
+            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget), budget),
+            policy=policies.POLICIES[self.fold_policy], max_recent_turns=self.max_recent_turns, at_least=at_least,
+        )  # fmt: skip
+        if not at_least:
+            self.budget.check_alone(turn_plan, text, self.system_prompt, self.summary, self.budget_in_force())
+        return turn_plan
+
+    # -- the budget in force, in the server's tokens (``budget``: what the server's counts teach) ------------------
+
+    def budget_in_force(self) -> int:
+        return self.budget.in_force(self.max_input_tokens)
+
+    def local_budget(self) -> int:
+        """``budget_in_force()`` in local tokens; where the server counts each request, for the texts one may carry."""
+        return self.budget.local(self.budget_in_force(), self._plan_texts())
+
+    def _plan_texts(self) -> list[str]:
+        return [self.system_prompt, self.summary, *(m.content for m in self.conversation.unfolded_messages)]
+
+    def minimum_budget(self) -> int:  # in the server's tokens, for a reply and for a summary request
+        return self.budget.calibration.server_estimate(self.sizes().minimum_budget)
+
+    def sizes(self) -> Sizes:
+        """The request sizes under the summary cap, whose word limit the summary instructions ask for."""
+        cap = self.max_summary_tokens
+        return plan.request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
+
+    def _add_message(self, message: Message) -> None:
         """Appends ``message`` to the history, its tokens counted once; the calibration sees its kind of text."""
-        self.calibration = self.calibration.seeing([message.content])
+        self.budget.see([message.content])
         self.conversation = self.conversation.adding(message, self.message_tokens(message))
 
-    @property
-    def history(self) -> list[Message]:
-        """Every message of the conversation, in full (a copy: only the memory changes it)."""
-        return list(self.conversation.messages)
-
-    @property
-    def summary_versions(self) -> list[SummaryVersion]:
-        return list(self.conversation.versions)
-
-    @property
-    def turn_stats(self) -> dict[int, TurnStats]:
-        """Each finished turn's stats, derived from the ledger, by the history index of its reply."""
-        return TurnStats.by_reply_index(self.ledger)
-
-    @property
-    def served_by(self) -> str:
-        """The model named in the ledger: ``"offline"`` when the offline engine answers."""
-        return "offline" if self.backend.offline else self.model
-
-    @property
-    def has_pending_turn(self) -> bool:
-        return self.conversation.pending
+    # Views of the History and the ledger, read-only: every message in full (a copy: only the memory changes it),
+    # the summary's versions, whether a user message waits for its reply, and each finished turn's stats by the
+    # history index of its reply (the article's stats block, derived from the ledger).
+    history = property(lambda self: list(self.conversation.messages))
+    summary_versions = property(lambda self: list(self.conversation.versions))
+    has_pending_turn = property(lambda self: self.conversation.pending)
+    turn_stats = property(lambda self: TurnStats.by_reply_index(self.ledger))
 
     def message_tokens(self, message: Message) -> int:
         """The local tokens ``message`` adds to a request, its text tokenized once per conversation."""
@@ -220,25 +246,17 @@ class ShortTermMemory:
         """What one request with every message in history would cost, instructions included."""
         return self.sizes().fixed + self.conversation.tokens
 
-    # -- the article's API, name for name: a thin face over the members above ------
+    # -- the article's API, name for name ------------------------------------------------------------------------
 
-    @property
-    def summary(self) -> str:
-        return self.conversation.summary
-
-    @property
-    def summarized_message_count(self) -> int:
-        return self.conversation.folded
-
-    @property
-    def session_total_tokens(self) -> int:
-        return self.ledger.total
+    summary = property(lambda self: self.conversation.summary)
+    summarized_message_count = property(lambda self: self.conversation.folded)
+    session_total_tokens = property(lambda self: self.ledger.total)
 
     def add_user_message(self, content: str) -> None:
         """Appends a user message. Raises ValueError if a user message is already pending."""
         if self.has_pending_turn:
             raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
-        self.add_message(Message("user", content))
+        self._add_message(Message("user", content))
         self.last_prepared = None  # belongs to the previous turn
 
     def rollback_last_user_message(self) -> None:
@@ -248,43 +266,21 @@ class ShortTermMemory:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
     def count_input_tokens(self, messages: Sequence[Message]) -> int:
-        return self.token_counter.count(self.model, self.request_instructions(), messages)
+        return self.token_counter.count(self.model, self._request_instructions(), messages)
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
         """Merges ``new_messages`` into the summary without moving the pointer; returns the request's tokens."""
-        return self.fold(tuple(new_messages), (self.summarized_message_count,) * 2).tokens
+        return self._fold(tuple(new_messages), (self.summarized_message_count,) * 2).tokens
 
     def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
-        """Summary, window and message, in the wire's roles (see ``memora.memory.context``)."""
-        return [*lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
+        """Summary, window and message, in the wire's roles (``plan.lead_messages``)."""
+        return [*plan.lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
 
-    def request_instructions(self) -> str:
-        return request_instructions(self.backend.profile, self.system_prompt)
+    def _request_instructions(self) -> str:
+        return plan.request_instructions(self.backend.profile, self.system_prompt)
 
     def prepare_context(self) -> dict[str, Any]:
         return self.prepare().as_dict()
-
-    def finish_turn(
-        self,
-        assistant_reply: str,
-        context_messages: Sequence[Message],
-        response_tokens: int,
-        *,
-        usage: Usage | None = None,
-        latency_s: float = 0.0,
-        cut: bool = False,
-    ) -> TurnStats:
-        """Completes the pending turn with ``assistant_reply``; records the request (``turn.reply_record``); returns its
-        stats. ``cut``: the reply stopped at its cap (kept, and marked). Raises ValueError when no user message is pending."""
-        if not self.has_pending_turn:
-            raise ValueError("There is no pending user message to reply to.")
-        record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
-        fitting.record_request(self, record, [self.request_instructions(), *(m.content for m in context_messages)])
-        self.add_message(Message("assistant", assistant_reply))
-        self.last_context = list(context_messages)
-        if self.on_change is not None:
-            self.on_change(self, "turn")
-        return TurnStats(record, self.session_total_tokens)
 
     def get_status(self) -> dict[str, int | bool]:
         return {
@@ -294,3 +290,156 @@ class ShortTermMemory:
             "Summary available": bool(self.summary),
             "Session total tokens": self.session_total_tokens,
         }
+
+
+def check_caps(memory: ShortTermMemory, user_text: str) -> None:
+    """Raises ValueError for a blank message, and the caps' error (LimitReached) when a session cap refuses it,
+    before the message is tokenized: a pasted book is refused by its characters."""
+    if not user_text.strip():
+        raise ValueError("The message is empty.")
+    if memory.limits is not None:
+        memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
+
+
+def served_by(memory: ShortTermMemory) -> str:
+    """The model the ledger names for a request of ``memory``: ``offline`` for the offline engine."""
+    return "offline" if memory.backend.offline else memory.model
+
+
+def backend_of(client: Any) -> Backend:
+    """The backend behind what the article calls ``client``: a memora backend as it is, or the one an article-style
+    client (``memora.backends.compat.ArticleClient``) carries. Raises TypeError for anything else, an
+    ``openai.OpenAI`` client included: wrap it (``memora.backends.openai_responses.OpenAIResponsesBackend``)."""
+    if isinstance(client, Backend):
+        return client
+    if isinstance(getattr(client, "backend", None), Backend):
+        return client.backend
+    raise TypeError(
+        f"expected a memora backend (memora.backends), not {type(client).__name__}; "
+        "wrap an openai.OpenAI client in memora.backends.openai_responses.OpenAIResponsesBackend"
+    )
+
+
+# -- one turn: prepare, stream, commit or leave no trace ------------------------------------------------------------
+
+
+@contextmanager
+def transaction(memory: ShortTermMemory, user_text: str) -> Iterator[Turn]:
+    """``memory.turn(user_text)``: one user turn that completes or leaves no trace in the history.
+
+    Appends the message and yields a ``Turn``; unless its reply was committed,
+    removes the message on leaving, after any exception (BaseException too:
+    Streamlit's stop and rerun) or an abandoned stream. ``turn.user_text`` keeps
+    the text; summaries folded before a failure stay folded. Raises ValueError
+    (LimitReached for a session cap) before appending anything. The memory's lock
+    is held throughout, so another thread of the same session waits for the rollback.
+    """
+    check_caps(memory, user_text)
+    with memory.lock:
+        memory.add_user_message(user_text)
+        active = Turn(memory, user_text)
+        try:
+            yield active
+        finally:
+            if not active.committed:
+                memory.rollback_last_user_message()
+
+
+class Turn:
+    """One user turn in progress; see ``ShortTermMemory.turn``."""
+
+    def __init__(self, memory: ShortTermMemory, user_text: str) -> None:
+        self.memory = memory
+        self.user_text = user_text
+        self.prepared: PreparedContext | None = None
+        self.stats: TurnStats | None = None
+        self.reply: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.stats is not None
+
+    def stream(self) -> Iterator[str]:
+        """Prepares the context, yields the reply's text as it arrives, then commits.
+
+        The turn is committed only after the model's final event. If the stream
+        fails or is abandoned part-way, nothing of the reply is kept, and the
+        enclosing ``with memory.turn(...)`` rolls the user message back.
+
+        A context-overflow error (the server's window is smaller than planned for) never
+        reaches the caller as it is: the memory learns its figures, prepares the context
+        again (folding or cutting to fit them) and sends it once more; a second overflow
+        raises a BackendError that says which setting to change, not to resend.
+        """
+        memory = self.memory
+        for attempt in range(2):
+            self.prepared = prepared = memory.prepare()
+            request = ReplyRequest(
+                model=memory.model,
+                instructions=prepared.instructions,
+                messages=prepared.context_messages,
+                counted_input_tokens=prepared.input_tokens,
+                input_budget=memory.budget_in_force(),
+                max_output_tokens=memory.max_reply_tokens,
+            )
+            began = time.perf_counter()
+            try:
+                for item in memory.backend.stream_reply(request):
+                    if isinstance(item, Completion):
+                        self._commit(item, began)
+                        return
+                    yield item
+            except ContextOverflowError as overflow:
+                # The server refuses before its first token, so nothing was yielded for this attempt.
+                if attempt:
+                    raise budget.overflow_error() from None
+                memory.budget.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
+                if memory.budget.too_small():
+                    raise budget.overflow_error() from None
+                continue
+            raise BackendError("The model's stream ended before the response was complete.")
+
+    def run(self) -> str:
+        """Runs the whole turn without streaming; returns the reply text."""
+        for _ in self.stream():
+            pass
+        assert self.reply is not None
+        return self.reply
+
+    def _commit(self, completion: Completion, began: float) -> None:
+        assert self.prepared is not None
+        self.reply = completion.text
+        self.stats = self.memory.finish_turn(
+            completion.text,
+            self.prepared.context_messages,
+            completion.usage.total_tokens,
+            usage=completion.usage,
+            latency_s=time.perf_counter() - began,
+            cut=completion.cut,
+        )
+
+
+def reply_record(
+    memory: ShortTermMemory, context_messages: Sequence[Message], response_tokens: int, usage: Usage | None, *, latency_s: float, cut: bool
+) -> UsageRecord:
+    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what ``prepare`` planned
+    for it (nothing when the article's loop sent a context of its own, then counted here). ``cut``: the reply stopped at
+    its cap. Without ``usage`` (the article's ``finish_turn``) the record has only ``response_tokens``, as the total."""
+    prepared = memory.last_prepared
+    fields = {
+        "turn": memory.conversation.turn_number,
+        "kind": "reply",
+        "model": served_by(memory),
+        "latency_s": latency_s,
+        "cut": cut,
+        "counted_input_tokens": prepared.input_tokens if prepared else memory.count_input_tokens(context_messages),
+        "full_history_tokens": memory.full_history_tokens(),
+        "input_budget": memory.max_input_tokens,
+        "context_messages": len(context_messages),
+        "newly_summarized": prepared.newly_summarized_count if prepared else 0,
+        "summary_tokens": prepared.summary_token_usage if prepared else 0,
+        "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
+    }
+    if usage is None:
+        return UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
+    return UsageRecord.of(**fields, usage=usage)

@@ -1,15 +1,15 @@
-"""What a fold policy would have done with a conversation: the planner, replayed on its token counts.
+"""What a fold policy would have done with a conversation: the plan, replayed on its token counts.
 
 A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
-same pure planner (``planner.plan_folds``, ``prefold.prefold_plan``, ``summarizer.fold_pieces``) what each
-request would have sent. A student can then see what the other policy, or sending the full history, would have
+same pure plan (``plan.plan_turn``) what each request would have sent: what folds, in how many summary requests,
+before each reply and in each fold ahead. A student can then see what the other policy, or sending the full history, would have
 done with their own conversation.
 
 What every figure rests on (the page labels them a replay estimate):
 
 - **The same conversation.** Every policy gets the same messages and the same replies. A real model sent
   another context would have answered a little differently; a replay cannot know how.
-- **Local tokens, in the planner's arithmetic.** A reply request sends ``fixed + summary + recent messages +
+- **Local tokens, in the plan's arithmetic.** A reply request sends ``fixed + summary + recent messages +
   message``, each message at its own o200k_base count (exact in the OpenAI layout; a server that takes the summary
   inside its one system message merges a few tokens across the join). The budget is the memory's local budget.
 - **Today's settings.** The whole conversation is replayed under the current budget and window, even where they
@@ -22,7 +22,7 @@ What every figure rests on (the page labels them a replay estimate):
   reproduces what was sent. From the first request that differs, every summary is estimated.
 - **A summary that never existed is estimated** at the length of what it summarizes (the old summary's text plus
   the folded messages), up to the policy's summary cap: never longer than its cap, as a real one is cut there.
-  That is the planner's own reservation once a conversation has more to summarize than the cap, an upper bound for
+  That is the plan's own reservation once a conversation has more to summarize than the cap, an upper bound for
   a model that writes less. Its request's input is the request's fixed part (instructions, layout, priming), the
   old summary's text and the folded messages at their own counts (a transcript line costs about what its message
   does), at most the request's room for messages, as a real fold cuts the largest messages to fit.
@@ -34,12 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from memora.memory.planner import plan_folds
-from memora.memory.prefold import expected_message, prefold_plan
-from memora.memory.sizes import request_sizes
-from memora.memory.summarizer import fold_pieces
+from memora.memory import policies
+from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, request_sizes, summary_tokens
 from memora.memory.values import FoldPolicy
 from memora.prompts import SUMMARY_PREAMBLE, with_summary_cap
 from memora.tokens import count_message
@@ -48,13 +46,14 @@ from memora.tokens.usage import RequestKind
 if TYPE_CHECKING:
     from memora.memory.core import ShortTermMemory
 
-Strategy = Literal["window", "watermark", "full_history"]
-"""What a replay sends: one of the two fold policies, or the whole history with every reply (no summary)."""
+FULL_HISTORY = "full_history"
+Strategy = str
+"""What a replay sends: a registered fold policy's name, or ``FULL_HISTORY``: the whole history with every reply."""
 
 
 @dataclass(frozen=True)
 class PolicySizes:
-    """The fixed local token sizes one fold policy plans with (``sizes.Sizes`` under the policy's summary cap).
+    """The fixed local token sizes one fold policy plans with (``plan.Sizes`` under the policy's summary cap).
 
     ``fixed``: the instructions and the reply's priming. ``preamble``: the summary message without its text.
     ``summary_cap``: the most tokens a summary's text may have. ``summary_request``: a summary request with no
@@ -70,7 +69,7 @@ class PolicySizes:
 
     @property
     def full_summary(self) -> int:
-        """A summary message at its full length, as the planner reserves it (``Sizes.full_summary``)."""
+        """A summary message at its full length, as the plan reserves it (``Sizes.full_summary``)."""
         return self.preamble + self.summary_cap + 1
 
 
@@ -158,7 +157,7 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
         tokens = sent + counts[index]
         requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=tokens <= budget))
         sent += counts[index] + counts[index + 1]
-    return Replay("full_history", len(counts) // 2, tuple(requests))
+    return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
 
 
 def replay(
@@ -201,45 +200,36 @@ class _Run:
         self.summary = 0  # the summary message's tokens, preamble included; 0 for no summary
         self.requests: list[ReplayedRequest] = []
 
-    def plan(self, end: int, message: int):  # -> planner.Plan
-        return plan_folds(
-            self.policy, self.counts[self.pointer : end], message=message, fixed=self.sizes.fixed, summary=self.summary,
-            full_summary=self.sizes.full_summary, budget=self.budget, max_recent_turns=self.recent,
+    def plan(self, end: int, message: int | None) -> TurnPlan:
+        sizes = self.sizes
+        return plan_turn(
+            self.counts[self.pointer : end], message=message, summary=self.summary, policy=policies.policy(self.policy),
+            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room, self.budget), max_recent_turns=self.recent,
         )  # fmt: skip
 
-    def alone_fits(self, message: int) -> bool:
-        return self.sizes.fixed + message <= self.budget
-
     def reply(self, turn: int) -> None:
+        """The reply of ``turn``, after what its plan folds; nothing for a message too long to send even alone."""
         current = 2 * (turn - 1)
-        message = self.counts[current]
-        if not self.alone_fits(message):
+        plan = self.plan(current, self.counts[current])
+        if not plan.message_fits:
             return
-        plan = self.plan(current, message)
-        if plan.fold:
-            self.fold_through(self.pointer + plan.fold, turn)
-        tokens = self.sizes.fixed + self.summary + sum(self.counts[self.pointer : current]) + message
+        self.fold(plan, turn)
+        tokens = self.sizes.fixed + self.summary + sum(self.counts[self.pointer : current]) + plan.message
         self.requests.append(ReplayedRequest(turn, "reply", tokens, fits=tokens <= self.budget))
 
     def fold_ahead(self, turn: int) -> None:
-        """``ShortTermMemory.fold_due`` after the reply of ``turn``: the expected message decides."""
-        end = 2 * turn
-        unfolded = self.counts[self.pointer : end]
-        message = expected_message(self.policy, unfolded[::2])
-        if not self.alone_fits(message):
-            return
-        fold, _ = prefold_plan(self.policy, unfolded, message, lambda tokens: self.plan(end, tokens), self.recent)
-        if fold:
-            self.fold_through(self.pointer + fold, turn)
+        """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected next."""
+        plan = self.plan(2 * turn, None)
+        if plan.message_fits:
+            self.fold(plan, turn)
 
-    def fold_through(self, end: int, turn: int) -> None:
-        counts, start = self.counts, self.pointer
-        pairs = [counts[i] + counts[i + 1] for i in range(start, end, 2)]
-        for pieces in fold_pieces(pairs, self.sizes.fold_room):
-            span = (start, start + 2 * pieces)
+    def fold(self, plan: TurnPlan, turn: int) -> None:
+        start = self.pointer
+        for pairs in plan.pieces:
+            span = (start, start + 2 * pairs)
             self.requests.append(self.summarize(span, turn))
             start = span[1]
-        self.pointer = end
+        self.pointer = start
 
     def summarize(self, span: tuple[int, int], turn: int) -> ReplayedRequest:
         if self.real and self.real[0].span == span:
@@ -290,6 +280,5 @@ def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
             break
         record = records[index]
         index += 1
-        summary = count_message("developer", SUMMARY_PREAMBLE + version.text) if version.text else 0
-        folds.append(RealFold(version.folded, record.counted_input_tokens, record.output_tokens or 0, summary))
+        folds.append(RealFold(version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text)))
     return tuple(folds)

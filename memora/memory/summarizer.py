@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memora.backends.base import Backend, BackendError, SummaryRequest
+from memora.memory.backend import Backend, BackendError, ContextOverflowError, SummaryRequest
+from memora.memory.budget import Budget, overflow_error
+from memora.memory.plan import Sizes
 from memora.memory.values import SummaryError, SummaryVersion
 from memora.messages import Message
 from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
@@ -42,20 +44,20 @@ class Summarizer:
         served_by: str,
         input_budget: int,
         exact: ExactCount | None = None,
-        learn: Callable[[int, int, Sequence[str]], None] | None = None,
+        counts: list[ServerCount] | None = None,
     ) -> tuple[SummaryVersion, UsageRecord]:
         """Folds ``messages`` (history ``span``) into ``summary``, within ``room`` local tokens of messages.
 
         ``message_tokens`` are the messages' local tokens, as the memory counted them (so that
         none is tokenized again). ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
         ``exact`` is the server's own count of a request (its tokenizer endpoint): a request it counts
-        over ``input_budget`` is cut further before anything is sent, and each such count goes to
-        ``learn`` (local tokens, server tokens, the request's texts).
+        over ``input_budget`` is cut further before anything is sent, and each such count is appended to
+        ``counts`` (local tokens, server tokens, the request's texts), for the memory to learn from, even on failure.
         Returns the new version and the request's record. Raises BackendError when
         the request fails or cannot be cut to fit (nothing is recorded then), and SummaryError,
         after the record, when the model returned no summary for new messages.
         """
-        request, counted, server_count = self._fitted(summary, messages, room, message_tokens, input_budget, exact, learn)
+        request, counted, server_count = self._fitted(summary, messages, room, message_tokens, input_budget, exact, counts)
         began = time.perf_counter()
         completion = backend.summarize(request)
         record = UsageRecord.of(
@@ -76,6 +78,49 @@ class Summarizer:
         clipped = sum(a is not b for a, b in zip(messages, request.new_messages, strict=True))
         return SummaryVersion(text, span[1], span, completion.usage.total_tokens, turn, cut, clipped), record
 
+    def summarize(
+        self,
+        backend: Backend,
+        budget: Budget,
+        summary: str,
+        messages: tuple[Message, ...],
+        span: tuple[int, int],
+        *,
+        sizes: Sizes,
+        message_tokens: tuple[int, ...],
+        turn: int,
+        served_by: str,
+        max_input_tokens: int,
+        plan_texts: Sequence[str],
+    ) -> tuple[SummaryVersion, UsageRecord]:
+        """``fold`` within the budget in force, the room for messages from ``budget``'s local budget for ``plan_texts``.
+
+        A context-overflow error teaches ``budget`` its figures, and the request is cut to the room they leave and sent
+        once more; ``overflow_error`` when no cut can fit the server's window, or on a second overflow. Every count
+        the server made of a request is learned, even when the request then fails. Records nothing in the ledger."""
+        counts: list[ServerCount] = []
+
+        def send() -> tuple[SummaryVersion, UsageRecord]:
+            in_force = budget.in_force(max_input_tokens)
+            room = sizes.fold_room(budget.local(in_force, plan_texts))
+            return self.fold(backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
+                             served_by=served_by, input_budget=in_force, exact=budget.counter(), counts=counts)  # fmt: skip
+
+        try:
+            try:
+                return send()
+            except ContextOverflowError as overflow:
+                budget.learn_overflow(overflow, sizes.summary_request + sum(message_tokens), summary_texts(summary, messages))
+            if budget.too_small():
+                raise overflow_error()
+            try:
+                return send()
+            except ContextOverflowError:
+                raise overflow_error() from None
+        finally:
+            for local, server, texts in counts:
+                budget.learn(local, server, texts)
+
     def _fitted(
         self,
         summary: str,
@@ -84,7 +129,7 @@ class Summarizer:
         message_tokens: tuple[int, ...],
         input_budget: int,
         exact: ExactCount | None,
-        learn: Callable[[int, int, Sequence[str]], None] | None,
+        counts: list[ServerCount] | None,
     ) -> tuple[SummaryRequest, int, int | None]:
         """The request with ``messages`` cut to ``room``, then further while the server's ``exact`` count is over
         ``input_budget``; with its local count and the server's (None without ``exact``). Raises BackendError when
@@ -94,8 +139,8 @@ class Summarizer:
         for _ in range(MAX_RECUTS):
             if server_count is None or server_count <= input_budget:
                 return request, counted, server_count
-            if learn is not None:
-                learn(counted, server_count, [request.instructions, request.input_text])
+            if counts is not None:
+                counts.append((counted, server_count, [request.instructions, request.input_text]))
             # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
             # From what the messages take now, not from the room, which they may not have filled.
             taken = min(room, sum(message_tokens))
@@ -118,7 +163,10 @@ class Summarizer:
 
 
 ExactCount = Callable[[str, str, Sequence[Message]], "int | None"]
-"""A backend's ``count_exact(model, instructions, messages)``: the server's own count of a request."""
+"""A backend's ``count_request(model, instructions, messages)``: the server's own count of a request."""
+
+ServerCount = tuple[int, int, list[str]]
+"""A count the server made of a request: its local tokens, the server's, and the texts it carried."""
 
 MAX_RECUTS = 4
 RECUT_SPARE = 8
@@ -189,22 +237,3 @@ def whole_sentences(text: str) -> str:
         return text[: ends[-1]].rstrip()
     words = text.rsplit(maxsplit=1)[0] if " " in text else text
     return f"{words}…" if words else ""
-
-
-def fold_pieces(pairs: Sequence[int], room: int) -> list[int]:
-    """How many pairs each summary request folds, oldest first, so that each fits ``room``.
-
-    ``pairs`` are the tokens of each pair to fold. Consecutive pairs share a
-    request while their total fits ``room``; a pair larger than ``room`` goes
-    alone (its messages are then cut to fit). Returns ``[]`` for no pairs.
-    """
-    pieces: list[int] = []
-    size = room + 1
-    for tokens in pairs:
-        if pieces and size + tokens <= room:
-            pieces[-1] += 1
-            size += tokens
-        else:
-            pieces.append(1)
-            size = tokens
-    return pieces

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memora.backends.base import BackendError
+from memora.memory.backend import BackendError
 from memora.messages import Message
 from memora.tokens.usage import UsageRecord
 
@@ -25,9 +25,9 @@ MIN_MESSAGE_ROOM = 32
 MIN_FOLD_ROOM = 64
 """Tokens a summary request must leave for the messages it folds (a pair, cut if need be)."""
 
-FoldPolicy = Literal["window", "watermark"]
-"""``window``: the article's rule, a fixed recent window. ``watermark``: fold every pair older than the window
-once a request passes its high-water mark (``planner.plan_watermark``)."""
+FoldPolicy = str
+"""A registered fold policy's name (``memora.memory.policies``): ``window``, the article's rule, a fixed recent
+window; ``watermark``, fold every pair older than the window once a request passes its high-water mark."""
 
 Source = Literal["instructions", "instructions_summary", "summary", "window", "current"]
 """Where a context message came from. ``instructions_summary`` is the one system

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
-from memora.memory import FoldPolicy, ShortTermMemory
+from memora.memory import FoldPolicy, ShortTermMemory, policies
 from memora.transcript import untrusted
 from memora.transcript.format import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
 from memora.transcript.untrusted import StrictModel
@@ -46,7 +46,8 @@ class SavedFile(StrictModel):
     format: Literal["memora-conversation"]
     version: Literal[1]
     language: Annotated[str, Field(min_length=1, max_length=16)]
-    fold_policy: Literal["window", "watermark"]
+    fold_policy: Annotated[FoldPolicy, AfterValidator(lambda name: policies.policy(name).name), Field(max_length=64)]
+    """A registered policy's name (``memora.memory.policies``): an unknown one is refused, naming the choices."""
     transcript: dict[str, Any]
     pending_message: Annotated[str, Field(max_length=MAX_PENDING_CHARS)] | None = None
 

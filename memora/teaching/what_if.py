@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memora.memory import ShortTermMemory
+from memora.memory import ShortTermMemory, policies
 from memora.memory.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
-from memora.settings import FOLD_POLICIES
 from memora.teaching.prices import ModelPrice, PriceTable
 
 
@@ -32,8 +31,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class WhatIf:
-    """The live policy first, then the other policy, then the full history; ``model`` is the priced model or None;
-    ``other_cap`` is the summary cap of the other policy's estimated summaries."""
+    """The live policy first, then every other registered policy, then the full history; ``model`` is the priced model
+    or None; ``other_cap`` is the summary cap of the other policies' estimated summaries."""
 
     turns: int
     outcomes: tuple[Outcome, ...]
@@ -45,7 +44,7 @@ class WhatIf:
 
     @property
     def other(self) -> Outcome:
-        """The fold policy the conversation does not run under."""
+        """The first fold policy the conversation does not run under (the Usage chart draws it beside the ledger)."""
         return self.outcomes[1]
 
 
@@ -62,11 +61,10 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
     counts = memory.conversation.finished_counts
     budget, recent = memory.local_budget(), memory.max_recent_turns
     live = memory.fold_policy
-    other = next(p for p in FOLD_POLICIES if p != live)
     sizes = replay_sizes(memory)
     runs = [
         replay(counts, live, sizes, budget=budget, max_recent_turns=recent, real_folds=real_folds(memory)),
-        replay(counts, other, sizes, budget=budget, max_recent_turns=recent),
+        *(replay(counts, other, sizes, budget=budget, max_recent_turns=recent) for other in policies.names() if other != live),
         replay_full_history(counts, sizes.fixed, budget=budget),
     ]
     price = None if memory.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)

@@ -92,7 +92,8 @@ class TranscriptSettings(StrictModel):
     max_input_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
     max_recent_turns: Annotated[int, Field(ge=0, le=1000)]
     max_summary_tokens: Annotated[int, Field(ge=1, le=100_000)]
-    fold_batch_turns: Annotated[int, Field(ge=0, le=1000)]
+    fold_batch_turns: Annotated[int, Field(ge=0, le=1000)] = 0
+    """Read from files written before batched folding was deleted, and ignored: the watermark is its product form."""
     offline: bool
 
 
@@ -209,7 +210,6 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
             "max_input_tokens": memory.max_input_tokens,
             "max_recent_turns": memory.max_recent_turns,
             "max_summary_tokens": memory.max_summary_tokens,
-            "fold_batch_turns": memory.fold_batch_turns,
             "offline": bool(getattr(memory.backend, "offline", False)),
         },
         "history": [_message(m) for m in memory.history[:completed]],
@@ -289,7 +289,6 @@ def restore_memory(
             max_input_tokens=s.max_input_tokens,
             max_recent_turns=s.max_recent_turns,
             max_summary_tokens=s.max_summary_tokens,
-            fold_batch_turns=s.fold_batch_turns,
             **memory_options,
         )
     except ValueError as problem:
@@ -318,7 +317,8 @@ def continue_in_session(
     Raises TranscriptError, and ``session`` is left as it was.
     """
     if from_outside:
-        check_caps(transcript, session.limits, session.max_summary_tokens)
+        # A memory built without caps (not the page's: its caps come from the settings) holds an import to none.
+        check_caps(transcript, session.limits or SessionLimits(None), session.max_summary_tokens)
     return restore_memory(
         transcript,
         session.backend,

@@ -2,7 +2,7 @@
 
 Money is shown only where ``memora.teaching.prices`` has a price for the model that
 served a request. The ledger names the offline engine ``"offline"`` (see
-``ShortTermMemory.served_by``), which has no price, and a model missing from
+``memora.memory.core.served_by``), which has no price, and a model missing from
 the table has none either: those rows show tokens only, never a guessed cost.
 """
 

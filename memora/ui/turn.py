@@ -66,7 +66,7 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     try:
         if command is None:
             memory.check_new_message(text)
-        else:
+        elif memory.limits is not None:
             memory.limits.check(text, 0, 0)
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))

@@ -107,12 +107,12 @@ def calibration_note(memory: ShortTermMemory, lang: str) -> str:
     """Which count the budget uses, in one sentence: offline, o200k_base with no server to count or bill;
     o200k_base (the server's own), the server's tokenizer (exact), or local counts with each kind of text's margin,
     learned or still the worst known."""
-    calibration = memory.calibration
+    calibration = memory.budget.calibration
     if memory.backend.offline:
         return t(lang, "calibration.offline")
     if calibration.exact:
         return t(lang, "calibration.exact")
-    source = memory.exact_source()
+    source = memory.budget.source()
     if source is not None:
         return t(lang, "calibration.server", source=source, budget=f"{memory.budget_in_force():,}")
     learned = dict(calibration.learned)

@@ -6,6 +6,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.messages import Message
@@ -79,6 +80,13 @@ class ScriptedBackend:
 
     def _input(self, counted: int) -> int:
         return self.reported_input if self.reported_input is not None else math.ceil(counted * self.input_scale)
+
+    def count_request(self, model: str, instructions: str, messages: Any) -> int | None:
+        """None: no tokenizer endpoint; local counts are this server's own."""
+        return None
+
+    def counting_source(self, model: str) -> str | None:
+        return None
 
     def count_input_tokens(self, model, instructions, messages) -> int:
         self.counts.append((instructions, tuple(messages)))

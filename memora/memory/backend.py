@@ -1,0 +1,150 @@
+"""The memory's seam to a model server: the ``Backend`` Protocol it calls, what it sends and gets back, and its errors.
+
+The memory defines what it needs; ``memora.backends`` holds one module per server that implements it, and raises
+these errors. Nothing here imports an SDK: the memory is taught without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from memora.messages import Message
+from memora.tokens.usage import Usage
+
+
+@dataclass(frozen=True)
+class ReplyRequest:
+    """One reply request: the instructions plus the context messages, in order.
+
+    ``counted_input_tokens`` and ``input_budget`` are the memory's own figures for
+    this request. Model backends ignore them; the offline backend reports them.
+    """
+
+    model: str
+    instructions: str
+    messages: tuple[Message, ...]
+    counted_input_tokens: int | None = None
+    input_budget: int | None = None
+    max_output_tokens: int | None = None
+    """The reply's output cap, so that no reply can run to the end of the server's context.
+    None sends no cap."""
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """Fold ``new_messages`` into ``existing_summary``.
+
+    ``existing_summary`` is ``""`` before the first fold. ``max_output_tokens``
+    bounds the new summary, so that it always fits the input budget.
+    """
+
+    model: str
+    instructions: str
+    existing_summary: str
+    new_messages: tuple[Message, ...]
+    max_output_tokens: int
+
+    @property
+    def input_text(self) -> str:
+        """The summary request's input, in the article's exact layout."""
+        transcript = "\n".join(f"{m.role}: {m.content}" for m in self.new_messages)
+        return f"""
+Existing summary:
+{self.existing_summary or "(empty)"}
+
+New messages:
+{transcript}
+"""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A finished model response: its whole text and what it used.
+
+    ``cut`` is True when the server stopped it at its output cap
+    (``finish_reason="length"``, or ``status="incomplete"`` for the output limit):
+    the text is whole as far as it goes, but the model had not finished.
+    """
+
+    text: str
+    usage: Usage
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """What the memory must know about a server to plan for it.
+
+    ``single_system_message``: the server's chat templates keep only the first
+    system message (llama.cpp's ``chatml`` and 15 other formats drop the rest
+    silently), so the summary must travel inside that one message.
+    ``counts_like_o200k``: the server bills with o200k_base (OpenAI itself, and
+    Memora's own offline engine), so local counts are its counts. Any other
+    server's tokenizer is unknown until its reported usage shows the gap.
+    """
+
+    single_system_message: bool = False
+    counts_like_o200k: bool = True
+
+
+OPENAI_PROFILE = ServerProfile()
+CHAT_SERVER_PROFILE = ServerProfile(single_system_message=True, counts_like_o200k=False)
+
+
+class BackendError(RuntimeError):
+    """A model request failed; the message is safe to show to users (no secrets)."""
+
+
+class ContextOverflowError(BackendError):
+    """The server refused a request longer than its context window (HTTP 400, kind ``overflow``).
+
+    ``prompt_tokens`` is the server's own count of the request's input and ``window`` its context size, when its
+    message gives them. The memory handles this error itself (it learns the figures, folds or cuts, and retries once);
+    it never reaches the learner as advice to resend, since a resend would fail the same way. The backends raise it.
+    """
+
+    kind = "overflow"
+
+    def __init__(self, message: str, prompt_tokens: int | None, window: int | None, status_code: int | None = 400) -> None:
+        super().__init__(message)
+        self.prompt_tokens, self.window, self.status_code = prompt_tokens, window, status_code
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model behind Memora.
+
+    ``label`` names it in the UI ("Offline (no model)", "OpenAI Responses"), and
+    ``offline`` is True only for the offline engine, which is no language model.
+    ``profile`` says where the summary must go and whose tokenizer the server uses. Counting a request by the
+    server is a capability every backend declares (``count_request``), answering None where it has none.
+    """
+
+    label: str
+    offline: bool
+    profile: ServerProfile
+
+    def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        """Yields text deltas as they arrive, then exactly one ``Completion`` last.
+
+        Raises ``BackendError`` (or a subclass) on failure, possibly after some
+        deltas were yielded; the caller then discards the partial text.
+        """
+        ...
+
+    def summarize(self, request: SummaryRequest) -> Completion:
+        """Returns the merged summary. Raises ``BackendError`` on failure."""
+        ...
+
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        """The server's own count of a request's input tokens, as it will render it (template included), before it
+        is sent; None where it cannot count (no tokenizer endpoint, or it failed): the memory then plans with its
+        local count and a learned margin. Never raises."""
+        ...
+
+    def counting_source(self, model: str) -> str | None:
+        """Which endpoint ``count_request`` asks, in words for the Status panel and the REPL
+        (``"llama.cpp /apply-template + /tokenize"``); None where the server has none."""
+        ...

@@ -1,0 +1,51 @@
+"""The watermark: fewer, larger folds, under the same budget inequality as the window."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median_low
+
+from memora.memory.policies import FoldReason
+from memora.tokens import count_message
+
+WATERMARK_ROOM = 600
+"""How far, in local tokens, the watermark lets a request grow past its window-only size before it folds.
+
+Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m benchmarks.memory
+--peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """The high-water mark is the request with only the recent window verbatim (``max_recent_turns`` pairs, a
+    full-length summary and the message) plus ``room``, never above the budget. Nothing is folded while the request
+    fits under it, however many pairs the window holds. When it would not, every pair older than the recent window is
+    folded at once; pairs of the recent window are folded only while the request is still over the budget, so they
+    stay verbatim whenever they fit beside the message (the article's guarantee). Each fold then buys several turns
+    before the next, so a conversation pays for far fewer summaries, whose output tokens are the dearest.
+    """
+
+    name: str = "watermark"
+    room: int = WATERMARK_ROOM
+
+    def first_fold(
+        self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
+    ) -> tuple[int, FoldReason]:
+        older = max(0, len(unfolded) - 2 * max_recent_turns)
+        if size(0) <= min(budget, size(older) + self.room):
+            return 0, "none"
+        return older, "high_water"
+
+    def expected_message(self, user_messages: Sequence[int]) -> int:
+        """A message of the median length of ``user_messages``: a typical next message decides whether the fold is
+        due now, so most folds happen off the reply's path without folding early for a rare long message."""
+        return int(median_low(user_messages)) if user_messages else count_message("user", "")
+
+    def certain_fold(self, expected: int, shortest: int, older: int) -> int:
+        """Only pairs older than the window, and window pairs only when even the shortest message needs them gone:
+        the real message decides the rest, so the window stays verbatim whenever it fits beside it."""
+        return min(expected, max(older, shortest))
+
+
+POLICY = Watermark()

@@ -1,0 +1,32 @@
+"""The article's window: every pair beyond the last ``max_recent_turns`` leaves, then whatever the budget needs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from memora.memory.policies import FoldReason
+from memora.tokens import count_message
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str = "window"
+
+    def first_fold(
+        self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
+    ) -> tuple[int, FoldReason]:
+        """The pairs older than the recent window; none while the window holds them all."""
+        older = len(unfolded) - 2 * max_recent_turns
+        return (older, "window") if older > 0 else (0, "none")
+
+    def expected_message(self, user_messages: Sequence[int]) -> int:
+        """The shortest possible message: whatever the next message is, what it folds is folded anyway."""
+        return count_message("user", "")
+
+    def certain_fold(self, expected: int, shortest: int, older: int) -> int:
+        """All of it: planned for the shortest message, the fold is certain."""
+        return expected
+
+
+POLICY = Window()
