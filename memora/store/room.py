@@ -34,6 +34,7 @@ import weakref
 from dataclasses import asdict, dataclass
 
 from memora.memory import MAX_REPLY_TOKENS, ShortTermMemory
+from memora.memory.core import served_by
 from memora.tokens.usage import UsageRecord
 
 BYTES_PER_TOKEN = 128
@@ -85,7 +86,7 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
 
 def _ledger_row(memory: ShortTermMemory) -> int:
     # Every count at 16 digits and every text field at its longest: one row as saved, not an estimate of one.
-    model = max(memory.model, memory.served_by, key=len)
+    model = max(memory.model, served_by(memory), key=len)
     row = UsageRecord(
         turn=_LARGE, kind="summary", model=model, counted_input_tokens=_LARGE, input_tokens=_LARGE, output_tokens=_LARGE,
         total_tokens=_LARGE, latency_s=_LONGEST_FLOAT, reasoning_tokens=_LARGE, cached_tokens=_LARGE, estimated=True,
