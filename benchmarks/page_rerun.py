@@ -77,6 +77,12 @@ class ShortModel:
     offline = False
     profile = OPENAI_PROFILE
 
+    def count_request(self, model: str, instructions: str, messages: object) -> None:
+        return None  # no tokenizer of its own: the memory counts with o200k_base
+
+    def counting_source(self, model: str) -> None:
+        return None
+
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         number = sum(m.role == "user" for m in request.messages)
         text = f"Try: 'Could I check out a little later, please?' ({number})"
