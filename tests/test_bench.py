@@ -7,7 +7,7 @@ import statistics
 
 from benchmarks.memory.__main__ import main
 from benchmarks.memory.article import ArticleMemory
-from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, keep_newest_lines, recent_pairs
+from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, cut_summary, keep_newest_lines, recent_pairs
 from benchmarks.memory.retention import Probed, Recall, carries, due_facts, has_current_message, probe
 from benchmarks.memory.run import PAGE, replay, strategies, token_figures
 from benchmarks.memory.script import FACTS, Script, Statement, make_script
@@ -16,7 +16,7 @@ from benchmarks.memory.sweep import Point, dominating
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
-from memora.tokens import LocalTokenCounter, count_text
+from memora.tokens import LocalTokenCounter, count_text, truncate_text
 from tests.support.fakes import ScriptedBackend
 
 
@@ -64,7 +64,7 @@ def test_recording_backend_reports_real_counts_of_what_it_was_sent_and_caps_summ
     assert [c.kind for c in backend.calls] == ["reply", "summary"]
 
 
-def test_a_summary_over_its_cap_drops_its_oldest_lines_first():
+def test_a_summary_over_its_cap_keeps_its_beginning_as_the_product_does_and_newest_lines_only_on_request():
     # Chinese lines hold few words and many tokens: the word limit keeps them all, the token cap cannot.
     lines = [f"- 我第 {n} 次說：我每天通勤的時候會聽英文 Podcast。" for n in range(12)] + ["- Actually I'm B2, not B1."]
     text = "\n".join(lines)
@@ -73,10 +73,16 @@ def test_a_summary_over_its_cap_drops_its_oldest_lines_first():
     assert kept.endswith(lines[-1]) and lines[0] not in kept
     assert text.endswith(kept)
     assert keep_newest_lines(text, 10_000) == text
-    backend = RecordingBackend(replies=("r",), summary_cap=80)
+    assert cut_summary(text, 80, "newest") == kept
+    # The product's end: memora's summarizer bounds a summary with truncate_text, as a model stopped by its
+    # max_output_tokens does.
+    assert cut_summary(text, 80) == truncate_text(text, 80) != keep_newest_lines(text, 80)
     new = tuple(Message("user", line[2:]) for line in lines)
-    summary = backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", new, max_output_tokens=10_000))
-    assert count_text(summary.text) <= 80 and summary.text.endswith("Actually I'm B2, not B1.")
+    request = SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", new, max_output_tokens=10_000)
+    summary = RecordingBackend(replies=("r",), summary_cap=80).summarize(request)
+    assert count_text(summary.text) <= 80 and summary.text.startswith("- 我第 0 次說") and "B2" not in summary.text
+    newest = RecordingBackend(replies=("r",), summary_cap=80, cut="newest").summarize(request)
+    assert count_text(newest.text) <= 80 and newest.text.endswith("Actually I'm B2, not B1.")
 
 
 def test_scripts_are_deterministic_mixed_and_prefix_stable():

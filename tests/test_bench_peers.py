@@ -78,7 +78,7 @@ def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monk
     assert "| memora-watermark+prefold | 60 |" in out and "retention" in out
 
 
-def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary_dropping_its_oldest_lines():
+def test_summary_recorder_merges_only_new_user_messages_and_cuts_the_summary_at_the_backends_rule():
     backend = RecordingBackend(replies=("ok",), summary_cap=60)
     recorder = peers.SummaryRecorder(backend)
     recorder.user_said("My name is Amy.")
@@ -92,10 +92,15 @@ def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary_dro
     for n in range(20):
         recorder.user_said(f"我每天通勤的時候會聽英文 Podcast 第 {n} 集，覺得很有幫助。")
     recorder.user_said("Actually I'm B2, not B1.")
-    last = recorder.summarize([peers.Message("user", "\n".join(recorder.pending))])
+    pending = list(recorder.pending)
+    last = recorder.summarize([peers.Message("user", "\n".join(pending))])
     assert count_text(last) <= 60
-    # Over the cap, the oldest lines went: the newest statement is kept, the first ones are not.
-    assert last.endswith("- Actually I'm B2, not B1.") and "Amy" not in last
+    # Over the cap, by default, the beginning stays, as Memora's own summarizer keeps it: the newest line goes.
+    assert last.startswith("- 我每天通勤") and "B2" not in last
+    newest = peers.SummaryRecorder(RecordingBackend(replies=("ok",), summary_cap=60, cut="newest"), summary=second, pending=pending)
+    cut_newest = newest.summarize([peers.Message("user", "\n".join(pending))])
+    assert count_text(cut_newest) <= 60
+    assert cut_newest.endswith("- Actually I'm B2, not B1.") and "Amy" not in cut_newest
 
 
 def _peer_params(tunable_only: bool = False):

@@ -5,7 +5,7 @@ subclass of the library's fake (LangChain's ``FakeListChatModel``, LlamaIndex's
 ``MockLLM``) that records every call and returns the same bounded extractive
 summary as Memora's recording backend (``merge_summary`` of the user's new
 statements into the previous summary, within the backend's ``summary_cap``,
-oldest lines dropped first). Both what a peer sends for a reply (the system
+cut by the backend's ``cut`` rule: its beginning kept, by default). Both what a peer sends for a reply (the system
 prompt + its memory's messages + the current message) and every summary prompt
 it sends are counted with o200k_base, framing included, by the same
 ``RecordingBackend`` as Memora's strategies, so ``run.token_figures`` and the
@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.memory.recording import Call, RecordingBackend, keep_newest_lines, summary_words
+from benchmarks.memory.recording import Call, RecordingBackend, cut_summary, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
 from memora.backends.extractive import merge_summary
@@ -141,7 +141,7 @@ class SummaryRecorder:
         self.pending = [text for text in self.pending if text not in taken]
         cap = self.backend.summary_cap
         text = merge_summary(self.summary, [Message("user", t) for t in taken], summary_words(cap))
-        self.summary = keep_newest_lines(text, cap)
+        self.summary = cut_summary(text, cap, self.backend.cut)
         b = self.backend
         b.calls.append(
             Call(b.turn, "summary", LocalTokenCounter().count(DEFAULT_MODEL, "", messages), count_text(self.summary), b.after_reply)
