@@ -186,10 +186,28 @@ def test_the_probe_counts_recalled_stale_and_missing_facts_last_stated_4_or_more
     assert probe([summary, Message("user", "q")], due[6]) == Recall(recalled=1, stale=1, missing=0)
     assert probe([Message("user", "q")], due[6]) == Recall(0, 0, 2)
     assert probe([Message("developer", "Amy, B2"), Message("user", "q")], due[6]) == Recall(2, 0, 0)
+    # A fact the current message restates is not the memory's: only the copy the memory carried counts.
+    restated = "My name is Amy, and I'm B2 now."
+    assert probe([Message("user", restated)], due[6], restated) == Recall(0, 0, 2)
+    assert probe([Message("developer", "- q\n- " + restated), Message("user", "q")], due[6], restated) == Recall(0, 0, 2)
+    assert probe([Message("developer", "- My level is B2."), Message("user", restated)], due[6], restated) == Recall(1, 0, 1)
     # "Ben" is not in "Benefit": a Latin spelling must stand alone.
     assert not carries("Benefit", "name", "Ben") and carries("住在台南。", "city", "Tainan")
     assert has_current_message([summary, Message("user", "q")], "q")
     assert not has_current_message([Message("developer", "- q")], "q")
+
+
+def test_the_recording_backend_does_not_credit_a_fact_the_current_message_restates():
+    # Amy is stated at turn 1 and again at turn 6; the trimming memory below keeps only the current message.
+    said = ("My name is Amy.", "q", "q", "q", "q", "Remember, my name is Amy.")
+    statements = ((Statement("name", "Amy"),), (), (), (), (), (Statement("name", "Amy"),))
+    script = Script(1, said, ("r",) * 6, statements)
+    backend = RecordingBackend(replies=script.replies, script=script)
+    for turn, text in enumerate(said, start=1):
+        backend.turn = turn
+        drain(backend.stream_reply(ReplyRequest("m", SYSTEM_PROMPT, (Message("user", text),))))
+    recalls = [c.recall for c in backend.calls]
+    assert recalls[-1] == Recall(recalled=0, stale=0, missing=1)
 
 
 def test_the_recording_backend_probes_each_reply_request_of_a_script():

@@ -111,8 +111,9 @@ class RecordingBackend:
         pairs = recent_pairs(request.messages, self.said)
         recall, current = None, True
         if self.script is not None and 0 < self.turn <= self.script.turns:
-            recall = probe(request.messages, self._due[self.turn - 1])
-            current = has_current_message(request.messages, self.script.user_messages[self.turn - 1])
+            said = self.script.user_messages[self.turn - 1]
+            recall = probe(request.messages, self._due[self.turn - 1], said)
+            current = has_current_message(request.messages, said)
         call = Call(self.turn, "reply", usage.input_tokens, usage.output_tokens, recent_pairs=pairs, recall=recall, has_current=current)
         self.calls.append(call)
         self.said.append((request.messages[-1], Message("assistant", text)))
