@@ -60,8 +60,9 @@ class ProbingBackend:
         if len(self.recalls) == self.turn:
             self.recalls.pop()
         self.recalls.extend([Recall()] * (self.turn - 1 - len(self.recalls)))
-        self.recalls.append(probe(request.messages, self._due[self.turn - 1]))
-        self.without_current += not has_current_message(request.messages, self.script.user_messages[self.turn - 1])
+        said = self.script.user_messages[self.turn - 1]
+        self.recalls.append(probe(request.messages, self._due[self.turn - 1], said))
+        self.without_current += not has_current_message(request.messages, said)
         return self.inner.stream_reply(request)
 
     def summarize(self, request: SummaryRequest) -> Completion:
