@@ -118,8 +118,8 @@ class Memora:
         variant = f"-batch{fold_batch_turns}" if fold_batch_turns else ("-watermark" if fold_policy == "watermark" else "")
         self.name = "memora" + variant + ("+prefold" if prefold else "")
         self.description = {
-            "": "Memora, the article's window",
-            "-watermark": "Memora, watermark fold policy (the page's default)",
+            "": "Memora, the article's window (the page's default)",
+            "-watermark": "Memora, watermark fold policy (recommended for applications)",
         }.get(variant, f"Memora, fold_batch_turns={fold_batch_turns}") + (", prefold after each reply" if prefold else "")
         self.backend = backend
         self.prefold = prefold
