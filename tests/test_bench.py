@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
+import time
+from dataclasses import replace
 
 from benchmarks.memory.__main__ import main
 from benchmarks.memory.article import ArticleMemory
+from benchmarks.memory.peers import PEERS, LangchainMiddleware, _fixed_tokens, _Peer
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, cut_summary, keep_newest_lines, recent_pairs
+from benchmarks.memory.replays import Progress, Replay, Replayer, play
 from benchmarks.memory.retention import Probed, Recall, carries, due_facts, has_current_message, probe
-from benchmarks.memory.run import PAGE, replay, strategies, token_figures
+from benchmarks.memory.run import PAGE, RECOMMENDED, replay, strategies, token_figures
 from benchmarks.memory.script import FACTS, Script, Statement, make_script
 from benchmarks.memory.strategies import Limits
-from benchmarks.memory.sweep import Point, dominating
+from benchmarks.memory.sweep import OURS, Point, best_knob, dominating, knob_grid, sweep
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.settings import Settings
 from memora.tokens import LocalTokenCounter, count_text, truncate_text
 from tests.support.fakes import ScriptedBackend
 
@@ -236,3 +242,138 @@ def test_a_peer_counts_against_memora_only_when_it_holds_and_is_both_cheaper_and
     ]
     assert [peer.strategy for _, peer in dominating(points, PAGE)] == ["cheaper-and-better"]
     assert page.holds and not points[3].holds and not points[4].holds
+
+
+def test_a_peer_counts_only_against_memoras_point_at_the_same_cut_and_every_request_can_be_required():
+    def at(strategy, usd, retention, cut="beginning", summary_over=(0, 0)):
+        return Point(
+            strategy, strategy, 1000, 200, None, (11, 12), 200, usd, retention, 0.0, 1 - retention, 0.3, (0, 0), (0, 0),
+            summary_over_budget=summary_over, cut=cut,
+        )  # fmt: skip
+
+    points = [
+        at(RECOMMENDED, 0.05, 0.30),
+        at(RECOMMENDED, 0.05, 0.50, cut="newest"),
+        at("better-under-beginning", 0.04, 0.35),
+        at("better-under-newest", 0.04, 0.45, cut="newest"),
+        at("summaries-over-budget", 0.04, 0.40, summary_over=(0, 3)),
+    ]
+    assert [peer.strategy for _, peer in dominating(points, RECOMMENDED)] == ["better-under-beginning", "summaries-over-budget"]
+    assert [peer.strategy for _, peer in dominating(points, RECOMMENDED, every_request=True)] == ["better-under-beginning"]
+    assert points[4].holds and not points[4].holds_every_request
+
+
+def test_the_page_row_is_what_the_page_runs_the_article_window_with_prefold():
+    page = strategies(3)[PAGE](RecordingBackend(replies=("r",)), Limits())
+    assert page.memory.fold_policy == Settings().fold_policy == "window" and page.prefold
+    recommended = strategies(3)[RECOMMENDED](RecordingBackend(replies=("r",)), Limits())
+    assert recommended.memory.fold_policy == "watermark" and recommended.prefold
+    assert PAGE in OURS and RECOMMENDED in OURS and "the page" in page.description
+    assert "page" not in recommended.description
+
+
+def test_summary_requests_over_the_budget_are_counted_for_every_memory():
+    backend = RecordingBackend(replies=("r",))
+    small = (Message("user", "My name is Amy."),)
+    large = tuple(Message("user", f"My goal number {i} is to speak clearly at work.") for i in range(80))
+    for messages in (small, large):
+        backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", messages, max_output_tokens=200))
+    figures = token_figures("x", backend, 1, 1000, 3)
+    assert figures.largest_summary_input > 1000 and figures.summary_over_budget == 1
+    # Memora sizes every summary request to the budget.
+    strategy, _ = replay(strategies(3)[RECOMMENDED], make_script(60, seed=11), Limits())
+    memora = token_figures(RECOMMENDED, strategy.backend, 60, 1000, 3)
+    assert memora.calls["summary"] > 0 and memora.summary_over_budget == 0 and memora.largest_summary_input <= 1000
+
+
+def test_the_knob_grid_spans_the_budget_on_both_sides_of_a_peers_default():
+    limits = Limits(1000, 3)
+    default = LangchainMiddleware.default_knob(limits)
+    grid = knob_grid(default, limits)
+    # The Middleware's default keep is about half the budget: the grid goes above and well below it.
+    assert default in grid and grid == sorted(grid, reverse=True)
+    assert max(grid) == 1000 - _fixed_tokens() and min(grid) <= 300
+    assert len([k for k in grid if k < default]) >= 2 and len([k for k in grid if k > default]) >= 2
+
+
+def test_the_best_knob_holds_first_then_retains_most_then_costs_least():
+    def figures(over, retention, usd):
+        return replace(token_figures("x", RecordingBackend(replies=("r",)), 1, 1000, 3), over_budget=over, recalled=int(retention * 100),
+                       facts_probed=100, usd_per_100_turns={"total": usd})  # fmt: skip
+
+    tried = [(900, figures(2, 0.9, 0.01)), (700, figures(0, 0.5, 0.05)), (500, figures(0, 0.5, 0.04)), (300, figures(0, 0.3, 0.01))]
+    assert best_knob(tried) == 500
+    assert best_knob([(900, figures(3, 0.9, 0.01)), (700, figures(1, 0.1, 0.09))]) == 700
+
+
+def test_the_replayer_plays_each_distinct_replay_once_and_two_workers_agree_with_one():
+    jobs = [
+        Replay(name, None, 1000, 3, cap, cut, 11, 16)
+        for name in (PAGE, "full-history")
+        for cap, cut in ((100, "beginning"), (200, "newest"))
+    ]
+    said: list[str] = []
+    serial = Replayer(Progress(3, said.append)).run(jobs + jobs[:1])
+    # full-history never summarizes: its two caps are one replay; the repeated job is not played again.
+    assert len(said) == 3 and serial[4] == serial[0] and serial[2] == serial[3]
+    assert all(re.search(r"replay \d/3, .*: \d+\.\d s; .* so far, about \d+ s left$", line) for line in said)
+    parallel = Replayer(Progress(3, lambda line: None), workers=2).run(jobs)
+    assert parallel == serial[:4]
+    assert serial[0] == play(jobs[0])[0]
+
+
+def test_progress_estimates_the_time_left_from_the_replays_done():
+    said: list[str] = []
+    progress = Progress(total=4, say=said.append, began=time.perf_counter() - 10.0)
+    progress.step(Replay(PAGE, None, 1000, 3, 200, "beginning", 11, 200), 10.0)
+    # 10 s for 1 of 4: about 30 s left.
+    assert said[0].startswith("replay 1/4, memora+prefold, budget 1,000, cap 200, cut beginning, seed 11: 10.0 s; 10 s so far")
+    assert said[0].endswith("about 30 s left")
+
+
+class KeepLastTokens(_Peer):
+    """A test peer: sends its summary and the last ``knob`` tokens of messages; summarizes the user's older messages."""
+
+    label = "keeps its last tokens (test fake)"
+    knob_name = "keep"
+
+    def __init__(self, backend, limits, knob=None):
+        super().__init__(backend, limits, knob)
+        self.messages: list[Message] = []
+        self.summarized = 0
+
+    def play_turn(self, user_text: str) -> float:
+        began = time.perf_counter()
+        self.recorder.user_said(user_text)
+        self.messages.append(Message("user", user_text))
+        kept: list[Message] = []
+        for message in reversed(self.messages):
+            if sum(count_text(m.content) for m in (message, *kept)) > self.knob:
+                break
+            kept.insert(0, message)
+        dropped = self.messages[: len(self.messages) - len(kept)]
+        if len(dropped) > self.summarized:
+            self.recorder.summarize(dropped[self.summarized :])
+            self.summarized = len(dropped)
+        summary = [Message("developer", self.recorder.summary)] if self.recorder.summary else []
+        text, first = self._reply([*summary, *(kept or self.messages[-1:])], began)
+        self.messages.append(Message("assistant", text))
+        return first
+
+
+def test_the_sweep_tunes_each_peer_at_each_cap_and_cut_rule_on_the_tuning_seed(monkeypatch):
+    monkeypatch.setitem(PEERS, "keep-last", ("fake", KeepLastTokens))
+    said: list[str] = []
+    points = sweep([600], ["keep-last"], caps=(40, 300), seeds=(11,), turns=24, workers=1, progress=said.append)
+
+    limits = Limits(600, 3)
+    grid = knob_grid(KeepLastTokens.default_knob(limits), limits)
+    for cap, cut in ((40, "beginning"), (300, "beginning"), (40, "newest")):
+        assert any(f"cap {cap}, cut {cut}: keep-last tuned on seed 7" in line for line in said)
+    for cap, cut in ((40, "beginning"), (300, "beginning")):
+        tried = [(knob, play(Replay("keep-last", knob, 600, 3, cap, cut, 7, 24))[0]) for knob in grid]
+        (peer,) = [p for p in points if p.strategy == "keep-last" and p.cap == cap and p.cut == cut]
+        assert peer.knob == best_knob(tried)
+    assert {(p.strategy, p.cap, p.cut) for p in points} >= {(PAGE, 40, "beginning"), (RECOMMENDED, 300, "beginning")}
+    # The sensitivity row: the other cut rule, at the largest cap up to the default.
+    assert {(p.cap, p.cut) for p in points} == {(40, "beginning"), (300, "beginning"), (40, "newest")}
