@@ -6,7 +6,9 @@ import json
 import re
 import statistics
 import time
+import tomllib
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.memory.__main__ import main
 from benchmarks.memory.article import ArticleMemory
@@ -377,3 +379,15 @@ def test_the_sweep_tunes_each_peer_at_each_cap_and_cut_rule_on_the_tuning_seed(m
     assert {(p.strategy, p.cap, p.cut) for p in points} >= {(PAGE, 40, "beginning"), (RECOMMENDED, 300, "beginning")}
     # The sensitivity row: the other cut rule, at the largest cap up to the default.
     assert {(p.cap, p.cut) for p in points} == {(40, "beginning"), (300, "beginning"), (40, "newest")}
+
+
+def test_no_bench_figure_is_hand_copied_into_the_page_catalogs_or_the_settings_table():
+    # A figure the bench measured (a ratio, a share of facts, a $ cost) goes stale the day the bench changes.
+    root = Path(__file__).resolve().parent.parent
+    figure = re.compile(r"\d+(?:\.\d+)?\s*[x×]|\b0\.\d\d\b|\$\d")
+    for catalog in ("en.toml", "zh-TW.toml"):
+        strings = tomllib.loads((root / "memora" / "ui" / "locales" / catalog).read_text(encoding="utf-8"))
+        policy = {key: text for key, text in strings.items() if key.startswith("policy.")}
+        assert policy and not {key: text for key, text in policy.items() if figure.search(text)}, catalog
+    (row,) = [line for line in (root / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `MEMORA_FOLD_POLICY`")]
+    assert not figure.search(row), row
