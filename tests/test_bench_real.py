@@ -9,8 +9,13 @@ server (``bash .ci/setup-llama``), failed under CI.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
-from benchmarks.memory.real import main
+from benchmarks.memory.real import ProbingBackend, main, play
+from benchmarks.memory.script import make_script
+from memora.backends.base import CHAT_SERVER_PROFILE, ServerProfile
+from memora.tokens import LocalTokenCounter
+from tests.support.fakes import ScriptedBackend
 from tests.support.llama_server import N_CTX, llama_server
 
 
@@ -32,3 +37,26 @@ def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_pa
     assert last["without_current"] == 0
     printed = capsys.readouterr().out
     assert "| 6 |" in printed and "smollm2" in printed and "recall" in printed
+
+
+@dataclass
+class TokenizingServer(ScriptedBackend):
+    """A chat server that counts with its own tokenizer (``count_exact``), twice o200k_base; records each count."""
+
+    profile: ServerProfile = CHAT_SERVER_PROFILE
+    exact_counts: list[int] = field(default_factory=list)
+
+    def count_exact(self, model, instructions, messages) -> int:
+        counted = 2 * LocalTokenCounter().count(model, instructions, messages)
+        self.exact_counts.append(counted)
+        return counted
+
+
+def test_the_probing_wrapper_shows_the_memory_the_servers_own_tokenizer():
+    server = TokenizingServer()
+    script = make_script(6, seed=3)
+    play(server, "m", script, [6], max_input_tokens=1500, max_recent_turns=1)
+    # The memory counted every request with the server's tokenizer, through the wrapper.
+    assert len(server.exact_counts) >= script.turns
+    assert ProbingBackend(server, script).count_exact == server.count_exact
+    assert ProbingBackend(server, script).label == server.label

@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from benchmarks.memory.retention import Recall, due_facts, has_current_message, probe
 from benchmarks.memory.script import Script, make_script
@@ -31,7 +32,11 @@ from memora.memory import ContextBudgetError, ShortTermMemory
 
 @dataclass
 class ProbingBackend:
-    """Wraps a real backend: probes each reply request of turn ``turn`` of ``script`` before sending it on."""
+    """Wraps a real backend: probes each reply request of turn ``turn`` of ``script`` before sending it on.
+
+    Every other attribute is the inner backend's, so the memory sees the same capabilities through the wrapper
+    (the server's own tokenizer above all) as without it.
+    """
 
     inner: Backend
     script: Script
@@ -43,17 +48,13 @@ class ProbingBackend:
     def __post_init__(self) -> None:
         self._due = due_facts(self.script)
 
-    @property
-    def label(self) -> str:
-        return self.inner.label
-
-    @property
-    def offline(self) -> bool:
-        return self.inner.offline
-
-    @property
-    def profile(self):
-        return self.inner.profile
+    def __getattr__(self, name: str) -> Any:
+        # Everything the wrapper does not probe is the inner backend's: its label and profile, and the optional
+        # capabilities the memory looks for (``count_exact``, ``server_tokenizer``). Naming a few of them here
+        # hid the server's tokenizer: the memory counted locally with a margin and made no tokenize call.
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         # A retried request (the memory folds more and sends again) replaces its turn's first probe.
