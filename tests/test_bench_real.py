@@ -8,12 +8,20 @@ server (``bash .ci/setup-llama``), failed under CI.
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import openai
 
 from benchmarks.memory.real import ProbingBackend, main, play
 from benchmarks.memory.script import make_script
-from memora.backends.base import CHAT_SERVER_PROFILE, ServerProfile
+from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
+from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+from memora.messages import Message
+from memora.prompts import SYSTEM_PROMPT
 from memora.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.llama_server import N_CTX, llama_server
@@ -60,3 +68,23 @@ def test_the_probing_wrapper_shows_the_memory_the_servers_own_tokenizer():
     assert len(server.exact_counts) >= script.turns
     assert ProbingBackend(server, script).count_exact == server.count_exact
     assert ProbingBackend(server, script).label == server.label
+
+
+def test_two_learners_on_one_llama_cpp_python_server_do_not_cut_each_others_replies(tmp_path):
+    # llama-cpp-python interrupts a streaming reply whenever another request waits for the model
+    # (its default interrupt_requests): B's token count ended A's stream with no finish reason.
+    with llama_server("chatml", tmp_path / "llama-server.log") as server:
+        learner_a = ChatCompletionsBackend(openai.OpenAI(base_url=server.url, api_key=NO_KEY, max_retries=0, timeout=120))
+        story = Message("user", "Tell me a long story about a cat who lives in Taipei, with many details.")
+        request = ReplyRequest("smollm2", SYSTEM_PROMPT, (story,), max_output_tokens=256)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            stream = learner_a.stream_reply(request)
+            first = next(stream)
+            # Learner B's message counted by the server's tokenizer (what Memora's count does), while A's reply streams.
+            counted = pool.submit(server.count, "How do I say 你好 politely?")
+            time.sleep(0.2)
+            reply = drain(itertools.chain([first], stream))
+            assert counted.result(timeout=120) > 0
+    # A's reply ran to its own end (its cap, or the model's stop) with a finish reason: before, it ended at B's
+    # request without one, and the backend raised "the stream ended early".
+    assert isinstance(first, str) and reply.text.startswith(first) and len(reply.text) > len(first)
