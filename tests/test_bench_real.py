@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import openai
 
 from benchmarks.memory.real import ProbingBackend, main, play
-from benchmarks.memory.script import make_script
+from benchmarks.memory.retention import carries
+from benchmarks.memory.script import FACTS, make_script
 from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.messages import Message
@@ -88,3 +89,26 @@ def test_two_learners_on_one_llama_cpp_python_server_do_not_cut_each_others_repl
     # A's reply ran to its own end (its cap, or the model's stop) with a finish reason: before, it ended at B's
     # request without one, and the backend raised "the stream ended early".
     assert isinstance(first, str) and reply.text.startswith(first) and len(reply.text) > len(first)
+
+
+def _recall_so_far(summary_text) -> float:
+    server = ScriptedBackend(profile=CHAT_SERVER_PROFILE, summary_text=summary_text)
+    (last,) = play(server, "m", make_script(24, seed=3), [24], max_input_tokens=3000, max_recent_turns=1, fold_policy="window")
+    assert server.summaries and last.probed
+    return last.so_far
+
+
+def test_a_summary_that_copies_the_transcript_word_for_word_is_not_scored_as_remembering():
+    def copy(request):
+        return "\n".join(filter(None, [request.existing_summary, *(m.content for m in request.new_messages)]))
+
+    def in_its_own_words(request):
+        known = [request.existing_summary] if request.existing_summary else []
+        for m in request.new_messages:
+            for fact, values in FACTS.items():
+                known += [f"{fact}: {value}" for value in values if m.role == "user" and carries(m.content, fact, value)]
+        return "; ".join(known)
+
+    # The window holds one pair; the facts due were stated 4 or more turns before: only the summary can carry them.
+    assert _recall_so_far(copy) == 0
+    assert _recall_so_far(in_its_own_words) > 0.5

@@ -28,6 +28,7 @@ from benchmarks.memory.retention import Recall, due_facts, has_current_message, 
 from benchmarks.memory.script import Script, make_script
 from memora.backends.base import Backend, Completion, ReplyRequest, SummaryRequest
 from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.messages import Message
 
 
 @dataclass
@@ -62,13 +63,38 @@ class ProbingBackend:
             self.recalls.pop()
         self.recalls.extend([Recall()] * (self.turn - 1 - len(self.recalls)))
         said = self.script.user_messages[self.turn - 1]
-        self.recalls.append(probe(request.messages, self._due[self.turn - 1], said))
+        sent = uncopied(request.messages, self.script.user_messages[: self.turn - 1])
+        self.recalls.append(probe(sent, self._due[self.turn - 1], said))
         self.without_current += not has_current_message(request.messages, said)
         return self.inner.stream_reply(request)
 
     def summarize(self, request: SummaryRequest) -> Completion:
         self.summaries += 1
         return self.inner.summarize(request)
+
+
+def _squashed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def uncopied(messages: Sequence[Message], said: Sequence[str]) -> list[Message]:
+    """``messages`` with every word-for-word copy of a user message in ``said`` taken out of the summary (the system
+    and developer messages, where Memora sends it), whitespace compared collapsed.
+
+    A summary that pastes the transcript has remembered nothing by itself: the probe must not score it. The recent
+    window's own messages are left whole, and so is a summary that states a fact in its own words or quotes part of
+    a message.
+    """
+    copies = [copy for copy in map(_squashed, said) if copy]
+    out = []
+    for message in messages:
+        if message.role in ("system", "developer"):
+            text = _squashed(message.content)
+            for copy in copies:
+                text = text.replace(copy, " ")
+            message = Message(message.role, text)
+        out.append(message)
+    return out
 
 
 @dataclass(frozen=True)
