@@ -381,9 +381,12 @@ def run(
             strategy, _ = replay(factory, script, limits, cut=cut)
             rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens, limits.max_recent_turns))
         tokens[turns] = with_ratios(rows)
+        _progress(f"token figures, {turns}-turn conversation: {len(rows)} strategies replayed; {time.perf_counter() - began:,.0f} s so far")
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
+    _progress(f"bookkeeping timed ({repeats} repeats); {time.perf_counter() - began:,.0f} s so far")
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
+    _progress(f"time to first token measured; {time.perf_counter() - began:,.0f} s so far")
     report = Report(limits.max_input_tokens, limits.max_recent_turns, batch, seed, tokens, bookkeeping, ttfts, cut=cut)
     report.tokenization_us = tokenization_us(repeats=repeats)
     report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
