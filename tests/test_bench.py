@@ -272,6 +272,7 @@ def test_the_page_row_is_what_the_page_runs_the_article_window_with_prefold():
     assert recommended.memory.fold_policy == "watermark" and recommended.prefold
     assert PAGE in OURS and RECOMMENDED in OURS and "the page" in page.description
     assert "page" not in recommended.description
+    assert "page" not in strategies(3)["memora"](RecordingBackend(replies=("r",)), Limits()).description
 
 
 def test_summary_requests_over_the_budget_are_counted_for_every_memory():

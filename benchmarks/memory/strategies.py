@@ -118,9 +118,11 @@ class Memora:
         variant = f"-batch{fold_batch_turns}" if fold_batch_turns else ("-watermark" if fold_policy == "watermark" else "")
         self.name = "memora" + variant + ("+prefold" if prefold else "")
         self.description = {
-            "": "Memora, the article's window (the page's default)",
-            "-watermark": "Memora, watermark fold policy (recommended for applications)",
+            "": "Memora, the article's window",
+            "-watermark": "Memora, watermark fold policy",
         }.get(variant, f"Memora, fold_batch_turns={fold_batch_turns}") + (", prefold after each reply" if prefold else "")
+        if prefold and variant in ("", "-watermark"):
+            self.description += " (what the page runs)" if variant == "" else " (recommended for applications)"
         self.backend = backend
         self.prefold = prefold
         self.memory = ShortTermMemory(
