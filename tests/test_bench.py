@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmarks.memory.__main__ import main
 from benchmarks.memory.article import ArticleMemory
-from benchmarks.memory.peers import PEERS, LangchainMiddleware, _fixed_tokens, _Peer
+from benchmarks.memory.peers import PEERS, LangchainMiddleware, LangmemSummarize, _fixed_tokens, _Peer
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, RecordingBackend, cut_summary, keep_newest_lines, recent_pairs
 from benchmarks.memory.replays import Progress, Replay, Replayer, play
 from benchmarks.memory.retention import Probed, Recall, carries, due_facts, has_current_message, probe
@@ -392,3 +392,23 @@ def test_no_bench_figure_is_hand_copied_into_the_page_catalogs_or_the_settings_t
         assert policy and not {key: text for key, text in policy.items() if figure.search(text)}, catalog
     (row,) = [line for line in (root / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `MEMORA_FOLD_POLICY`")]
     assert not figure.search(row), row
+
+
+class KeepMoreThanTheCap(KeepLastTokens):
+    """As ``KeepLastTokens``, but, as langmem refuses a knob not above the summary cap, refuses one not above 4 caps."""
+
+    @staticmethod
+    def accepts(knob: int, cap: int) -> bool:
+        return knob > 4 * cap
+
+
+def test_the_sweep_tunes_only_knobs_a_library_accepts_and_leaves_out_a_cap_it_accepts_none_at(monkeypatch):
+    monkeypatch.setitem(PEERS, "keep-more", ("fake", KeepMoreThanTheCap))
+    assert not LangmemSummarize.accepts(235, 300) and LangmemSummarize.accepts(335, 300)
+    said: list[str] = []
+    points = sweep([600], ["keep-more"], caps=(100, 200), seeds=(11,), turns=12, workers=1, sensitivity=False, progress=said.append)
+    tried = [line for line in said if line.startswith("replay") and "keep-more" in line and "seed 7" in line]
+    assert tried and all(int(re.search(r"knob (\d+)", line)[1]) > 400 for line in tried)
+    # Its largest knob, 600 less the system prompt, is not above 4 x 200: no point at cap 200.
+    assert {p.cap for p in points if p.strategy == "keep-more"} == {100}
+    assert {p.cap for p in points if p.strategy == PAGE} == {100, 200}

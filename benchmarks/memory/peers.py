@@ -272,6 +272,11 @@ class _Peer:
         """K before tuning: the budget less what no library counts (F)."""
         return limits.max_input_tokens - _fixed_tokens()
 
+    @staticmethod
+    def accepts(knob: int, cap: int) -> bool:
+        """Whether the library takes ``knob`` beside a summary cap of ``cap`` tokens (the tuning skips what it refuses)."""
+        return knob > 0
+
     def _reply(self, messages: Sequence[Message], began: float) -> tuple[str, float]:
         request = ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, tuple(messages))
         text, _, first = _stream_until_done(self.backend, request, began)
@@ -290,6 +295,11 @@ class LangmemSummarize(_Peer):
 
     label = "langmem summarize_messages"
     knob_name = "max_tokens"
+
+    @staticmethod
+    def accepts(knob: int, cap: int) -> bool:
+        # langmem raises "`max_summary_tokens` must be less than `max_tokens`".
+        return knob > cap
 
     def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
         super().__init__(backend, limits, knob)

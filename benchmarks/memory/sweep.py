@@ -177,11 +177,18 @@ def sweep(
         for key in tunable
     }
     tuning = {
-        (budget, cap, rule, key): [Replay(key, knob, budget, recent_turns, cap, rule, tuning_seed, turns) for knob in grids[budget, key]]
+        (budget, cap, rule, key): [
+            Replay(key, knob, budget, recent_turns, cap, rule, tuning_seed, turns)
+            for knob in grids[budget, key]
+            if PEERS[key][1].accepts(knob, cap)
+        ]
         for budget, cap, rule in where
         for key in tunable
     }
-    measured = [(budget, cap, rule, name) for budget, cap, rule in where for name in (*OURS, *peer_keys)]
+    # A peer that takes no knob of the grid at a cap (langmem's knob must exceed the cap) has no point there.
+    tuning = {at: jobs for at, jobs in tuning.items() if jobs}
+    names = (*OURS, *peer_keys)
+    measured = [(b, cap, rule, name) for b, cap, rule in where for name in names if name not in tunable or (b, cap, rule, name) in tuning]
     planned = [Replay(name, None, budget, recent_turns, cap, rule, seed, turns) for budget, cap, rule, name in measured for seed in seeds]
     total = len(distinct(job for jobs in tuning.values() for job in jobs)) + len(distinct(planned))
     replayer = Replayer(Progress(total, progress), workers or default_workers())
