@@ -52,7 +52,7 @@ def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_pa
     # Memora always sends the user's current message.
     assert last["without_current"] == 0
     printed = capsys.readouterr().out
-    assert "| 6 |" in printed and "smollm2" in printed and "recall" in printed
+    assert "| 6 |" in printed and "smollm2" in printed and "answered correctly" in printed and "### full history" in printed
 
 
 @dataclass
