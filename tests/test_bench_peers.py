@@ -70,15 +70,17 @@ def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monk
         return bench_run.run(conversation_turns=(6,), history_turns=(2, 4), ttft_turns=2, repeats=1, budgets=(), **kwargs)
 
     monkeypatch.setattr(bench_main, "run", fake_run)
-    assert bench_main.main(["--peers", "1000", "--delay-ms", "1"]) == 0
+    assert bench_main.main(["--peers", "1000", "--delay-ms", "1", "--jobs", "1"]) == 0
     out, err = capsys.readouterr()
     assert "pip install" in err and "requirements-bench.txt" in err
     assert calls["peer_budgets"] == (1000,)
     assert "Left out, library not installed" in out
-    assert "| memora-watermark+prefold | 60 |" in out and "retention" in out
+    assert "| memora-watermark+prefold | beginning | 60 |" in out and "retention" in out
+    # The other cut rule, as a sensitivity row; the page's own row is the window with prefold.
+    assert "| memora-watermark+prefold | newest | 60 |" in out and "| memora+prefold | beginning | 60 |" in out
 
 
-def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary_dropping_its_oldest_lines():
+def test_summary_recorder_merges_only_new_user_messages_and_cuts_the_summary_at_the_backends_rule():
     backend = RecordingBackend(replies=("ok",), summary_cap=60)
     recorder = peers.SummaryRecorder(backend)
     recorder.user_said("My name is Amy.")
@@ -92,10 +94,15 @@ def test_summary_recorder_merges_only_new_user_messages_and_caps_the_summary_dro
     for n in range(20):
         recorder.user_said(f"我每天通勤的時候會聽英文 Podcast 第 {n} 集，覺得很有幫助。")
     recorder.user_said("Actually I'm B2, not B1.")
-    last = recorder.summarize([peers.Message("user", "\n".join(recorder.pending))])
+    pending = list(recorder.pending)
+    last = recorder.summarize([peers.Message("user", "\n".join(pending))])
     assert count_text(last) <= 60
-    # Over the cap, the oldest lines went: the newest statement is kept, the first ones are not.
-    assert last.endswith("- Actually I'm B2, not B1.") and "Amy" not in last
+    # Over the cap, by default, the beginning stays, as Memora's own summarizer keeps it: the newest line goes.
+    assert last.startswith("- 我每天通勤") and "B2" not in last
+    newest = peers.SummaryRecorder(RecordingBackend(replies=("ok",), summary_cap=60, cut="newest"), summary=second, pending=pending)
+    cut_newest = newest.summarize([peers.Message("user", "\n".join(pending))])
+    assert count_text(cut_newest) <= 60
+    assert cut_newest.endswith("- Actually I'm B2, not B1.") and "Amy" not in cut_newest
 
 
 def _peer_params(tunable_only: bool = False):
@@ -153,3 +160,15 @@ def test_langmem_requests_without_the_current_message_are_counted():
     replies = [c for c in peer.backend.calls if c.kind == "reply"]
     figures = token_figures("langmem", peer.backend, 60, 1000, 3)
     assert figures.without_current == sum(1 for c in replies if not c.has_current) > 0
+
+
+@pytest.mark.skipif("langchain" in peers.missing_libraries(), reason="langchain is not installed (pip install -r requirements-bench.txt)")
+def test_the_middlewares_summary_requests_are_checked_against_the_budget_as_memoras_are():
+    # SummarizationMiddleware triggers at the budget and then sends the whole of it, with its prompt, to be summarized.
+    script = make_script(60, seed=11)
+    limits = Limits(1000, 3)
+    peer, _ = replay(peers.peer_factory("langchain-middleware"), script, limits)
+    figures = token_figures("middleware", peer.backend, 60, 1000, 3)
+    summaries = [c.input_tokens for c in peer.backend.calls if c.kind == "summary"]
+    assert figures.summary_over_budget == sum(1 for n in summaries if n > 1000) > 0
+    assert figures.largest_summary_input == max(summaries) > 1000

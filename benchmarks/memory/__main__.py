@@ -1,8 +1,10 @@
-"""``python -m benchmarks.memory [--json PATH] [--quick] [--peers [BUDGETS]] [--plots DIR]``: compares memory strategies offline.
+"""``python -m benchmarks.memory [--json PATH] [--quick] [--peers [BUDGETS]] [--cut RULE] [--jobs N] [--plots DIR]``: compares
+memory strategies offline.
 
 ``--peers`` adds the cost-against-retention sweep: Memora's strategies beside LangChain, langmem, LlamaIndex and the
 OpenAI Agents SDK (``pip install -r requirements-bench.txt``) at each summary cap (``--caps``), a peer's knob tuned on
-``--seed`` and every figure from the held-out ``--held-out`` seeds; a peer whose library is missing is named, with the
+``--seed`` at each budget, cap and cut rule, and every figure from the held-out ``--held-out`` seeds, replays played
+over ``--jobs`` processes with a progress line (and the time left) after each; a peer whose library is missing is named, with the
 pip command, and left out. ``--plots DIR`` writes one cost-against-retention PNG per budget (needs matplotlib).
 """
 
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.memory.peers import missing_libraries, missing_message
+from benchmarks.memory.recording import CUT_RULES, DEFAULT_CUT
+from benchmarks.memory.replays import default_workers
 from benchmarks.memory.report import markdown
 from benchmarks.memory.run import run
 from benchmarks.memory.strategies import Limits
@@ -40,6 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--caps", default=",".join(map(str, CAPS)), help=f"summary caps of the sweep (default {','.join(map(str, CAPS))})")
     parser.add_argument("--held-out", default=",".join(map(str, HELD_OUT_SEEDS)), help="held-out seeds of the sweep")
     parser.add_argument("--sweep-turns", type=int, default=TURNS, help=f"turns of each sweep conversation (default {TURNS})")
+    parser.add_argument(
+        "--cut",
+        choices=CUT_RULES,
+        default=DEFAULT_CUT,
+        help="how an over-cap summary is cut: beginning (kept, as Memora's summarizer and a model's output cap do; "
+        "the default) or newest (oldest lines dropped first); the sweep adds the other rule as a sensitivity row",
+    )
+    parser.add_argument("--jobs", type=int, default=default_workers(), help="worker processes of the sweep (default: 2 on 2+ cores)")
     parser.add_argument("--plots", metavar="DIR", help="write retention-cost-<budget>.png into DIR (with --peers)")
     args = parser.parse_args(argv)
     peer_budgets: tuple[int, ...] = ()
@@ -58,9 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--caps and --held-out take comma-separated whole numbers, e.g. --caps 60,200")
     if not caps or min(caps) < 1 or not held_out or args.seed in held_out:
         parser.error("--caps needs caps of 1 or more; --held-out needs seeds other than --seed (the tuning seed)")
+    if args.jobs < 1:
+        parser.error("--jobs must be 1 or more")
     if args.plots and args.peers is None:
         parser.error("--plots needs --peers (the sweep it draws)")
-    sweep_options = {"caps": caps, "seeds": held_out, "tuning_seed": args.seed, "turns": args.sweep_turns}
+    sweep_options = {"caps": caps, "seeds": held_out, "tuning_seed": args.seed, "turns": args.sweep_turns, "workers": args.jobs}
     if args.quick:
         sweep_options["turns"] = min(args.sweep_turns, 40)
     quick = dict(conversation_turns=(12, 30), history_turns=(10, 40), ttft_turns=8, repeats=3, budgets=()) if args.quick else {}
@@ -70,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits=Limits(args.budget, args.recent_turns),
         peer_budgets=peer_budgets,
         sweep_options=sweep_options,
+        cut=args.cut,
         **quick,  # type: ignore[arg-type]
     )
     print(markdown(report))

@@ -5,7 +5,7 @@ subclass of the library's fake (LangChain's ``FakeListChatModel``, LlamaIndex's
 ``MockLLM``) that records every call and returns the same bounded extractive
 summary as Memora's recording backend (``merge_summary`` of the user's new
 statements into the previous summary, within the backend's ``summary_cap``,
-oldest lines dropped first). Both what a peer sends for a reply (the system
+cut by the backend's ``cut`` rule: its beginning kept, by default). Both what a peer sends for a reply (the system
 prompt + its memory's messages + the current message) and every summary prompt
 it sends are counted with o200k_base, framing included, by the same
 ``RecordingBackend`` as Memora's strategies, so ``run.token_figures`` and the
@@ -51,9 +51,10 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
-from benchmarks.memory.recording import Call, RecordingBackend, keep_newest_lines, summary_words
+from benchmarks.memory.recording import Call, RecordingBackend, cut_summary, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
 from memora.backends.extractive import merge_summary
@@ -141,7 +142,7 @@ class SummaryRecorder:
         self.pending = [text for text in self.pending if text not in taken]
         cap = self.backend.summary_cap
         text = merge_summary(self.summary, [Message("user", t) for t in taken], summary_words(cap))
-        self.summary = keep_newest_lines(text, cap)
+        self.summary = cut_summary(text, cap, self.backend.cut)
         b = self.backend
         b.calls.append(
             Call(b.turn, "summary", LocalTokenCounter().count(DEFAULT_MODEL, "", messages), count_text(self.summary), b.after_reply)
@@ -150,7 +151,39 @@ class SummaryRecorder:
 
 
 def _o200k_ids(text: str) -> list[int]:
-    return o200k_base().encode_ordinary(text)
+    # The libraries re-count every kept message on every turn; a copy of the cached ids keeps their list theirs.
+    return list(_o200k_ids_once(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _o200k_ids_once(text: str) -> tuple[int, ...]:
+    return tuple(o200k_base().encode_ordinary(text))
+
+
+def _compile_each_template_once() -> None:
+    """LlamaIndex renders its prompts with ``banks``, which compiles the Jinja template anew on every render.
+
+    The template text is one of a few constants, and a compiled Jinja template renders the same text every time,
+    so compiling each text once changes nothing a peer sends; it took about a third of a ``Memory`` replay.
+    Only the one-argument form banks uses is reused; any other call goes through untouched.
+    """
+    from banks.env import env
+
+    if getattr(env.from_string, "compiles_once", False):
+        return
+    compile_anew = env.from_string
+
+    @lru_cache(maxsize=256)
+    def compiled(source: str) -> Any:
+        return compile_anew(source)
+
+    def from_string(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or not isinstance(source, str):
+            return compile_anew(source, *args, **kwargs)
+        return compiled(source)
+
+    from_string.compiles_once = True  # type: ignore[attr-defined]
+    env.from_string = from_string  # type: ignore[method-assign]
 
 
 def _lc_to_memora(messages: Iterable[Any]) -> list[Message]:
@@ -189,6 +222,8 @@ def _llama_fake(recorder: SummaryRecorder, facts: bool = False) -> Any:
     """
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse
     from llama_index.core.llms.mock import MockLLM
+
+    _compile_each_template_once()
 
     def answer(messages: Sequence[Any]) -> str:
         sent = [Message(_role(str(m.role.value)), str(m.content or "")) for m in messages]
@@ -237,6 +272,11 @@ class _Peer:
         """K before tuning: the budget less what no library counts (F)."""
         return limits.max_input_tokens - _fixed_tokens()
 
+    @staticmethod
+    def accepts(knob: int, cap: int) -> bool:
+        """Whether the library takes ``knob`` beside a summary cap of ``cap`` tokens (the tuning skips what it refuses)."""
+        return knob > 0
+
     def _reply(self, messages: Sequence[Message], began: float) -> tuple[str, float]:
         request = ReplyRequest(DEFAULT_MODEL, SYSTEM_PROMPT, tuple(messages))
         text, _, first = _stream_until_done(self.backend, request, began)
@@ -255,6 +295,11 @@ class LangmemSummarize(_Peer):
 
     label = "langmem summarize_messages"
     knob_name = "max_tokens"
+
+    @staticmethod
+    def accepts(knob: int, cap: int) -> bool:
+        # langmem raises "`max_summary_tokens` must be less than `max_tokens`".
+        return knob > cap
 
     def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
         super().__init__(backend, limits, knob)

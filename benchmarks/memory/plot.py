@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.memory.run import PAGE, PRICED_MODEL
+from benchmarks.memory.recording import DEFAULT_CUT
+from benchmarks.memory.run import PAGE, PRICED_MODEL, RECOMMENDED
 from benchmarks.memory.sweep import OURS, Point
 
 _NAMES = {
-    "memora": "Memora, the article's rule",
-    PAGE: "Memora, watermark + prefold",
+    PAGE: "Memora, the article's window + prefold (the page)",
+    RECOMMENDED: "Memora, watermark + prefold (recommended)",
     "article-v0.7": "article v0.7 as written",
     "langmem": "langmem summarize_messages",
     "langchain-middleware": "LangChain SummarizationMiddleware",
@@ -41,11 +42,13 @@ def write_plots(points: Sequence[Point], folder: Path) -> list[Path]:
     paths = []
     for budget in sorted({p.budget for p in points}):
         fig, ax = plt.subplots(figsize=(8, 5.2), dpi=110)
-        at = [p for p in points if p.budget == budget]
+        # One cut rule per picture: the sensitivity row is a table row, not a curve.
+        rule = points[0].cut if points else DEFAULT_CUT
+        at = [p for p in points if p.budget == budget and p.cut == rule]
         for strategy in dict.fromkeys(p.strategy for p in at):
             curve = sorted((p for p in at if p.strategy == strategy), key=lambda p: p.cap)
             ours = strategy in OURS
-            style = {"linewidth": 2.6 if strategy == PAGE else 1.6, "linestyle": "-" if ours else "--"}
+            style = {"linewidth": 2.6 if strategy == RECOMMENDED else 1.6, "linestyle": "-" if ours else "--"}
             (line,) = ax.plot([p.usd for p in curve], [p.retention for p in curve], label=_NAMES.get(strategy, strategy), **style)
             for p in curve:
                 face = line.get_color() if p.holds else "white"

@@ -24,6 +24,14 @@ from memora.tokens.usage import Usage
 
 CallKind = Literal["reply", "summary", "count"]
 
+CutRule = Literal["beginning", "newest"]
+"""How an over-cap summary is cut: ``beginning`` keeps its start, as Memora's summarizer (``truncate_text``) and a
+model stopped by ``max_output_tokens`` do; ``newest`` drops its oldest lines first (the bench's former rule, kept as
+a sensitivity row)."""
+
+CUT_RULES: tuple[CutRule, ...] = ("beginning", "newest")
+DEFAULT_CUT: CutRule = "beginning"
+
 SUMMARY_TOKEN_CAP = 200
 """The default summary cap: a model asked for "under 150 words" returns about this many tokens at most.
 
@@ -71,12 +79,13 @@ class RecordingBackend:
     current message with the reply it was given. With a ``script``, each reply
     request of turn ``turn`` is probed for the planted facts due at that turn
     and for the user's current message (``retention.py``). Every summary is at
-    most ``summary_cap`` tokens (and the request's own ``max_output_tokens``).
+    most ``summary_cap`` tokens (and the request's own ``max_output_tokens``), cut by ``cut``.
     """
 
     replies: Sequence[str]
     script: Script | None = None
     summary_cap: int = SUMMARY_TOKEN_CAP
+    cut: CutRule = DEFAULT_CUT
     delay_s: float = 0.0
     label: str = "Benchmark recorder (not a model)"
     offline: bool = True
@@ -102,8 +111,9 @@ class RecordingBackend:
         pairs = recent_pairs(request.messages, self.said)
         recall, current = None, True
         if self.script is not None and 0 < self.turn <= self.script.turns:
-            recall = probe(request.messages, self._due[self.turn - 1])
-            current = has_current_message(request.messages, self.script.user_messages[self.turn - 1])
+            said = self.script.user_messages[self.turn - 1]
+            recall = probe(request.messages, self._due[self.turn - 1], said)
+            current = has_current_message(request.messages, said)
         call = Call(self.turn, "reply", usage.input_tokens, usage.output_tokens, recent_pairs=pairs, recall=recall, has_current=current)
         self.calls.append(call)
         self.said.append((request.messages[-1], Message("assistant", text)))
@@ -121,7 +131,7 @@ class RecordingBackend:
         began = time.perf_counter()
         cap = min(request.max_output_tokens, self.summary_cap)
         text = merge_summary(request.existing_summary, request.new_messages, summary_words(cap, request.instructions))
-        text = keep_newest_lines(text, cap)
+        text = cut_summary(text, cap, self.cut)
         counted = self._counter.count(request.model, request.instructions, [Message("user", request.input_text)])
         usage = Usage(counted, count_text(text))
         self.calls.append(Call(self.turn, "summary", usage.input_tokens, usage.output_tokens, self.after_reply))
@@ -155,6 +165,13 @@ def summary_words(cap: int, instructions: str = "") -> int:
     A model told its output cap writes to it; so does the recorder, for every strategy and peer alike.
     """
     return min(summary_word_limit(instructions), int(cap * WORDS_PER_TOKEN))
+
+
+def cut_summary(text: str, cap: int, rule: CutRule = DEFAULT_CUT) -> str:
+    """``text`` within ``cap`` tokens by ``rule`` (``CutRule``); unchanged when it fits, ``""`` when ``cap <= 0``."""
+    if rule == "newest":
+        return keep_newest_lines(text, cap)
+    return truncate_text(text, cap)
 
 
 def keep_newest_lines(text: str, cap: int) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.memory.run import PAGE, PRICED_MODEL, REFERENCE, Report, TokenFigures, list_price
+from benchmarks.memory.run import PAGE, PRICED_MODEL, RECOMMENDED, REFERENCE, Report, TokenFigures, list_price
 
 
 def _x(ratio: float | None) -> str:
@@ -15,7 +15,8 @@ def markdown(report: Report) -> str:
         "# Memora memory benchmark",
         "",
         f"Budget {report.budget} input tokens, {report.recent_turns} recent turns, seed {report.seed}. "
-        "Model: a recording backend (script replies, extractive summaries capped at 200 tokens, real o200k_base counts). "
+        f"Model: a recording backend (script replies, extractive summaries capped at 200 tokens and cut at the `{report.cut}` "
+        "rule, real o200k_base counts). "
         f"Ratios (`x`) are to the article's v0.7 algorithm (`{REFERENCE}`).",
     ]
     lines += _token_tables(report) + _peer_tables(report) + _bookkeeping_table(report) + _ttft_table(report) + _policy_table(report)
@@ -66,8 +67,6 @@ def usd_cell(row: TokenFigures) -> str:
 def _peer_tables(report: Report) -> list[str]:
     if not report.sweep and not report.peers_missing:
         return []
-    from benchmarks.memory.sweep import dominating
-
     price = list_price()
     first = report.sweep[0] if report.sweep else None
     lines = [
@@ -75,35 +74,64 @@ def _peer_tables(report: Report) -> list[str]:
         "## Cost against retention, every strategy and peer at equal summary caps",
         "",
         "Each peer with its own memory class and its own fake model, returning the same extractive summary within the same "
-        "cap, oldest lines dropped first; a peer's token knob (in brackets) tuned on the tuning seed only (see "
-        "`benchmarks/memory/peers.py`). Retention: the share of planted facts, last stated 4 or more turns earlier, whose "
-        "latest value reached the reply request; stale: an older value did instead; missing: none did. "
-        f"$ at {PRICED_MODEL} list prices (${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read {_checked()}), "
-        "no prompt cache, mean over the held-out seeds"
+        f"cap, cut the same way (`{report.cut}`: "
+        + (
+            "its beginning kept, as Memora's summarizer and a model stopped by its output cap do"
+            if report.cut == "beginning"
+            else "its oldest lines dropped first"
+        )
+        + "; the other rule is a sensitivity row at one cap); a peer's token knob (in brackets) tuned on the tuning seed "
+        "only, at each budget, cap and cut rule (see `benchmarks/memory/peers.py`). Retention: the share of planted facts, "
+        "last stated 4 or more turns earlier and not restated by the current message, whose latest value reached the reply "
+        "request; stale: an older value did instead; missing: none did. Summary requests are checked against the budget "
+        f"too. $ at {PRICED_MODEL} list prices (${price.input:.2f} input, ${price.output:.2f} output per 1M tokens, read "
+        f"{_checked()}), no prompt cache, mean over the held-out seeds"
         + (f" {', '.join(map(str, first.seeds))}, {first.turns}-turn scripts." if first else "."),
     ]
     if report.peers_missing:
         lines += ["", "Left out, library not installed: " + ", ".join(report.peers_missing) + " (`pip install -r requirements-bench.txt`)."]
     for budget in sorted({p.budget for p in report.sweep}):
-        lines += [
-            "",
-            f"### Budget {budget:,} tokens, {report.recent_turns} recent turns",
-            "",
-            "| strategy | summary cap | $ per 100 turns | retention | stale | missing | summaries per turn "
-            "| replies over budget, per seed | replies without the current message, per seed |",
-            "|---|---:|---:|---:|---:|---:|---:|---|---|",
-        ]
-        for p in sorted((p for p in report.sweep if p.budget == budget), key=lambda p: (p.strategy, p.cap)):
-            lines.append(
-                f"| {p.label} | {p.cap} | ${p.usd:.4f} | {p.retention:.2f} | {p.stale:.2f} | {p.missing:.2f} "
-                f"| {p.summaries_per_turn:.2f} | {' / '.join(map(str, p.over_budget))} | {' / '.join(map(str, p.without_current))} |"
-            )
-    beaten = dominating(report.sweep, PAGE)
-    lines += ["", f"Peers that hold (0 over budget, 0 without the question, every seed), cheaper and better than {PAGE} at equal cap:"]
-    lines += [
-        f"- {m.budget:,} tokens, cap {m.cap}: {p.label} ${p.usd:.4f} / {p.retention:.2f} vs ${m.usd:.4f} / {m.retention:.2f}"
-        for m, p in beaten
-    ] or ["- none"]
+        lines += _budget_table(report, budget)
+    return lines + _dominance(report.sweep)
+
+
+def _budget_table(report: Report, budget: int) -> list[str]:
+    lines = [
+        "",
+        f"### Budget {budget:,} tokens, {report.recent_turns} recent turns",
+        "",
+        "| strategy | cut | summary cap | $ per 100 turns | retention | stale | missing | summaries per turn "
+        "| replies over budget, per seed | summary requests over budget, per seed (largest) "
+        "| replies without the current message, per seed |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    at = [p for p in report.sweep if p.budget == budget]
+    for p in sorted(at, key=lambda p: (p.strategy, p.cut != report.cut, p.cap)):
+        lines.append(
+            f"| {p.label} | {p.cut} | {p.cap} | ${p.usd:.4f} | {p.retention:.2f} | {p.stale:.2f} | {p.missing:.2f} "
+            f"| {p.summaries_per_turn:.2f} | {' / '.join(map(str, p.over_budget))} "
+            f"| {' / '.join(map(str, p.summary_over_budget))} ({p.largest_summary_input:,}) "
+            f"| {' / '.join(map(str, p.without_current))} |"
+        )
+    return lines
+
+
+def _dominance(points: list) -> list[str]:
+    from benchmarks.memory.sweep import dominating
+
+    lines: list[str] = []
+    for ours in (RECOMMENDED, PAGE):
+        for every_request, holding in (
+            (False, "whose replies hold (0 over budget, 0 without the question, every seed)"),
+            (True, "that hold for every request, summary requests included"),
+        ):
+            beaten = dominating(points, ours, every_request=every_request)
+            lines += ["", f"Peers {holding}, cheaper and better than {ours} at equal cap and cut:"]
+            lines += [
+                f"- {m.budget:,} tokens, cap {m.cap}, cut {m.cut}: {p.label} ${p.usd:.4f} / {p.retention:.2f} "
+                f"vs ${m.usd:.4f} / {m.retention:.2f}"
+                for m, p in beaten
+            ] or ["- none"]
     return lines
 
 

@@ -11,7 +11,10 @@ fact the request is one of:
 - **missing**: no value of the fact is in the request.
 
 The probe reads only what was sent (``Message`` contents), so it works the same
-for Memora, the article and every peer library. It is deterministic: the script
+for Memora, the article and every peer library. It reads the request without the
+user's current message, wherever that text sits (its own message, or folded into a
+summary as langmem#77 does): a fact the current message itself states again was
+not remembered by the memory. It is deterministic: the script
 says which facts each user message stated (``script.Statement``).
 """
 
@@ -79,9 +82,15 @@ def due_facts(script: Script) -> list[tuple[Probed, ...]]:
     return out
 
 
-def probe(messages: Sequence[Message], due: Sequence[Probed]) -> Recall:
-    """How many of the ``due`` facts the request's ``messages`` recall, carry stale, or miss."""
+def probe(messages: Sequence[Message], due: Sequence[Probed], current: str = "") -> Recall:
+    """How many of the ``due`` facts the request's ``messages`` recall, carry stale, or miss.
+
+    Every copy of ``current`` (the user's current message) is left out first, so a fact it restates counts
+    only if the memory carried it too. An empty ``current`` leaves nothing out.
+    """
     text = "\n".join(m.content for m in messages)
+    if current:
+        text = text.replace(current, "\n")
     recalled = stale = missing = 0
     for fact in due:
         if carries(text, fact.fact, fact.latest):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from benchmarks.memory.recording import SUMMARY_TOKEN_CAP, Call, RecordingBackend
+from benchmarks.memory.recording import DEFAULT_CUT, SUMMARY_TOKEN_CAP, Call, CutRule, RecordingBackend
 from benchmarks.memory.script import Script, make_script
 from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy, memora_name
 from memora.memory import policies
@@ -21,8 +21,10 @@ from memora.tokens import o200k_base
 
 Factory = Callable[[RecordingBackend, Limits], Strategy]
 REFERENCE = "article-v0.7"
-PAGE = "memora-watermark+prefold"
-"""The strategy the page runs: the watermark policy with a prefold after each reply."""
+PAGE = "memora+prefold"
+"""The strategy the page runs by default: the article's window with a prefold after each reply."""
+RECOMMENDED = "memora-watermark+prefold"
+"""The strategy the README recommends for applications: the watermark policy with a prefold after each reply."""
 KINDS = ("reply", "summary", "count")
 PRICED_MODEL = "gpt-5-mini"
 COST_PARTS = ("reply_input", "reply_output", "summary_input", "summary_output")
@@ -70,7 +72,9 @@ class TokenFigures:
     """What one strategy sent over one scripted conversation, from the backend's records.
 
     Count calls bill no tokens, so ``input_tokens`` sums reply and summary
-    requests only. ``over_budget`` counts reply requests above the budget.
+    requests only. ``over_budget`` counts reply requests above the budget,
+    ``summary_over_budget`` summary requests above it (a summary request is a
+    request too: Memora keeps every one within the budget, a peer need not).
     ``most_summaries_in_one_turn`` counts the summary requests one reply waited
     for, ``turns_waiting_on_summary`` the turns whose reply waited for at least
     one; ``summaries_after_reply`` counts those made after a reply (prefolds).
@@ -86,6 +90,7 @@ class TokenFigures:
     largest_reply_input: int
     largest_summary_input: int
     over_budget: int
+    summary_over_budget: int
     calls: dict[str, int]
     calls_per_turn: dict[str, float]
     most_summaries_in_one_turn: int
@@ -111,11 +116,16 @@ class TokenFigures:
 
 
 def replay(
-    factory: Factory, script: Script, limits: Limits, delay_s: float = 0.0, summary_cap: int = SUMMARY_TOKEN_CAP
+    factory: Factory,
+    script: Script,
+    limits: Limits,
+    delay_s: float = 0.0,
+    summary_cap: int = SUMMARY_TOKEN_CAP,
+    cut: CutRule = DEFAULT_CUT,
 ) -> tuple[Strategy, list[float]]:
     """Plays the whole script, probing each reply request for its planted facts; returns the strategy and each turn's
-    time to first token. Every summary is at most ``summary_cap`` tokens."""
-    backend = RecordingBackend(script.replies, delay_s=delay_s, script=script, summary_cap=summary_cap)
+    time to first token. Every summary is at most ``summary_cap`` tokens, cut by ``cut`` (``recording.CutRule``)."""
+    backend = RecordingBackend(script.replies, delay_s=delay_s, script=script, summary_cap=summary_cap, cut=cut)
     strategy = factory(backend, limits)
     firsts = []
     for number, text in enumerate(script.user_messages, start=1):
@@ -142,6 +152,7 @@ def token_figures(name: str, backend: RecordingBackend, turns: int, budget: int,
         largest_reply_input=max(replies, default=0),
         largest_summary_input=max(summaries, default=0),
         over_budget=sum(1 for tokens in replies if tokens > budget),
+        summary_over_budget=sum(1 for tokens in summaries if tokens > budget),
         calls={kind: by_kind[kind] for kind in KINDS},
         calls_per_turn={kind: by_kind[kind] / turns for kind in KINDS},
         most_summaries_in_one_turn=max(per_turn.values(), default=0),
@@ -312,6 +323,8 @@ class Report:
     """One tokenization of a turn's new message (``tokenization_us``): the unit of the bookkeeping ratio."""
     new_text_us: float = 0.0
     """One tokenization of a turn's message and its reply (``tokenization_us(with_reply=True)``): the second unit."""
+    cut: CutRule = DEFAULT_CUT
+    """How the recorder cut an over-cap summary in the token tables and the sweep (``recording.CutRule``)."""
 
     def as_json(self) -> dict:
         return {
@@ -325,7 +338,8 @@ class Report:
             "summary_requests_by_budget": {str(budget): counts for budget, counts in self.summaries_by_budget.items()},
             "seconds": round(self.seconds, 1),
             "priced_at": {"model": PRICED_MODEL, **{k: v for k, v in asdict(list_price()).items() if k != "model"}},
-            "sweep": [{**asdict(p), "holds": p.holds} for p in self.sweep],
+            "cut": self.cut,
+            "sweep": [{**asdict(p), "holds": p.holds, "holds_every_request": p.holds_every_request} for p in self.sweep],
             "peers_missing": self.peers_missing,
         }
 
@@ -346,6 +360,7 @@ def run(
     budgets: Sequence[int] | None = None,
     peer_budgets: Sequence[int] = (),
     sweep_options: dict[str, Any] | None = None,
+    cut: CutRule = DEFAULT_CUT,
 ) -> Report:
     began = time.perf_counter()
     factories = strategies()
@@ -355,13 +370,16 @@ def run(
         script = longest.prefix(turns)
         rows = []
         for name, factory in factories.items():
-            strategy, _ = replay(factory, script, limits)
+            strategy, _ = replay(factory, script, limits, cut=cut)
             rows.append(token_figures(name, strategy.backend, turns, limits.max_input_tokens, limits.max_recent_turns))
         tokens[turns] = with_ratios(rows)
+        _progress(f"token figures, {turns}-turn conversation: {len(rows)} strategies replayed; {time.perf_counter() - began:,.0f} s so far")
     bookkeeping = bookkeeping_us(factories, history_turns, limits, repeats=repeats, seed=seed)
+    _progress(f"bookkeeping timed ({repeats} repeats); {time.perf_counter() - began:,.0f} s so far")
     short = make_script(ttft_turns, seed)
     ttfts = [ttft(factory, name, short, limits, delay_ms / 1e3) for name, factory in factories.items()]
-    report = Report(limits.max_input_tokens, limits.max_recent_turns, seed, tokens, bookkeeping, ttfts)
+    _progress(f"time to first token measured; {time.perf_counter() - began:,.0f} s so far")
+    report = Report(limits.max_input_tokens, limits.max_recent_turns, seed, tokens, bookkeeping, ttfts, cut=cut)
     report.tokenization_us = tokenization_us(repeats=repeats)
     report.new_text_us = tokenization_us(repeats=repeats, with_reply=True)
     base = limits.max_input_tokens
@@ -378,7 +396,12 @@ def run(
 
         report.peers_missing = missing = missing_libraries()
         report.sweep = sweep(
-            peer_budgets, installed_peers(missing), recent_turns=limits.max_recent_turns, progress=_progress, **(sweep_options or {})
+            peer_budgets,
+            installed_peers(missing),
+            recent_turns=limits.max_recent_turns,
+            cut=cut,
+            progress=_progress,
+            **(sweep_options or {}),
         )
     report.seconds = time.perf_counter() - began
     return report

@@ -121,6 +121,10 @@ class Memora:
     ) -> None:
         self.name = memora_name(fold_policy) + ("+prefold" if prefold else "")
         self.description = f"Memora, the {fold_policy} fold policy" + (", prefold after each reply" if prefold else "")
+        if prefold and fold_policy == policies.DEFAULT:
+            self.description += " (what the page runs)"
+        elif prefold and fold_policy == "watermark":
+            self.description += " (recommended for applications)"
         self.backend = backend
         self.prefold = prefold
         self.memory = ShortTermMemory(

@@ -93,6 +93,10 @@ def llama_server(chat_format: str | None, log: Path) -> Iterator[LlamaServer]:
         str(N_CTX),
         "--seed",
         "7",
+        # Its default interrupts a streaming reply whenever another request waits for the model: one learner's
+        # token count would cut another's reply. Requests queue instead (docs/backends.md).
+        "--interrupt_requests",
+        "False",
     ]
     if chat_format:
         command += ["--chat_format", chat_format]
