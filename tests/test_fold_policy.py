@@ -6,7 +6,6 @@ import pytest
 
 from memora.memory import ShortTermMemory, policies
 from memora.memory.plan import PlanSizes, plan_turn
-from memora.memory.policies.watermark import WATERMARK_ROOM
 from memora.messages import Message
 from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
 from memora.settings import Settings, build_memory, load_settings
@@ -23,19 +22,20 @@ def plan(policy, unfolded, *, budget, max_recent_turns, message=20):
     return plan_turn(unfolded, message=message, summary=0, sizes=sizes, policy=policy, max_recent_turns=max_recent_turns)
 
 
-def test_the_watermark_folds_nothing_while_the_request_fits_the_window_only_size_plus_its_room():
-    # Window only: 80 + 240 + 600 + 20 = 940, so the high-water mark is the budget of 1,500 here.
+def test_the_watermark_folds_nothing_while_the_request_fits_the_budget():
+    # 80 fixed + 12 messages of 100 + a message of 20 = 1,300: within the budget of 1,500, so nothing folds.
     kept = plan(WATERMARK, [100] * 12, budget=1500, max_recent_turns=3)
-    assert (kept.fold, kept.reason) == (0, "none")
+    assert (kept.fold, kept.reason, kept.input_tokens) == (0, "none", 1300)
     # The article's window would fold the six messages beyond three pairs.
     assert plan(WINDOW, [100] * 12, budget=1500, max_recent_turns=3).fold == 6
 
 
-def test_past_the_high_water_mark_every_pair_older_than_the_window_is_folded_at_once():
-    # Window only: 80 + 240 + 200 + 20 = 540; the mark is 540 + 600 = 1,140 < 1,420 sent.
-    folded = plan(WATERMARK, [100] * 12, budget=4000, max_recent_turns=1)
-    assert (folded.fold, folded.reason, folded.input_tokens) == (10, "high_water", 540)
-    assert plan(WATERMARK, [100] * 10, budget=4000, max_recent_turns=1).fold == 0  # 1,220 fits the mark
+def test_past_the_budget_every_pair_older_than_the_window_is_folded_at_once():
+    # 80 + 40 messages of 100 + 20 = 4,100 > 4,000: all but the last pair go, down to the low-water mark:
+    # 80 fixed + 240 for a full summary + the recent pair's 200 + the message's 20 = 540.
+    folded = plan(WATERMARK, [100] * 40, budget=4000, max_recent_turns=1)
+    assert (folded.fold, folded.reason, folded.input_tokens) == (38, "high_water", 540)
+    assert plan(WATERMARK, [100] * 38, budget=4000, max_recent_turns=1).fold == 0  # 3,900 fits
 
 
 def test_window_pairs_are_folded_only_when_they_do_not_fit_beside_the_message():
@@ -45,10 +45,10 @@ def test_window_pairs_are_folded_only_when_they_do_not_fit_beside_the_message():
     assert (forced.fold, forced.reason) == (10, "budget") and forced.fits
 
 
-def test_a_roomy_budget_folds_at_the_high_water_mark_not_at_the_budget():
-    folded = plan(WATERMARK, [100] * 30, budget=4000, max_recent_turns=1)
-    assert folded.reason == "high_water" and folded.budget == 4000
-    assert folded.input_tokens == 80 + 240 + 200 + 20 < 4000 - WATERMARK_ROOM
+def test_a_larger_budget_keeps_more_turns_verbatim():
+    # The same conversation: at 2,000 tokens the watermark has folded it, at 4,000 it still sends every turn.
+    assert plan(WATERMARK, [100] * 30, budget=2000, max_recent_turns=1).fold == 28
+    assert plan(WATERMARK, [100] * 30, budget=4000, max_recent_turns=1).fold == 0
 
 
 def test_the_watermark_prefold_plans_for_the_median_recent_message():
@@ -76,7 +76,7 @@ def test_both_policies_cap_the_summary_at_max_summary_tokens():
 
 def test_the_summary_instructions_ask_for_the_words_that_fit_the_cap(backend):
     memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=1, fold_policy="watermark", max_summary_tokens=60)
-    for turn in range(12):
+    for turn in range(24):
         chat(memory, f"message {turn} " + "word " * 60)
     request = backend.summaries[-1]
     assert (request.max_output_tokens, summary_word_limit(request.instructions)) == (60, 45)

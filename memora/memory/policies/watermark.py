@@ -9,31 +9,24 @@ from statistics import median_low
 from memora.memory.policies import FoldReason
 from memora.tokens import count_message
 
-WATERMARK_ROOM = 600
-"""How far, in local tokens, the watermark lets a request grow past its window-only size before it folds.
-
-Each fold then takes about this many tokens of older pairs at once. Measured with ``python -m benchmarks.memory
---peers``: more room sends more input on every turn than the fewer summaries save; less room folds more often."""
-
 
 @dataclass(frozen=True)
 class Watermark:
-    """The high-water mark is the request with only the recent window verbatim (``max_recent_turns`` pairs, a
-    full-length summary and the message) plus ``room``, never above the budget. Nothing is folded while the request
-    fits under it, however many pairs the window holds. When it would not, every pair older than the recent window is
-    folded at once; pairs of the recent window are folded only while the request is still over the budget, so they
-    stay verbatim whenever they fit beside the message (the article's guarantee). Each fold then buys several turns
-    before the next, so a conversation pays for far fewer summaries, whose output tokens are the dearest.
+    """The high-water mark is the budget itself: nothing is folded while the request fits it, however many pairs
+    the window holds. When it would not, every pair older than the recent window (``max_recent_turns`` pairs) is
+    folded at once, down to the low-water mark; pairs of the recent window are folded only while the request is still
+    over the budget, so they stay verbatim whenever they fit beside the message (the article's guarantee). Each fold
+    then buys several turns before the next, so a conversation pays for far fewer summaries, whose output tokens are
+    the dearest, and a larger budget keeps more turns verbatim: it is spent on remembering.
     """
 
     name: str = "watermark"
-    room: int = WATERMARK_ROOM
 
     def first_fold(
         self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
     ) -> tuple[int, FoldReason]:
         older = max(0, len(unfolded) - 2 * max_recent_turns)
-        if size(0) <= min(budget, size(older) + self.room):
+        if size(0) <= budget:
             return 0, "none"
         return older, "high_water"
 
