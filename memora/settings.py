@@ -34,9 +34,9 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
   stopped there is kept and marked as cut.
 - ``MEMORA_FOLD_POLICY``: ``window`` (the article's rule: from the turn after the recent
   window is full, its oldest pair is folded; the default, since it is the lesson the page
-  teaches) or ``watermark`` (fold when a request would pass the window-only request plus
-  600 tokens, never over the budget; then every pair older than the window at once:
-  fewer, larger summaries, under the same summary cap).
+  teaches) or ``watermark`` (fold when a request would pass the budget; then every pair older than
+  the window at once: fewer, larger summaries, under the same summary cap, and a larger
+  budget keeps more turns verbatim).
 - ``MEMORA_CONTEXT_WINDOW``: the server's context size in tokens (llama.cpp's
   ``--n_ctx``), when known; the budget plus the largest output must fit in it.
 
