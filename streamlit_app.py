@@ -1,9 +1,9 @@
-"""Memora's page: `streamlit run streamlit_app.py`. Wiring only; the pieces live in memora/ui/."""
+"""Memora's page: `streamlit run streamlit_app.py`. Wiring only; the pieces live in memora/app/page/."""
 
 import streamlit as st
 
-from memora.ui import budget, chat, conversation, forget, panels, prefold, reply_tail, settings_panel, startup, tools, turn
-from memora.ui.state import LANG, MEMORY
+from memora.app.page import budget, chat, conversation, forget, panels, prefold, reply_tail, settings_panel, startup, tools, turn
+from memora.app.page.state import LANG, MEMORY
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
 st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)

@@ -31,7 +31,7 @@ from benchmarks.memory.recording import RecordingBackend
 from benchmarks.memory.run import replay, strategies, tokenization_us
 from benchmarks.memory.script import make_script
 from benchmarks.memory.strategies import Limits
-from memora.tokens import o200k_base
+from memora.text.tokens import o200k_base
 
 
 class EncodeClock:

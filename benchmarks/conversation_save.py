@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memora.backends.offline import OfflineBackend  # noqa: E402
+from memora.classroom.store import ConversationStore, new_conversation_id, open_store  # noqa: E402
+from memora.classroom.store.owner import new_owner  # noqa: E402
+from memora.classroom.store.saved import dumps_saved  # noqa: E402
 from memora.memory import ShortTermMemory  # noqa: E402
-from memora.store import ConversationStore, new_conversation_id, open_store  # noqa: E402
-from memora.store.owner import new_owner  # noqa: E402
-from memora.store.saved import dumps_saved  # noqa: E402
 
 SIZES = (10, 100, 500)
 OWNER = new_owner()

@@ -12,7 +12,7 @@ a turn's save for a message) as fast as the CPU allows, which is faster than any
 
 Each runs for ``--seconds`` (or until every save is refused) against a fresh SQLite file (and PostgreSQL
 with ``--postgres``: give it a database or schema of its own, since what is stored is left there), once with no
-caps (as before issue 20) and once with the default caps (``memora.settings``), side by side. Printed: the
+caps (as before issue 20) and once with the default caps (``memora.app.settings``), side by side. Printed: the
 conversations and MiB stored, and the growth in MiB per hour. Without caps the rate is extrapolated from
 the run; with caps a browser's growth is bounded within the hour by ``new_per_hour x conversation_bytes``,
 reached in the run's first seconds and then refused until the hour passes, so the MiB stored is the
@@ -33,14 +33,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from memora.app.settings import Settings  # noqa: E402
 from memora.backends.offline import OfflineBackend  # noqa: E402
+from memora.classroom.store import ConversationStore, StoreCaps, open_store  # noqa: E402
+from memora.classroom.store.keeper import ConversationKeeper  # noqa: E402
+from memora.classroom.store.owner import new_owner  # noqa: E402
+from memora.classroom.store.saved import dumps_saved  # noqa: E402
+from memora.classroom.transcript.format import (  # noqa: E402
+    MAX_MESSAGE_CHARS,
+    MAX_TRANSCRIPT_BYTES,
+    continue_in_session,
+    dumps_transcript,
+    parse_transcript,
+)
 from memora.memory import ShortTermMemory  # noqa: E402
-from memora.settings import Settings  # noqa: E402
-from memora.store import ConversationStore, StoreCaps, open_store  # noqa: E402
-from memora.store.keeper import ConversationKeeper  # noqa: E402
-from memora.store.owner import new_owner  # noqa: E402
-from memora.store.saved import dumps_saved  # noqa: E402
-from memora.transcript.format import MAX_MESSAGE_CHARS, MAX_TRANSCRIPT_BYTES, continue_in_session, dumps_transcript, parse_transcript  # noqa: E402
 
 MIB = 1024 * 1024
 

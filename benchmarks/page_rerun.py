@@ -50,13 +50,13 @@ from websockets.sync.client import connect  # noqa: E402
 
 from benchmarks.classroom_load import app_env, sample, streamlit_server  # noqa: E402
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest  # noqa: E402
+from memora.classroom.store import open_store  # noqa: E402
+from memora.classroom.store.base import new_conversation_id  # noqa: E402
+from memora.classroom.store.owner import new_browser_secret, owner_of  # noqa: E402
+from memora.classroom.store.saved import dumps_saved  # noqa: E402
 from memora.memory import ShortTermMemory  # noqa: E402
-from memora.store import open_store  # noqa: E402
-from memora.store.base import new_conversation_id  # noqa: E402
-from memora.store.owner import new_browser_secret, owner_of  # noqa: E402
-from memora.store.saved import dumps_saved  # noqa: E402
-from memora.tokens import count_text  # noqa: E402
-from memora.tokens.usage import Usage  # noqa: E402
+from memora.text.tokens import count_text  # noqa: E402
+from memora.text.usage import Usage  # noqa: E402
 
 COOKIE = "memora_browser"
 RUN_TIMEOUT_S = 600.0
@@ -310,9 +310,7 @@ def report(results: Sequence[CheckoutCost], turns: int, size: int, repeats: int)
             base_cost = costs[0]
             label = {"open": "opening", "rerun": "rerun while open", "next_page": "next (older) page"}[what]
             lines.append(
-                f"| {name}: {label} | "
-                + " | ".join(cell(c) + (ratio(c, base_cost) if i else "") for i, c in enumerate(costs))
-                + " |"
+                f"| {name}: {label} | " + " | ".join(cell(c) + (ratio(c, base_cost) if i else "") for i, c in enumerate(costs)) + " |"
             )
     return "\n".join(lines)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memora.store.saved import parse_saved  # noqa: E402
+from memora.classroom.store.saved import parse_saved  # noqa: E402
 from tests.support import processes  # noqa: E402
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, wait_idle  # noqa: E402
 from tests.support.servers import ResponsesServer, drip  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.memory import ShortTermMemory
-from memora.tokens import LocalTokenCounter
+from memora.text.tokens import LocalTokenCounter
 
 CONVERSATIONS = {
     "English": [

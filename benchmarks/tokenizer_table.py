@@ -1,4 +1,4 @@
-"""The tokenizer table behind ``memora.tokens.calibration.WORST_KNOWN_RATIO``: each model's count over o200k_base, by language.
+"""The tokenizer table behind ``memora.text.calibration.WORST_KNOWN_RATIO``: each model's count over o200k_base, by language.
 
 Each GGUF model's own tokenizer (llama.cpp, loaded vocabulary only, no weights run) counts the same
 learner texts that o200k_base counts; the table gives tokens per o200k_base token. The GGUF files come
@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memora.tokens import count_text
-from memora.tokens.calibration import kind_tokens
+from memora.text.calibration import kind_tokens
+from memora.text.tokens import count_text
 
 TEXTS: dict[str, tuple[str, ...]] = {
     "English": (

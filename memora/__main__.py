@@ -2,6 +2,6 @@
 
 import sys
 
-from memora.cli import main
+from memora.app.repl import main
 
 sys.exit(main())

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
-from memora.ui import state as keys
 from tests.support.app import APP, assert_alternating, expander, new_app, send, texts
 
 B1 = "My English level is B1 and I want to practise travel English."

@@ -15,15 +15,15 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.app.page.i18n import t
+from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
 from memora.teaching.prices import cost_summary, format_usd
 from memora.teaching.probe import bundled_scenarios
-from memora.tokens import ApiTokenCounter, LocalTokenCounter
-from memora.transcript.format import dumps_transcript
-from memora.ui import state as keys
-from memora.ui.i18n import t
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
 from tests.support.servers import ResponsesServer
@@ -390,10 +390,10 @@ def test_offline_and_unknown_models_show_tokens_only(backend):
 def test_every_probe_status_and_kind_and_every_transcript_error_code_has_labels_in_both_languages():
     from typing import get_args
 
-    import memora.transcript.format
+    import memora.classroom.transcript.format
     from memora.teaching.probe import FACT_KINDS, Status
 
-    codes = memora.transcript.format.__doc__.split("Error codes:")[1].replace("\n", " ").strip().rstrip(".").split(", ")
+    codes = memora.classroom.transcript.format.__doc__.split("Error codes:")[1].replace("\n", " ").strip().rstrip(".").split(", ")
     assert "pairs_out_of_order" in codes and len(codes) > 20
     for lang in ("en", "zh-TW"):
         for status in get_args(Status):

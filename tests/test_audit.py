@@ -108,8 +108,8 @@ def test_any_diff_rebuilds_new_exactly_and_old_up_to_whitespace(old_words, new_w
 
 def test_last_audits_only_the_newest_versions_numbered_and_diffed_as_in_the_full_list():
     from memora.memory import SummaryVersion
-    from memora.messages import Message
     from memora.teaching.audit import audit_summaries
+    from memora.text.messages import Message
 
     history = [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(8)]
     versions = [SummaryVersion(f"level B{n}", 2 * n, (2 * n - 2, 2 * n), 10 * n, n + 1) for n in range(1, 5)]

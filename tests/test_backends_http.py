@@ -13,15 +13,15 @@ from dataclasses import dataclass
 import openai
 import pytest
 
+from memora.app.settings import build_token_counter, load_settings
 from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_errors import ModelServerError
 from memora.backends.openai_responses import REASONING_ALLOWANCE, OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from memora.settings import build_token_counter, load_settings
-from memora.tokens import count_text
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.text.tokens import count_text
 from tests.support.memory import stream
 from tests.support.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
 

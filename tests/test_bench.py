@@ -20,11 +20,11 @@ from benchmarks.memory.run import PAGE, RECOMMENDED, replay, strategies, token_f
 from benchmarks.memory.script import FACTS, Script, Statement, make_script
 from benchmarks.memory.strategies import Limits
 from benchmarks.memory.sweep import OURS, Point, best_knob, dominating, knob_grid, sweep
+from memora.app.settings import Settings
 from memora.backends.base import ReplyRequest, SummaryRequest, drain
-from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
-from memora.settings import Settings
-from memora.tokens import LocalTokenCounter, count_text, truncate_text
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.text.tokens import LocalTokenCounter, count_text, truncate_text
 from tests.support.fakes import ScriptedBackend
 
 
@@ -387,7 +387,7 @@ def test_no_bench_figure_is_hand_copied_into_the_page_catalogs_or_the_settings_t
     root = Path(__file__).resolve().parent.parent
     figure = re.compile(r"\d+(?:\.\d+)?\s*[x×]|\b0\.\d\d\b|\$\d")
     for catalog in ("en.toml", "zh-TW.toml"):
-        strings = tomllib.loads((root / "memora" / "ui" / "locales" / catalog).read_text(encoding="utf-8"))
+        strings = tomllib.loads((root / "memora" / "app" / "page" / "locales" / catalog).read_text(encoding="utf-8"))
         policy = {key: text for key, text in strings.items() if key.startswith("policy.")}
         assert policy and not {key: text for key, text in policy.items() if figure.search(text)}, catalog
     (row,) = [line for line in (root / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `MEMORA_FOLD_POLICY`")]

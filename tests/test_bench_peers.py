@@ -14,7 +14,7 @@ from benchmarks.memory.run import list_price, replay, token_figures, usd_per_100
 from benchmarks.memory.script import make_script
 from benchmarks.memory.strategies import Limits
 from memora.teaching.prices import ModelPrice
-from memora.tokens import count_text
+from memora.text.tokens import count_text
 
 
 def test_usd_per_100_turns_prices_reply_and_summary_input_and_output_apart():

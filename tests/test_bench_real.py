@@ -23,9 +23,9 @@ from benchmarks.memory.retention import carries
 from benchmarks.memory.script import FACTS, make_script
 from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
-from memora.messages import Message
-from memora.prompts import SYSTEM_PROMPT
-from memora.tokens import LocalTokenCounter
+from memora.text.messages import Message
+from memora.text.prompts import SYSTEM_PROMPT
+from memora.text.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.llama_server import N_CTX, llama_server
 

@@ -13,10 +13,10 @@ import pytest
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from memora.tokens import LocalTokenCounter, clip_middle, count_text
-from memora.tokens.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
+from memora.text.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.text.tokens import LocalTokenCounter, clip_middle, count_text
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 

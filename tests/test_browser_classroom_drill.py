@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memora.store.owner import owner_of
+from memora.classroom.store.owner import owner_of
 from tests.support import processes
 from tests.support.browser import Person, chat_texts, chromium, page_env, require_browser, wait_idle
 from tests.support.processes import ROOT

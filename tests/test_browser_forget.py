@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from memora.store.owner import is_browser_secret, owner_of
-from memora.ui.browser import COOKIE
+from memora.app.page.browser import COOKIE
+from memora.classroom.store.owner import is_browser_secret, owner_of
 from tests.support import processes
 from tests.support.browser import MESSAGES, Person, chat_texts, chromium, page_env, require_browser, wait_idle
 from tests.support.processes import ROOT

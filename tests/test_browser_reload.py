@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from memora.store.saved import parse_saved
+from memora.classroom.store.saved import parse_saved
 from tests.support import processes
 from tests.support.browser import chromium, require_browser, wait_idle
 from tests.support.budget import fill, small_tmpfs

@@ -118,7 +118,7 @@ def test_two_students_share_one_key_without_seeing_each_other_or_the_key(shared_
 def test_a_rerun_in_the_middle_of_a_reply_lets_it_finish(page_fixture: str, model_server: ResponsesServer, request) -> None:
     """While a slow reply streams, the student switches the language: Streamlit reruns the script,
     and the reply, which runs on the session's reply job, goes on and is kept, with or without
-    fastReruns. (Before memora.replies.job, the rerun cut the turn and only gave its text back.)"""
+    fastReruns. (Before memora.classroom.job, the rerun cut the turn and only gave its text back.)"""
     with chromium() as browser:
         student = Person(browser, request.getfixturevalue(page_fixture)).ready()
         page = student.page

@@ -18,9 +18,9 @@ from memora.backends.openai_errors import ContextOverflowError, context_overflow
 from memora.backends.openai_responses import PROXY_PROFILE, OpenAIResponsesBackend
 from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
 from memora.memory import ShortTermMemory
-from memora.messages import Message
-from memora.tokens.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
-from memora.tokens.usage import Usage, UsageRecord
+from memora.text.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
+from memora.text.messages import Message
+from memora.text.usage import Usage, UsageRecord
 from tests.support.memory import chat
 from tests.support.servers import ChatServer, ResponsesServer, closed_port
 
@@ -246,7 +246,7 @@ def test_the_chat_backend_counts_what_it_will_send():
 
 
 def test_the_status_panel_says_which_count_the_budget_uses():
-    from memora.ui.views import calibration_note
+    from memora.app.page.views import calibration_note
 
     with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
         exact = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
@@ -272,7 +272,7 @@ def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, c
 def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_before_it_is_sent():
     from memora.backends.base import CHAT_SERVER_PROFILE
     from memora.memory.summarizer import Summarizer
-    from memora.tokens import LocalTokenCounter, count_message
+    from memora.text.tokens import LocalTokenCounter, count_message
     from tests.support.fakes import ScriptedBackend
 
     def exact(model, instructions, messages):  # a tokenizer counting three times o200k_base

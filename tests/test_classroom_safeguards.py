@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from memora.app.page import state as keys
+from memora.classroom.limits import LimitReached, SessionLimits
+from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
-from memora.memory.limits import LimitReached, SessionLimits
-from memora.transcript.format import dumps_transcript
-from memora.ui import state as keys
 from tests.support.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
@@ -233,7 +233,7 @@ def test_no_page_module_draws_text_except_through_the_render_helper() -> None:
     direct = re.compile(r"\bst\.(markdown|caption|info|success|warning|error|write|write_stream|text|code|toast)\(|getattr\(st,")
     offenders = [
         f"{path.name}:{number}"
-        for path in [root / "streamlit_app.py", *sorted((root / "memora" / "ui").glob("*.py"))]
+        for path in [root / "streamlit_app.py", *sorted((root / "memora" / "app" / "page").glob("*.py"))]
         if path.name != "render.py"
         for number, line in enumerate(path.read_text().splitlines(), start=1)
         if direct.search(line)
@@ -307,14 +307,14 @@ def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> Non
     from memora.backends.base import ReplyRequest
     from memora.classroom.guard import GuardedBackend
     from memora.classroom.server_budget import ServerLedger
-    from memora.messages import Message
+    from memora.text.messages import Message
 
     ledger = ServerLedger(tmp_path / "usage.sqlite3", 10_000)
     guarded = GuardedBackend(ScriptedBackend(), server_ledger=ledger)
     stream = guarded.stream_reply(ReplyRequest("m", "Be brief.", (Message("user", "Hi"),), counted_input_tokens=40))
     assert next(stream) == "reply "
     stream.close()  # what Streamlit's stop or rerun does to the generator
-    from memora.tokens import count_text
+    from memora.text.tokens import count_text
 
     assert ledger.spent() == 40 + count_text("reply "), "the counted input plus what was streamed, estimated"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memora.memory.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
-from memora.settings import SettingsError, load_settings
-from memora.ui.state import new_memory
+from memora.app.page.state import new_memory
+from memora.app.settings import SettingsError, load_settings
+from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 
 
 def test_defaults_leave_the_page_unlocked_with_only_the_character_cap() -> None:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from memora import ShortTermMemory
-from memora.cli import repl
+from memora.app.repl import repl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +154,7 @@ def test_python_m_memora_applies_the_session_caps():
 
 
 def test_replies_are_printed_as_plain_text_even_when_markers_arrive_split():
-    from memora.cli import PlainText
+    from memora.app.repl import PlainText
 
     plain = PlainText()
     pieces = ["**Offline", " mode.*", "* Summary:\n", "> - B1", " level\n", "# Title\n", "a__b__c"]
@@ -166,7 +166,11 @@ def test_every_documented_python_m_memora_command_exists():
     import importlib.util
     import re
 
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "memora" / "ui" / "locales").glob("*.toml"))]
+    docs = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "memora" / "app" / "page" / "locales").glob("*.toml")),
+    ]
     named = {(path.name, name) for path in docs for name in re.findall(r"python -m (memora(?:\.\w+)*)", path.read_text())}
     assert ("README.md", "memora") in named and ("zh-TW.toml", "memora.teaching.probe") in named
     for doc, name in sorted(named):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memora.cli import format_gap, format_stats, format_usage
+from memora.app.repl import format_gap, format_stats, format_usage
 from memora.memory import TurnStats
-from memora.tokens.usage import Usage, UsageRecord
+from memora.text.usage import Usage, UsageRecord
 from tests.support.servers import ChatServer, ResponsesServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,8 +27,8 @@ import pytest
 from memora.backends.base import ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
-from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from tests.support.processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent

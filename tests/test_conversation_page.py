@@ -2,7 +2,7 @@
 
 Issue 14 part 1, and issue 20's owners and caps. AppTest sends no cookie, so a test is a browser by
 putting that browser's secret in session state, as the cookie would have given it
-(``memora.ui.conversation.browser_secret``).
+(``memora.app.page.conversation.browser_secret``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import sqlite3
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from memora.store.keeper import ConversationKeeper
-from memora.store.owner import new_browser_secret, owner_of
-from memora.store.saved import parse_saved
-from memora.store.sqlite import SqliteStore
-from memora.transcript.format import dumps_transcript
-from memora.ui import state as keys
-from memora.ui.conversation import shared_store
+from memora.app.page import state as keys
+from memora.app.page.conversation import shared_store
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.owner import new_browser_secret, owner_of
+from memora.classroom.store.saved import parse_saved
+from memora.classroom.store.sqlite import SqliteStore
+from memora.classroom.transcript.format import dumps_transcript
 from tests.support.app import APP, send, texts, tree_text
 from tests.support.memory import chat
 from tests.support.stores import FlakyStore
@@ -316,7 +316,7 @@ def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and
 
 
 def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(store_path, monkeypatch):
-    monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "512")  # room for a first turn at its largest (memora.store.room)
+    monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "512")  # room for a first turn at its largest (memora.classroom.store.room)
     at = open_page()
     send(at, "Mine, before the import.")
     cid, before = at.query_params["c"], stored_rows(store_path)

@@ -12,9 +12,9 @@ import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.app.page.state import LOCKED_ERROR_DETAILS
 from memora.backends.base import OPENAI_PROFILE
-from memora.ui import state as keys
-from memora.ui.state import LOCKED_ERROR_DETAILS
 from tests.support.app import APP, tree_text
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -37,8 +37,8 @@ class BrokenBackend:
 
 
 def crashed_page(locked: bool, monkeypatch) -> AppTest:
-    from memora.settings import Settings
-    from memora.ui.state import new_memory
+    from memora.app.page.state import new_memory
+    from memora.app.settings import Settings
 
     if locked:
         # The first session of a locked server sets the option for the whole process, as it starts.

@@ -33,7 +33,7 @@ import pytest
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
-from memora.tokens import ApiTokenCounter
+from memora.text.tokens import ApiTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, RAISED, SCRIPTED_KINDS, SCRIPTED_STEP, STEPS, arm_http, heal_http
 from tests.support.memory import assert_consistent, stream

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from memora.app.settings import Settings, build_memory, load_settings
 from memora.memory import ShortTermMemory, policies
 from memora.memory.plan import PlanSizes, plan_turn
-from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
-from memora.settings import Settings, build_memory, load_settings
-from memora.tokens import LocalTokenCounter, count_message
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit
+from memora.text.tokens import LocalTokenCounter, count_message
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 
@@ -124,7 +124,7 @@ def test_a_bad_fold_policy_names_the_variable():
 
 
 def test_the_status_panel_says_which_policy_is_on_and_why_the_last_fold_happened(backend):
-    from memora.ui.views import fold_note
+    from memora.app.page.views import fold_note
 
     memory = ShortTermMemory(backend, max_input_tokens=600, max_recent_turns=1, fold_policy="watermark")
     assert "watermark" in fold_note(memory, "en") and "Nothing has been folded yet" in fold_note(memory, "en")

@@ -14,11 +14,11 @@ import traceback
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page.conversation import shared_store
 from memora.backends.redaction import MIN_SECRET_RUN, redact, url_secrets
 from memora.classroom.server_budget import ServerBudgetUnavailable
-from memora.store import StoreError, new_conversation_id, open_store
-from memora.store.owner import new_owner
-from memora.ui.conversation import shared_store
+from memora.classroom.store import StoreError, new_conversation_id, open_store
+from memora.classroom.store.owner import new_owner
 from tests.support.app import APP, CLASSROOM_KEY, finish, texts, tree_text
 from tests.support.stores import postgres_url
 
@@ -79,7 +79,7 @@ def test_the_store_and_the_ledger_never_name_the_password_in_their_errors() -> N
 
 
 def test_settings_refuse_an_unknown_scheme_without_quoting_the_url() -> None:
-    from memora.settings import SettingsError, load_settings
+    from memora.app.settings import SettingsError, load_settings
 
     for password in PASSWORDS:
         with pytest.raises(SettingsError) as refused:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from memora.app.page.i18n import CATALOG, LANGUAGES, LOCALES, CatalogError, backend_label, error_message, read_catalog, read_catalogs, t
+from memora.app.settings import BACKENDS
 from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, SummaryError
-from memora.settings import BACKENDS
 from memora.teaching.ledger import LEDGER_COLUMNS
-from memora.ui.i18n import CATALOG, LANGUAGES, LOCALES, CatalogError, backend_label, error_message, read_catalog, read_catalogs, t
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,9 +85,9 @@ def test_a_new_language_is_one_more_file(tmp_path):
 
 
 def test_every_key_the_page_uses_exists():
-    """Literal keys passed to t() anywhere in memora/ui exist in the catalog."""
+    """Literal keys passed to t() anywhere in memora/app/page exist in the catalog."""
     used = set()
-    for path in (ROOT / "memora" / "ui").glob("*.py"):
+    for path in (ROOT / "memora" / "app" / "page").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "t" and len(node.args) >= 2:
                 key = node.args[1]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from memora import ShortTermMemory
-from memora.memory.limits import LimitReached, SessionLimits
+from memora.classroom.limits import LimitReached, SessionLimits
 from tests.support.memory import assert_consistent, chat
 
 

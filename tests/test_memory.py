@@ -7,8 +7,8 @@ import pytest
 from memora import ContextBudgetError, Message, ShortTermMemory
 from memora.backends.base import BackendError
 from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
-from memora.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from memora.tokens import ApiTokenCounter, LocalTokenCounter, count_text
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
+from memora.text.tokens import ApiTokenCounter, LocalTokenCounter, count_text
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import assert_consistent, chat
 

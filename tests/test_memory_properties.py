@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from memora import ContextBudgetError, ShortTermMemory
 from memora.memory import policies
-from memora.tokens import LocalTokenCounter
+from memora.text.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
 
 words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "練習", "🙂", "please", "why?"])

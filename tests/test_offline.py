@@ -4,8 +4,8 @@ from memora import ShortTermMemory
 from memora.backends import OfflineBackend, ReplyRequest
 from memora.backends.base import drain
 from memora.backends.extractive import merge_summary, topic_key
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE
 
 
 def test_reply_states_what_a_model_would_have_received():
@@ -76,7 +76,7 @@ def test_offline_memory_folds_the_articles_b1_fact():
 
 def test_the_offline_summary_keeps_the_word_limit_its_instructions_ask_for():
     from memora.backends.base import SummaryRequest
-    from memora.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit, with_summary_cap
+    from memora.text.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit, with_summary_cap
 
     facts = [Message("user", f"My fact number {n} is that I study English on day {n}.") for n in range(30)]
     backend = OfflineBackend()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from memora.app.page import state as keys
+from memora.app.page.i18n import t
+from memora.app.settings import FOLD_POLICIES, Settings, build_memory, load_settings
 from memora.memory import ShortTermMemory
-from memora.settings import FOLD_POLICIES, Settings, build_memory, load_settings
 from memora.teaching.what_if import what_if
-from memora.ui import state as keys
-from memora.ui.i18n import t
 from tests.support.app import expander, new_app, send, texts
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -29,7 +29,7 @@ def defaults(monkeypatch):
 
 def test_the_page_and_the_repl_default_to_the_articles_window(defaults, backend):
     assert Settings().fold_policy == load_settings(environ={}).fold_policy == "window"
-    assert build_memory(load_settings(environ={}), backend=backend).fold_policy == "window"  # what memora.cli builds
+    assert build_memory(load_settings(environ={}), backend=backend).fold_policy == "window"  # what memora.app.repl builds
     assert FOLD_POLICIES[0] == "window", "the page's radio lists the default first"
     assert load_settings(environ={"MEMORA_FOLD_POLICY": "watermark"}).fold_policy == "watermark"
 

@@ -1,4 +1,4 @@
-"""The page's turn (``memora.ui.turn``): the one verdict on a submitted text, and how far a message travels.
+"""The page's turn (``memora.app.page.turn``): the one verdict on a submitted text, and how far a message travels.
 
 A submitted text is read once into a ``Submission``: its command, or None for a message, and the verdict
 of the checks. The tests below it measure the path: the files of ``memora/`` between the chat input and
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from memora.app.page.turn import Submission, read
 from memora.backends.base import Completion, ReplyRequest, SummaryRequest
+from memora.classroom.job import ReplyJob
+from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ContextBudgetError, ShortTermMemory
-from memora.memory.limits import LimitReached, SessionLimits
-from memora.replies.job import ReplyJob
-from memora.ui.turn import Submission, read
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
 
@@ -110,7 +110,7 @@ def test_a_page_turn_reaches_the_reply_request_through_at_most_8_files_of_memora
     assert [r.messages[-1].content for r in backend.replies] == ["I am practising travel English."]
     [path] = paths(backend, job_starts, "reply")
     assert len(path) <= MAX_FILES, f"{len(path)} files of memora/ from the chat input to the reply request: {sorted(path)}"
-    assert "memora/replies/job.py" in path, "the request is sent from the message's reply job"
+    assert "memora/classroom/job.py" in path, "the request is sent from the message's reply job"
     print(f"\nreply request: {len(path)} files: {sorted(path)}")
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from memora.app.settings import FOLD_POLICIES
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory, policies
-from memora.memory.replay import real_folds, replay, replay_sizes
-from memora.settings import FOLD_POLICIES
+from memora.teaching.replay import real_folds, replay, replay_sizes
 from tests.support.memory import chat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ TOY_POLICY = '''
 
 from dataclasses import dataclass
 
-from memora.tokens import count_message
+from memora.text.tokens import count_message
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ CATALOG = {
 CHECK = """
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.settings import FOLD_POLICIES, load_settings
-from memora.store.saved import SavedFile
+from memora.app.settings import FOLD_POLICIES, load_settings
+from memora.classroom.store.saved import SavedFile
 from memora.teaching.what_if import what_if
-from memora.ui.i18n import t
+from memora.app.page.i18n import t
 from benchmarks.memory.run import strategies
 from tests.support.memory import chat
 
@@ -79,7 +79,7 @@ def test_a_new_policy_is_one_file_plus_its_catalog_strings_and_everything_that_l
     shutil.copy(ROOT / "tests" / "__init__.py", tmp_path / "tests" / "__init__.py")
     (tmp_path / "memora/memory/policies/last_pair_only.py").write_text(TOY_POLICY, encoding="utf-8")
     for catalog, (label, caption, note, column) in CATALOG.items():
-        with (tmp_path / "memora/ui/locales" / catalog).open("a", encoding="utf-8") as file:
+        with (tmp_path / "memora/app/page/locales" / catalog).open("a", encoding="utf-8") as file:
             file.write(
                 textwrap.dedent(f'''
                 "policy.last_pair_only" = "{label}"

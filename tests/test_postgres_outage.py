@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from memora.settings import Settings
-from memora.store.owner import new_browser_secret
-from memora.ui import state as keys
-from memora.ui.conversation import shared_store
-from memora.ui.state import new_memory
+from memora.app.page import state as keys
+from memora.app.page.conversation import shared_store
+from memora.app.page.state import new_memory
+from memora.app.settings import Settings
+from memora.classroom.store.owner import new_browser_secret
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
 from tests.support.budget import outage_cluster, pg_ctlcluster
 from tests.support.fakes import GatedBackend, ScriptedBackend

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, ShortTermMemory, policies
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
-from memora.tokens import LocalTokenCounter
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 

@@ -15,7 +15,7 @@ from memora.teaching.prices import (
     ledger_cost_frame,
     request_cost,
 )
-from memora.tokens.usage import UsageRecord
+from memora.text.usage import UsageRecord
 
 
 def record(**changes) -> UsageRecord:

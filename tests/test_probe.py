@@ -4,7 +4,6 @@ import pytest
 
 from memora.backends import OfflineBackend
 from memora.backends.extractive import merge_summary, retracted_values, topic_key
-from memora.messages import user
 from memora.teaching.probe import (
     Fact,
     ScenarioError,
@@ -16,6 +15,7 @@ from memora.teaching.probe import (
     parse_scenario,
     run_probe,
 )
+from memora.text.messages import user
 from tests.support.fakes import ScriptedBackend
 
 

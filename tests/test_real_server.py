@@ -25,9 +25,9 @@ from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.backends.openai_errors import context_overflow
 from memora.memory import ContextBudgetError, ShortTermMemory
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
-from memora.tokens import LocalTokenCounter
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.tokens import LocalTokenCounter
 from tests.support.llama_server import N_CTX, LlamaServer, llama_server
 from tests.support.memory import chat
 from tests.support.processes import ROOT

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memora import ContextBudgetError, ShortTermMemory
-from memora.tokens import count_message
+from memora.text.tokens import count_message
 from tests.support.fakes import ScriptedBackend
 
 words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "🙂", "please", "why?", "I live in Taipei."])

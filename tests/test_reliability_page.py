@@ -17,16 +17,16 @@ import openai
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.app.page.browser import cookie_script
+from memora.app.page.i18n import t
 from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.classroom.limits import SessionLimits
+from memora.classroom.store.owner import new_browser_secret
+from memora.classroom.transcript.format import dumps_transcript, import_transcript
 from memora.memory import ShortTermMemory
-from memora.memory.limits import SessionLimits
-from memora.store.owner import new_browser_secret
 from memora.teaching.ledger import ledger_frame
-from memora.tokens import ApiTokenCounter
-from memora.transcript.format import dumps_transcript, import_transcript
-from memora.ui import state as keys
-from memora.ui.browser import cookie_script
-from memora.ui.i18n import t
+from memora.text.tokens import ApiTokenCounter
 from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
@@ -203,7 +203,7 @@ def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
     assert at.chat_message[0].markdown[-1].value == hostile
     assert "<script>" in at.session_state[keys.MEMORY].summary
     assert all(not m.proto.allow_html for m in at.markdown)
-    # The only raw HTML is the cookie script (memora/ui/browser.py), and it holds nothing of any message.
+    # The only raw HTML is the cookie script (memora/app/page/browser.py), and it holds nothing of any message.
     blocked = t("en", "conversation.cookies_blocked")
     assert [h.proto.body for h in at.get("html")] == [cookie_script(at.session_state[keys.BROWSER_SECRET], blocked)]
 
@@ -211,9 +211,9 @@ def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
 def test_no_page_code_allows_raw_html() -> None:
     """st.markdown escapes HTML unless unsafe_allow_html is set; st.html and components render it raw.
 
-    One exception: memora/ui/browser.py sets the browser's cookie with one st.html script, built only
+    One exception: memora/app/page/browser.py sets the browser's cookie with one st.html script, built only
     from a secret that must match its pattern (a hostile value raises)."""
-    sources = [ROOT / "streamlit_app.py", *sorted((ROOT / "memora" / "ui").glob("*.py"))]
+    sources = [ROOT / "streamlit_app.py", *sorted((ROOT / "memora" / "app" / "page").glob("*.py"))]
     for path in sources:
         code = path.read_text(encoding="utf-8")
         for raw in ("unsafe_allow_html", "st.html(", "components.v1", "components.html"):

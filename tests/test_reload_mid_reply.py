@@ -2,7 +2,7 @@
 
 The page tests drive two AppTest sessions in one process, as a reload makes a second session on the
 same server: the first holds a reply (a GatedBackend stops it after its first piece), the second
-opens the same id. The shutdown tests drive ``memora.replies.shutdown.drain`` on real jobs, keepers, a real
+opens the same id. The shutdown tests drive ``memora.classroom.shutdown.drain`` on real jobs, keepers, a real
 SQLite store and the real server ledger. The same two cases against a real `streamlit run` and
 Chromium are in tests/test_browser_reload.py.
 """
@@ -17,20 +17,20 @@ from dataclasses import dataclass, field
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
 from memora.backends.base import Completion, ReplyRequest
+from memora.classroom.flights import FLIGHTS, Flights
 from memora.classroom.guard import GuardedBackend
+from memora.classroom.job import ReplyJob
 from memora.classroom.server_budget import ServerLedger
+from memora.classroom.shutdown import drain
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.owner import new_browser_secret, owner_of
+from memora.classroom.store.saved import dumps_saved, parse_saved
+from memora.classroom.store.sqlite import SqliteStore
 from memora.memory import ShortTermMemory
-from memora.replies.flights import FLIGHTS, Flights
-from memora.replies.job import ReplyJob
-from memora.replies.shutdown import drain
-from memora.store.keeper import ConversationKeeper
-from memora.store.owner import new_browser_secret, owner_of
-from memora.store.saved import dumps_saved, parse_saved
-from memora.store.sqlite import SqliteStore
-from memora.tokens import count_text
-from memora.tokens.usage import Usage
-from memora.ui import state as keys
+from memora.text.tokens import count_text
+from memora.text.usage import Usage
 from tests.support.app import APP, JOB_WAIT_S, finish, send, texts
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
@@ -288,7 +288,7 @@ def test_drain_lets_a_reply_finish_within_the_grace_and_it_is_saved(tmp_path):
 
 def test_drain_with_the_storage_still_down_counts_what_it_could_not_save(tmp_path, caplog):
     """Issue 28, item 6: the log said "0 lost; 0 unsaved conversation(s) saved now" while billed replies were dropped."""
-    caplog.set_level("INFO", logger="memora.replies.shutdown")
+    caplog.set_level("INFO", logger="memora.classroom.shutdown")
     store = FlakyStore(SqliteStore(tmp_path / "c.sqlite3"))
     flights = Flights()
     store.down = True
@@ -395,7 +395,7 @@ def test_a_second_interrupt_ends_the_wait_and_the_reply_is_stopped_and_kept(tmp_
 
 
 def test_the_grace_is_a_setting():
-    from memora.settings import DEFAULT_SHUTDOWN_GRACE_S, SettingsError, load_settings
+    from memora.app.settings import DEFAULT_SHUTDOWN_GRACE_S, SettingsError, load_settings
 
     assert load_settings({}, {}).shutdown_grace_s == DEFAULT_SHUTDOWN_GRACE_S
     assert load_settings({}, {"MEMORA_SHUTDOWN_GRACE_S": "30"}).shutdown_grace_s == 30.0
@@ -506,7 +506,6 @@ def test_deleting_during_a_reply_that_will_not_stop_hands_it_to_no_reload(store_
     held.free.set()
     assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
     assert stored_ids(store_path) == []
-
 
 
 def test_deleting_a_conversation_a_reload_holds_unsaved_lets_its_copy_go(tmp_path):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from memora.backends import OfflineBackend
 from memora.memory import ContextBudgetError, ShortTermMemory
-from memora.memory.replay import (
+from memora.teaching.replay import (
     PolicySizes,
     ReplayedRequest,
     real_folds,

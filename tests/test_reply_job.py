@@ -1,6 +1,6 @@
 """Replies survive reruns: the turn runs on the session's ReplyJob, and only Stop, a deletion or an import cancel it.
 
-The memory-level tests drive ``memora.replies.job`` directly; the page tests
+The memory-level tests drive ``memora.classroom.job`` directly; the page tests
 drive the page through AppTest while a GatedBackend holds the reply after its
 first piece, so that each click happens, for certain, in the middle of a reply.
 """
@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from memora.app.page import state as keys
 from memora.backends.base import BackendError
+from memora.classroom.job import ReplyJob, fold_ahead
+from memora.classroom.limits import LimitReached, SessionLimits
+from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
-from memora.memory.limits import LimitReached, SessionLimits
-from memora.messages import Message
-from memora.replies.job import ReplyJob, fold_ahead
-from memora.transcript.format import dumps_transcript
-from memora.ui import state as keys
+from memora.text.messages import Message
 from tests.support.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
 from tests.support.fakes import GatedBackend, ScriptedBackend
 

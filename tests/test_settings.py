@@ -8,11 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memora.backends import OfflineBackend
-from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
-from memora.backends.openai_responses import OpenAIResponsesBackend
-from memora.memory import DEFAULT_MODEL
-from memora.settings import (
+from memora.app.settings import (
     BACKENDS,
     CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RETRIES,
@@ -26,7 +22,11 @@ from memora.settings import (
     load_settings,
     shown_url,
 )
-from memora.tokens import ApiTokenCounter, LocalTokenCounter
+from memora.backends import OfflineBackend
+from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.memory import DEFAULT_MODEL
+from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
 from tests.support.settings import MALFORMED, settings_read
 
 OLLAMA = {"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1", "MEMORA_MODEL": "llama3.2"}

@@ -9,7 +9,7 @@ import logging
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from memora.ui import state as keys
+from memora.app.page import state as keys
 from tests.support.app import APP, CLASSROOM_ENV, CLASSROOM_KEY, ENV_NAMES, texts, tree_text
 from tests.support.settings import MALFORMED, settings_read
 
@@ -25,7 +25,7 @@ def clean_env(tmp_path, monkeypatch):
 
 
 def opened(caplog) -> AppTest:
-    caplog.set_level(logging.ERROR, logger="memora.ui.startup")
+    caplog.set_level(logging.ERROR, logger="memora.app.page.startup")
     at = AppTest.from_file(APP, default_timeout=30).run()
     assert not at.exception, at.exception
     return at

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.app.page.conversation import shared_store
+from memora.app.page.state import new_memory
+from memora.app.settings import Settings
 from memora.backends.base import ReplyRequest
-from memora.settings import Settings
-from memora.store import ConversationStore
-from memora.store.saved import parse_saved
-from memora.ui import state as keys
-from memora.ui.conversation import shared_store
-from memora.ui.state import new_memory
+from memora.classroom.store import ConversationStore
+from memora.classroom.store.saved import parse_saved
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
 from tests.support.budget import fill, remount, small_tmpfs
 from tests.support.fakes import ScriptedBackend

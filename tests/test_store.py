@@ -10,16 +10,25 @@ from datetime import timedelta
 
 import pytest
 
+from memora.app.settings import SettingsError, load_settings
 from memora.backends import OfflineBackend
+from memora.classroom.limits import SessionLimits
+from memora.classroom.store import (
+    CapReached,
+    IdleSweep,
+    StoreCaps,
+    StoreError,
+    VersionConflict,
+    is_conversation_id,
+    new_conversation_id,
+    open_store,
+)
+from memora.classroom.store.keeper import ConversationKeeper, reopen
+from memora.classroom.store.owner import new_owner
+from memora.classroom.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
+from memora.classroom.store.sqlite import SqliteStore
+from memora.classroom.transcript.format import TranscriptError, continue_in_session, dumps_transcript, parse_transcript
 from memora.memory import ShortTermMemory
-from memora.memory.limits import SessionLimits
-from memora.settings import SettingsError, load_settings
-from memora.store import CapReached, IdleSweep, StoreCaps, StoreError, VersionConflict, is_conversation_id, new_conversation_id, open_store
-from memora.store.keeper import ConversationKeeper, reopen
-from memora.store.owner import new_owner
-from memora.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
-from memora.store.sqlite import SqliteStore
-from memora.transcript.format import TranscriptError, continue_in_session, dumps_transcript, parse_transcript
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 from tests.support.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
@@ -91,7 +100,7 @@ def test_two_store_objects_on_one_database_see_each_others_saves_and_conflicts(s
 def make_other(store, tmp_path):
     if isinstance(store, SqliteStore):
         return SqliteStore(store.path)
-    from memora.store.postgres import PostgresStore
+    from memora.classroom.store.postgres import PostgresStore
 
     return PostgresStore(postgres_url())
 
@@ -242,7 +251,7 @@ def test_a_conversation_too_big_to_restore_is_not_saved_over_the_last_one_that_c
     keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     assert keeper.save(memory)
-    monkeypatch.setattr("memora.store.keeper.MAX_SAVED_BYTES", len(dumps_saved(memory, "en").encode()) + 10)
+    monkeypatch.setattr("memora.classroom.store.keeper.MAX_SAVED_BYTES", len(dumps_saved(memory, "en").encode()) + 10)
     chat(memory, "This turn makes it too big to come back.")
     assert "over the" in str(keeper.failure) and keeper.version == 1
     assert len(parse_saved(store.load(keeper.conversation_id, OWNER).payload).transcript.history) == 2
@@ -252,7 +261,7 @@ def test_the_payload_never_holds_a_key_or_a_url(tmp_path):
     settings = load_settings(
         {}, {"OPENAI_API_KEY": "sk-test-never-stored-4f1a", "OPENAI_BASE_URL": "http://user:pw-secret@127.0.0.1:9/v1", "MEMORA_MODEL": "m"}
     )
-    from memora.settings import build_memory
+    from memora.app.settings import build_memory
 
     memory = build_memory(settings)
     memory.restore(talked("Hi.").history)
@@ -446,7 +455,7 @@ def test_an_old_postgresql_table_is_migrated_in_place_and_its_rows_belong_to_no_
     """In a schema of its own, so the suite's shared tables are left alone."""
     import psycopg
 
-    from memora.store.postgres import PostgresStore
+    from memora.classroom.store.postgres import PostgresStore
 
     url, schema = postgres_url(), f"memora_migration_{new_conversation_id()[:8].lower().replace('-', '_')}"
     legacy = new_conversation_id()

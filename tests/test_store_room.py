@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.app.page.conversation import shared_store
+from memora.app.page.state import new_memory
+from memora.app.settings import Settings
+from memora.classroom.store import StoreCaps, new_conversation_id
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.owner import new_owner
+from memora.classroom.store.room import BOOKINGS, BYTES_PER_TOKEN, escaped, turn_growth
+from memora.classroom.store.saved import dumps_saved
 from memora.memory import ShortTermMemory
-from memora.settings import Settings
-from memora.store import StoreCaps, new_conversation_id
-from memora.store.keeper import ConversationKeeper
-from memora.store.owner import new_owner
-from memora.store.room import BOOKINGS, BYTES_PER_TOKEN, escaped, turn_growth
-from memora.store.saved import dumps_saved
-from memora.tokens import o200k_base
-from memora.ui import state as keys
-from memora.ui.conversation import shared_store
-from memora.ui.state import new_memory
+from memora.text.tokens import o200k_base
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts
 from tests.support.fakes import GatedBackend, ScriptedBackend
 from tests.support.memory import chat

@@ -6,8 +6,8 @@ Its messages carry ``name`` fields, which add the name's tokens plus one; Memora
 sends names, so the test adds those itself and the rest is Memora's own count.
 """
 
-from memora.messages import Message
-from memora.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, LocalTokenCounter, count_message, count_text
+from memora.text.messages import Message
+from memora.text.tokens import REPLY_PRIMING_TOKENS, TOKENS_PER_MESSAGE, LocalTokenCounter, count_message, count_text
 
 COOKBOOK_EXAMPLE = [
     ("system", None, "You are a helpful, pattern-following assistant that translates corporate jargon into plain English."),

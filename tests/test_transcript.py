@@ -4,8 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memora.backends import OfflineBackend
-from memora.memory import ShortTermMemory
-from memora.transcript.format import (
+from memora.classroom.transcript.format import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
     dumps_transcript,
@@ -13,6 +12,7 @@ from memora.transcript.format import (
     import_transcript,
     parse_transcript,
 )
+from memora.memory import ShortTermMemory
 from tests.support.fakes import ScriptedBackend
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memora.settings import build_memory, load_settings
+from memora.app.settings import build_memory, load_settings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memora"
 MAX_FILES, MAX_MEMORY_FILES = 12, 7

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from memora.app.page.chart import usage_chart, usage_chart_frame, usage_chart_spec
+from memora.app.page.frames import replay_per_turn
+from memora.app.page.pager import Page, page_of
+from memora.app.page.views import history_frame, message_marks, parse_command, run_command, what_if_frame
 from memora.backends.offline import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.memory.replay import Replay, ReplayedRequest
+from memora.teaching.replay import Replay, ReplayedRequest
 from memora.teaching.what_if import Outcome, WhatIf
-from memora.tokens.usage import UsageRecord
-from memora.ui.chart import usage_chart, usage_chart_frame, usage_chart_spec
-from memora.ui.frames import replay_per_turn
-from memora.ui.pager import Page, page_of
-from memora.ui.views import history_frame, message_marks, parse_command, run_command, what_if_frame
+from memora.text.usage import UsageRecord
 from tests.support.memory import chat
 
 

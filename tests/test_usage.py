@@ -5,8 +5,8 @@ import contextlib
 import pandas as pd
 
 from memora import ShortTermMemory
+from memora.app.page.frames import usage_per_turn
 from memora.teaching.ledger import LEDGER_COLUMNS, ledger_csv, ledger_frame
-from memora.ui.frames import usage_per_turn
 from tests.support.memory import chat
 
 
@@ -46,7 +46,7 @@ def test_the_ledger_total_is_the_sum_of_its_records_also_in_copies():
     import copy
     import pickle
 
-    from memora.tokens.usage import Ledger, UsageRecord
+    from memora.text.usage import Ledger, UsageRecord
 
     record = UsageRecord(1, "reply", "m", 10, 10, 5, 15, 0.0)
     ledger = Ledger([record, record])

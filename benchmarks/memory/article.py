@@ -18,7 +18,7 @@ from typing import Any
 
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP
 from memora.backends.base import Backend, SummaryRequest
-from memora.messages import Message
+from memora.text.messages import Message
 
 
 class ArticleMemory:

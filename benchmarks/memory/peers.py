@@ -59,9 +59,9 @@ from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
 from memora.backends.extractive import merge_summary
 from memora.memory import DEFAULT_MODEL
-from memora.messages import Message
-from memora.prompts import SYSTEM_PROMPT
-from memora.tokens import LocalTokenCounter, count_message, count_text, o200k_base
+from memora.text.messages import Message
+from memora.text.prompts import SYSTEM_PROMPT
+from memora.text.tokens import LocalTokenCounter, count_message, count_text, o200k_base
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from benchmarks.memory.retention import Probed, carries
 from memora.backends.base import Backend, ReplyRequest, drain
-from memora.messages import Message
+from memora.text.messages import Message
 
 QUESTIONS = {
     "name": "Quick check before we go on: what is my name? Answer in a few words.",

@@ -33,8 +33,8 @@ from benchmarks.memory.retention import Recall, due_facts, has_current_message, 
 from benchmarks.memory.script import Script, make_script
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest, drain
 from memora.memory import ContextBudgetError, ShortTermMemory
-from memora.messages import Message
-from memora.prompts import SYSTEM_PROMPT
+from memora.text.messages import Message
+from memora.text.prompts import SYSTEM_PROMPT
 
 
 @dataclass

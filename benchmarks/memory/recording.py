@@ -17,10 +17,10 @@ from benchmarks.memory.retention import Probed, Recall, due_facts, has_current_m
 from benchmarks.memory.script import Script
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.extractive import merge_summary
-from memora.messages import Message
-from memora.prompts import WORDS_PER_TOKEN, summary_word_limit
-from memora.tokens import LocalTokenCounter, count_text, truncate_text
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.prompts import WORDS_PER_TOKEN, summary_word_limit
+from memora.text.tokens import LocalTokenCounter, count_text, truncate_text
+from memora.text.usage import Usage
 
 CallKind = Literal["reply", "summary", "count"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from benchmarks.memory.script import FACTS, Script
-from memora.messages import Message
+from memora.text.messages import Message
 
 FACT_AGE = 4
 """A fact is probed at turn t when it was last stated at turn t - FACT_AGE or earlier (outside a 3-turn window)."""

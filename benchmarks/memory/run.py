@@ -17,7 +17,7 @@ from benchmarks.memory.script import Script, make_script
 from benchmarks.memory.strategies import Article, FullHistory, Limits, Memora, Strategy, memora_name
 from memora.memory import policies
 from memora.teaching.prices import ModelPrice, PriceTable
-from memora.tokens import o200k_base
+from memora.text.tokens import o200k_base
 
 Factory = Callable[[RecordingBackend, Limits], Strategy]
 REFERENCE = "article-v0.7"

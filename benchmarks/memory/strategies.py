@@ -16,8 +16,8 @@ from benchmarks.memory.article import ArticleMemory
 from benchmarks.memory.recording import RecordingBackend
 from memora.backends.base import Completion, ReplyRequest
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory, policies
-from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ import openai
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, Completion, ReplyRequest, SummaryRequest
 from memora.backends.openai_errors import ContextOverflowError, explain_error, stream_ended_early
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
-from memora.messages import Message
-from memora.tokens import LocalTokenCounter, count_text
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.usage import Usage
 
 NO_KEY = "not-needed"
 """Sent as the key to servers that need none; the SDK refuses to run without one."""

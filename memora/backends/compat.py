@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from memora.backends import Backend, ReplyRequest
 from memora.backends.base import drain
-from memora.messages import Message
-from memora.tokens import LocalTokenCounter
+from memora.text.messages import Message
+from memora.text.tokens import LocalTokenCounter
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from collections.abc import Iterator, Sequence
 
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.backends.extractive import merge_summary
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
-from memora.tokens import LocalTokenCounter, count_text
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
+from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.usage import Usage
 
 OFFLINE_LABEL = "Offline (no language model)"
 

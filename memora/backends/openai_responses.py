@@ -1,7 +1,7 @@
 """OpenAI's Responses API: streaming replies, bounded summaries, server-side counting.
 
 Timeouts and retries are the client's own (``openai.OpenAI(timeout=..., max_retries=...)``);
-``memora.settings.build_backend`` sets them from MEMORA_TIMEOUT and MEMORA_MAX_RETRIES.
+``memora.app.settings.build_backend`` sets them from MEMORA_TIMEOUT and MEMORA_MAX_RETRIES.
 The request bodies are built by ``reply_params``, ``summary_params`` and ``count_params``,
 which the contract tests send to a mock of OpenAI's published spec.
 """
@@ -16,9 +16,9 @@ import openai
 
 from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.openai_errors import ModelServerError, explain_error, redact, stream_ended_early
-from memora.messages import Message
-from memora.tokens import LocalTokenCounter, count_text
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.usage import Usage
 
 __all__ = [
     "REASONING_ALLOWANCE",
@@ -188,7 +188,7 @@ class OpenAIResponsesBackend:
 
     def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> None:
         """None: OpenAI bills with o200k_base, the memory's own local count. (``MEMORA_TOKEN_COUNTING=api`` asks
-        ``count_input_tokens`` instead, as the article does, through ``memora.tokens.ApiTokenCounter``.)"""
+        ``count_input_tokens`` instead, as the article does, through ``memora.text.tokens.ApiTokenCounter``.)"""
         return None
 
     def counting_source(self, model: str) -> None:

@@ -14,7 +14,7 @@ chat template adds tokens of its own around each message. Several servers can co
 
 ``probe`` tries them in that order, once per server and model (``probed``), and returns None for a
 server with none of them (Ollama, OpenAI's chat endpoint, LM Studio): Memora then plans with a
-learned margin instead (``memora.tokens.calibration``).
+learned margin instead (``memora.text.calibration``).
 """
 
 from __future__ import annotations

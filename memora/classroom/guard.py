@@ -12,7 +12,7 @@ cannot take it holds it in memory, so a billed reply is always handed back.
 Every text it hands back (a reply, a summary, an error's message) has the
 configured secrets redacted in any form (``redact``), so nothing drawn, stored
 or exported holds them. Streamed deltas pass through as they come; the page
-redacts the text it draws (``memora.ui.render``), since a key may be split
+redacts the text it draws (``memora.app.page.render``), since a key may be split
 across deltas. The offline engine costs nothing and is never counted or refused.
 """
 
@@ -27,13 +27,13 @@ from memora.backends.base import Backend, BackendError, Completion, ReplyRequest
 from memora.backends.redaction import redact
 from memora.classroom.server_budget import CappedSpend, Reservation
 from memora.memory import MAX_REPLY_TOKENS
-from memora.messages import Message
-from memora.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
-from memora.tokens.calibration import WORST_KNOWN_RATIO
+from memora.text.calibration import WORST_KNOWN_RATIO
+from memora.text.messages import Message
+from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
 
 FOREIGN_TOKENIZER_CEILING = max(WORST_KNOWN_RATIO.values())
 """Booked per local token for a server with another tokenizer: the worst ratio measured for any kind of text
-(``memora.tokens.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
+(``memora.text.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
 still has its bill recorded; only then can the total pass the cap, by that one request's excess."""
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memora.classroom.server_budget import Booking, CappedSpend, Settlement
-from memora.store.postgres import PostgresConnection
+from memora.classroom.store.postgres import PostgresConnection
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memora_server_requests (

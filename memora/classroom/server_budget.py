@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memora.memory.limits import LimitReached
-from memora.store.base import StoreError
+from memora.classroom.limits import LimitReached
+from memora.classroom.store.base import StoreError
 
 DEFAULT_DATA_DIR = "~/.memora"
 USAGE_DB_NAME = "usage.sqlite3"

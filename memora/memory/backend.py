@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from memora.messages import Message
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.usage import Usage
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,16 @@ from memora.memory import plan
 from memora.memory.backend import Backend, BackendError, ContextOverflowError
 from memora.memory.plan import TurnPlan
 from memora.memory.values import PreparedContext
-from memora.messages import Message
-from memora.tokens.calibration import Calibration, request_kinds
-from memora.tokens.usage import Ledger, UsageRecord
+from memora.text.calibration import Calibration, request_kinds
+from memora.text.messages import Message
+from memora.text.usage import Ledger, UsageRecord
 
 
 class Budget:
     """What the server's own counts teach a memory, per backend: the seam between local tokens and the server's.
 
     ``calibration`` turns the local o200k_base tokens a plan counts into the server's, per kind of text, learned only
-    from figures the server itself counted (``memora.tokens.calibration``); ``server_window`` is the server's context
+    from figures the server itself counted (``memora.text.calibration``); ``server_window`` is the server's context
     window once an overflow error gave it, which then lowers the budget in force beside ``output`` (the most one request
     of the memory may write: a reply or a summary). Where the backend counts a request
     itself (``Backend.count_request``), that count holds the budget and the plan only has to be close.

@@ -7,7 +7,7 @@ Between turns, ``prefold`` carries out the same plan made for the message expect
 is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
 I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
 budget (``budget.Budget``: what the server's own counts teach, the calibration), the ledger
-(``memora.tokens.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
+(``memora.text.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
 (``on_change``, ``hook``). The article's Memora v0.7 names close the class, so that the article's main loop runs
 unchanged.
 """
@@ -37,10 +37,10 @@ from memora.memory.values import (
     SummaryVersion,
     TurnStats,
 )
-from memora.messages import Message
-from memora.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
-from memora.tokens import LocalTokenCounter, TextTokens, TokenCounter
-from memora.tokens.usage import Ledger, Usage, UsageRecord
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
+from memora.text.tokens import LocalTokenCounter, TextTokens, TokenCounter
+from memora.text.usage import Ledger, Usage, UsageRecord
 
 
 class ShortTermMemory:

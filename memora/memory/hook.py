@@ -20,7 +20,7 @@ OnChange = Callable[[Any, Change], None]
 
 class Caps(Protocol):
     """A classroom's caps on one session, asked before anything is kept or sent (the app installs
-    ``memora.memory.limits.SessionLimits``, which the lead moves to the classroom; a bare memory has none).
+    ``memora.classroom.limits.SessionLimits``, which the lead moves to the classroom; a bare memory has none).
     Each check raises a ValueError that says which cap refused, and returns None when every cap allows."""
 
     def check(self, text: str, finished_turns: int, session_tokens: int) -> None:

@@ -3,7 +3,7 @@
 It works on token counts alone (no messages, no model, no state), so a student can read the article's rule in one
 place and test it with plain numbers. Everything that sends a request asks it: the memory before each reply
 (``ShortTermMemory.prepare``) and between turns (``ShortTermMemory.prefold``, the fold ahead), the what-if replay
-(``memora.memory.replay``) and the bench, through the memory. What a fold policy adds to the rule is its own object
+(``memora.teaching.replay``) and the bench, through the memory. What a fold policy adds to the rule is its own object
 (``memora.memory.policies``); the budget inequality is the same for all of them.
 
 Read in this order: ``History`` (the conversation as a value: which messages the summary holds, which are still
@@ -24,10 +24,10 @@ from itertools import accumulate, pairwise
 from memora.memory.backend import Backend, ContextOverflowError, ServerProfile, SummaryRequest
 from memora.memory.policies import FoldReason, Policy
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion
-from memora.messages import Message
-from memora.prompts import SUMMARY_PREAMBLE
-from memora.tokens import REPLY_PRIMING_TOKENS, count_message
-from memora.tokens.calibration import Calibration, Kind, kind_tokens, request_kinds
+from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
+from memora.text.messages import Message
+from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message
 
 
 @dataclass(frozen=True)
@@ -201,9 +201,7 @@ SHORTEST_MESSAGE = count_message("user", "")
 """The tokens of the shortest possible message: what a fold ahead under the article's window plans for."""
 
 
-def _rule(
-    unfolded: Sequence[int], message: int, summary: int, sizes: PlanSizes, policy: Policy, recent: int, at_least: int
-) -> TurnPlan:
+def _rule(unfolded: Sequence[int], message: int, summary: int, sizes: PlanSizes, policy: Policy, recent: int, at_least: int) -> TurnPlan:
     def size(fold: int) -> int:
         return sizes.fixed + (sizes.full_summary if fold else summary) + sum(unfolded[fold:]) + message
 

@@ -18,9 +18,9 @@ from memora.memory.backend import Backend, BackendError, ContextOverflowError, S
 from memora.memory.budget import Budget, overflow_error
 from memora.memory.plan import Sizes
 from memora.memory.values import SummaryError, SummaryVersion
-from memora.messages import Message
-from memora.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
-from memora.tokens.usage import UsageRecord
+from memora.text.messages import Message
+from memora.text.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
+from memora.text.usage import UsageRecord
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memora.memory.backend import BackendError
-from memora.messages import Message
-from memora.tokens.usage import UsageRecord
+from memora.text.messages import Message
+from memora.text.usage import UsageRecord
 
 DEFAULT_MODEL = "gpt-5-mini"
 MAX_INPUT_TOKENS = 1000

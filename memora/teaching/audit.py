@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memora.messages import Message
+from memora.text.messages import Message
 
 DiffKind = Literal["same", "added", "removed"]
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, fields
 
 import pandas as pd
 
-from memora.tokens.usage import UsageRecord
+from memora.text.usage import UsageRecord
 
 LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

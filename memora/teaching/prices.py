@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from memora.teaching.ledger import ledger_frame
-from memora.tokens.usage import UsageRecord
+from memora.text.usage import UsageRecord
 
 PRICES_CHECKED = "2026-12-02"
 PRICES_NOTE = (

@@ -38,9 +38,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from memora.backends.base import Backend, BackendError
+from memora.classroom.transcript import untrusted
+from memora.classroom.transcript.untrusted import NotBlank
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
-from memora.transcript import untrusted
-from memora.transcript.untrusted import NotBlank
 
 SCENARIO_FORMAT = "memora-probe-scenario"
 SCENARIO_VERSION = 1
@@ -402,7 +402,7 @@ def _width(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from memora.settings import BACKENDS, SettingsError, build_backend, load_settings
+    from memora.app.settings import BACKENDS, SettingsError, build_backend, load_settings
 
     parser = argparse.ArgumentParser(prog="python -m memora.teaching.probe", description="Checks which planted facts survive the summary.")
     parser.add_argument("scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)")

@@ -1,6 +1,6 @@
 """What if: the live conversation replayed under both fold policies and under "send the full history", with money.
 
-Pure and model-free: ``memora.memory.replay`` does the replaying, and its docstring states what every figure rests
+Pure and model-free: ``memora.teaching.replay`` does the replaying, and its docstring states what every figure rests
 on. The policy the conversation runs under is replayed with its real summaries, so its column is what was sent
 (unless a setting changed midway); the other policy's summaries never existed and are estimated.
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memora.memory import ShortTermMemory, policies
-from memora.memory.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
 from memora.teaching.prices import ModelPrice, PriceTable
+from memora.teaching.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
 
 
 @dataclass(frozen=True)

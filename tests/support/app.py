@@ -6,9 +6,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import state as keys
+from memora.classroom.job import ReplyJob
 from memora.memory import ShortTermMemory
-from memora.replies.job import ReplyJob
-from memora.ui import state as keys
 
 APP = str(Path(__file__).resolve().parents[2] / "streamlit_app.py")
 ENV_NAMES = (

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from memora.ui.browser import COOKIE
+from memora.app.page.browser import COOKIE
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
-from memora.messages import Message
-from memora.tokens import LocalTokenCounter, count_text
-from memora.tokens.usage import Usage
+from memora.text.messages import Message
+from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.usage import Usage
 
 Fault = Callable[[], BaseException]
 

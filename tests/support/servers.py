@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memora.messages import Message
-from memora.tokens import LocalTokenCounter, count_text
+from memora.text.messages import Message
+from memora.text.tokens import LocalTokenCounter, count_text
 
 
 @dataclass(frozen=True)

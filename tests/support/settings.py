@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memora.settings import load_settings
+from memora.app.settings import load_settings
 
 
 def settings_read() -> set[str]:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memora.store import StoreError
-from memora.store.base import CapReached, StoreCaps, StoredConversation
-from memora.store.owner import new_owner
-from memora.store.room import Growth
-from memora.store.sqlite import SqliteStore
+from memora.classroom.store import StoreError
+from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation
+from memora.classroom.store.owner import new_owner
+from memora.classroom.store.room import Growth
+from memora.classroom.store.sqlite import SqliteStore
 
 POSTGRES_URL_VARIABLE = "MEMORA_TEST_POSTGRES_URL"
 OWNER = new_owner()
@@ -36,7 +36,7 @@ def postgres_url() -> str:
 
 def empty_postgres_store(url: str, caps: StoreCaps | None = None):
     """A PostgresStore on ``url`` whose tables start empty (the test database is the suite's own)."""
-    from memora.store.postgres import PostgresStore
+    from memora.classroom.store.postgres import PostgresStore
 
     store = PostgresStore(url, caps)
     store.db.run(lambda c: c.execute("DELETE FROM memora_conversations"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from statistics import median_low
 
 from memora.memory.policies import FoldReason
-from memora.tokens import count_message
+from memora.text.tokens import count_message
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,7 @@ class Watermark:
 
     name: str = "watermark"
 
-    def first_fold(
-        self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
-    ) -> tuple[int, FoldReason]:
+    def first_fold(self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int) -> tuple[int, FoldReason]:
         older = max(0, len(unfolded) - 2 * max_recent_turns)
         if size(0) <= budget:
             return 0, "none"

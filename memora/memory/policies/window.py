@@ -6,16 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memora.memory.policies import FoldReason
-from memora.tokens import count_message
+from memora.text.tokens import count_message
 
 
 @dataclass(frozen=True)
 class Window:
     name: str = "window"
 
-    def first_fold(
-        self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
-    ) -> tuple[int, FoldReason]:
+    def first_fold(self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int) -> tuple[int, FoldReason]:
         """The pairs older than the recent window; none while the window holds them all."""
         older = len(unfolded) - 2 * max_recent_turns
         return (older, "window") if older > 0 else (0, "none")

@@ -1,0 +1,156 @@
+"""The chat column: history, commands, notices and the input box.
+
+A submitted text is queued by the input's callback and read at the top of the
+next script run (``memora.app.page.turn``): a command is drawn above the input box, and a
+message becomes the session's reply job, which ``memora.app.page.reply_tail`` draws as it
+grows. The input is drawn last, so a refused message can put the user's text back
+into it in the same run.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from memora.app.page import render, turn
+from memora.app.page import state as keys
+from memora.app.page.derived import conversation_key, derived
+from memora.app.page.i18n import error_message, t
+from memora.app.page.pager import page_of, render_pager
+from memora.app.page.state import Notice
+from memora.app.page.views import run_command
+from memora.memory import ShortTermMemory, TurnStats
+from memora.text.messages import Message
+
+RECENT_MESSAGES = 20
+"""Messages drawn in full on every run; older ones wait in a collapsed, lazily drawn expander."""
+OLDER_PAGE = 20
+"""Earlier messages drawn at a time: ten turns, a page the size of the recent ones."""
+
+
+def render_header(memory: ShortTermMemory, lang: str) -> None:
+    st.title(t(lang, "page.title"))
+    render.caption(t(lang, "page.caption"))
+    if memory.backend.offline:
+        render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
+    else:
+        render.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
+
+
+def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
+    """The first ``shown`` messages of the history (all by default): the newest ``recent`` in the chat, the older ones
+    in a collapsed expander, drawn only while it is open and then one page of ``OLDER_PAGE`` at a time.
+
+    The split point and the pages are kept even, so that a user message and its reply stay together.
+    """
+    conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
+    history = conversation.messages
+    shown = len(history) if shown is None else min(shown, len(history))
+    stats = turn_stats(memory)
+    split = max(0, shown - recent)
+    split -= split % 2
+    if split:
+        older = st.expander(t(lang, "chat.older", count=split), key=keys.OLDER_MESSAGES_OPEN, on_change="rerun", icon=":material/history:")
+        with older:
+            if older.open:
+                page = page_of(split, OLDER_PAGE, st.session_state[keys.OLDER_MESSAGES_PAGE])
+                render_pager(lang, keys.OLDER_MESSAGES_PAGE, page)
+                for index in range(page.start, page.stop):
+                    _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
+            else:
+                render.caption(t(lang, "chat.older_hint", count=shown - split))
+    for index in range(split, shown):
+        _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
+
+
+def turn_stats(memory: ShortTermMemory) -> dict[int, TurnStats]:
+    """``memory.turn_stats``, derived from the ledger once per change of it, not once per message drawn."""
+    return derived("turn_stats", conversation_key(memory), lambda: memory.turn_stats)
+
+
+def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, stats: TurnStats | None, lang: str) -> None:
+    with st.chat_message(message.role):
+        if folded:
+            render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
+        render.markdown(message.content)
+        if stats is not None and stats.record.cut and memory.max_reply_tokens is not None:
+            render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
+        if stats is not None and stats.record.over_budget:
+            render.alert(
+                "warning",
+                t(
+                    lang,
+                    "chat.over_budget",
+                    billed=stats.record.server_input_tokens,
+                    budget=stats.record.input_budget,
+                    counted=stats.record.counted_input_tokens,
+                ),
+                icon=":material/warning:",
+            )
+        if stats is not None:
+            with st.expander(t(lang, "chat.stats", turn=stats.record.turn), icon=":material/analytics:"):
+                render.markdown(stats_table(stats, lang))
+                if memory.backend.offline:
+                    render.caption(t(lang, "stats.offline_note"))
+
+
+def stats_table(stats: TurnStats, lang: str) -> str:
+    """The article's per-turn block as a Markdown table; each input figure says whose it is (billed only by a
+    provider that bills by it), and a figure the server tokenizer's own count contradicts says so."""
+    record = stats.record
+    actual = t(lang, "stats.not_reported") if record.input_tokens is None else f"{record.input_tokens:,}"
+    if record.estimated and record.input_tokens is not None:
+        actual = t(lang, "stats.estimated", value=actual)
+    elif record.implausible:
+        actual = t(lang, "stats.implausible", value=actual)
+    elif record.disagrees:
+        actual = t(lang, "stats.disagrees", value=actual, exact=f"{record.server_counted_input_tokens:,}")
+    elif record.input_tokens is not None:
+        actual = t(lang, "stats.billed" if record.billed else "stats.reported", value=actual)
+    output = t(lang, "stats.not_reported") if record.output_tokens is None else f"{record.output_tokens:,}"
+    rows = [
+        ("stats.counted_input", f"{record.counted_input_tokens:,}"),
+        *([("stats.server_counted", f"{record.server_counted_input_tokens:,}")] if record.server_counted_input_tokens is not None else []),
+        ("stats.actual_input", actual),
+        ("stats.output", output),
+        ("stats.summary", f"{stats.summary_token_usage:,}"),
+        ("stats.messages_sent", f"{stats.context_messages}"),
+        ("stats.newly_summarized", f"{stats.newly_summarized_count}"),
+        ("stats.session_total", f"{stats.session_total_tokens:,}"),
+    ]
+    head = f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n"
+    return head + "\n".join(f"| {t(lang, key)} | {value} |" for key, value in rows)
+
+
+def render_command(memory: ShortTermMemory, lang: str) -> None:
+    command = st.session_state[keys.COMMAND]
+    if command is None:
+        return
+    output = run_command(memory, *command, lang)
+    with st.container(border=True):
+        if output.error:
+            render.alert("warning", output.body, icon=":material/help:")
+        else:
+            render.markdown(f"**{output.title}**")
+            render.code(output.body, language=None, wrap_lines=True)
+        render.caption(t(lang, "cmd.caption"))
+
+
+def render_notice(lang: str) -> None:
+    notice: Notice | None = st.session_state[keys.NOTICE]
+    if notice is None:
+        return
+    params = dict(notice.params)
+    if notice.error is not None:
+        params["reason"] = error_message(lang, notice.error)
+    render.alert(notice.level, t(lang, notice.key, **params))
+
+
+def render_input(lang: str, disabled: bool = False) -> None:
+    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while a reply is written."""
+    state = st.session_state
+    restore = state[keys.RESTORE_TEXT]
+    if restore is not None:
+        # Setting a chat_input's value through its key before it is drawn needs Streamlit 1.47+.
+        state[keys.CHAT_INPUT] = restore
+        state[keys.RESTORE_TEXT] = None
+    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=turn.queue, submit_mode="disable", disabled=disabled)

@@ -1,0 +1,208 @@
+"""The page's conversation: open this browser's one named in the URL, keep it saved, say where it stands.
+
+A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
+(``memora.app.page.browser``); the store keeps only its hash, bound to every conversation saved from that browser
+(``memora.classroom.store.owner``). The id travels in the page's URL as ``?c=<id>`` (``st.query_params``),
+written after the first successful save (or when the first reply begins, so that a reload during it
+finds it: ``memora.app.page.handover``): it is a locator, so two tabs keep their own conversations
+and a reload, a bookmark or a server restart in the same browser opens the same one. It is not a
+key: a link opened in another browser (or naming a conversation saved before owners existed) opens
+a new conversation, with a one-line notice, and reads or writes nothing of the linked one. The page
+offers the bare app URL as the link for the class; Export and Import move a conversation elsewhere.
+
+The cookie is read and set by ``memora.app.page.browser``: on a first visit the session makes the secret at
+once, so its first save is already bound to it (a malformed cookie is replaced). An import starts a new
+id; the old conversation stays in the store as it was. *Delete this conversation* and *Forget this
+browser* (``memora.app.page.forget``) delete from the store. Saving is the memory's ``on_change`` hook
+(``memora.classroom.store.keeper``): it may run in a worker thread, so it writes nothing to
+``st.session_state``; this module reads the keeper's state on each run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import streamlit as st
+
+from memora.app.page import handover, render
+from memora.app.page import state as keys
+from memora.app.page.browser import browser_secret, remember_browser
+from memora.app.page.i18n import LANGUAGES, error_message, t
+from memora.app.page.state import Notice, token_counter_for
+from memora.app.settings import Settings
+from memora.classroom.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
+from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen
+from memora.classroom.store.owner import owner_of
+from memora.memory import ShortTermMemory
+
+PARAM = "c"
+"""The query parameter that carries the conversation id (a locator, not a key)."""
+
+
+@st.cache_resource(show_spinner=False)
+def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tuple[ConversationStore, IdleSweep] | None:
+    """One store per URL for the whole server process (its sessions share the connection), with its idle sweep."""
+    store = open_store(url, caps)
+    return None if store is None else (store, IdleSweep(store, timedelta(days=idle_days)))
+
+
+def keep(state: Any) -> ConversationKeeper | None:
+    """Call once per run, after ``setup_state`` and before anything draws the memory.
+
+    On a session's first run it opens this browser's conversation the URL names. On later runs it
+    follows the session's memory: a new memory object starts a new id, saved from its first
+    turn (an import is saved by its own callback, ``adopt_import``, before it replaces the memory); a
+    save that failed is retried, and a language, budget, window or fold policy changed since the last
+    save is saved; the URL follows the id once it is saved.
+    Returns the keeper, or None when conversations are not kept (``MEMORA_STORE_URL=off``).
+    """
+    if not state[keys.CONVERSATION_OPENED]:
+        state[keys.CONVERSATION_OPENED] = True
+        if state[keys.CONVERSATION] is None:  # a test may have put its own keeper in, as it may a memory
+            state[keys.CONVERSATION] = open_conversation(state)
+    handover.finish(state)  # a reply adopted from before a reload has ended: this session takes its own copy
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    if keeper is None:
+        return None
+    keeper.language = state[keys.LANG]
+    memory: ShortTermMemory = state[keys.MEMORY]
+    if keeper.memory is None:
+        keeper.attach(memory)
+    elif memory is not keeper.memory:
+        keeper.start_new(memory)
+        if memory.history:
+            keeper.save(memory, wait=False)
+    elif keeper.retry():
+        keeper.save_changed_choices()
+    _sync_url(keeper)
+    return keeper
+
+
+def open_conversation(state: Any) -> ConversationKeeper | None:
+    """The keeper for this browser's conversation in ``?c=``, restored into the session; a new one when there is none."""
+    settings: Settings = state[keys.SETTINGS]
+    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days, settings.store_caps)
+    if opened is None:
+        return None
+    store, sweep = opened
+    owner = owner_of(browser_secret(state))
+    # A reload while this process has this browser's conversation newer than the store (a reply running, a refused save).
+    adopted = handover.adopt(state, st.query_params.get(PARAM), owner)
+    if adopted is not None:
+        return adopted
+    session: ShortTermMemory = state[keys.MEMORY]
+    result = reopen(
+        store,
+        st.query_params.get(PARAM),
+        session,
+        owner=owner,
+        locked=settings.locked,
+        token_counter=token_counter_for(settings, session.backend),
+        sweep=sweep,
+    )
+    if result.memory is not None:
+        _continue_with(state, result)
+    elif result.outcome != "new":
+        state[keys.NOTICE] = _not_restored(result, settings)
+        del st.query_params[PARAM]  # the link's conversation stays in the store, untouched; this tab starts anew
+    return result.keeper
+
+
+def _continue_with(state: Any, result: Reopened) -> None:
+    memory = result.memory
+    assert memory is not None
+    state[keys.MEMORY] = memory
+    state[keys.BUDGET_INPUT] = memory.max_input_tokens
+    state[keys.WINDOW_INPUT] = memory.max_recent_turns
+    state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
+    if result.language in LANGUAGES:
+        state[keys.LANG] = result.language
+    # As after an import: coming back sends no request; the next reply's prefold does what is due.
+    state[keys.PREFOLD_AT] = len(memory.history)
+    state[keys.NOTICE] = Notice("info", "conversation.restored", {"messages": len(memory.history)})
+    if result.pending_message is not None:  # the server stopped before answering it (memora.classroom.shutdown)
+        state[keys.RESTORE_TEXT] = result.pending_message
+        state[keys.NOTICE] = Notice("warning", "conversation.restored_pending", {"messages": len(memory.history)})
+
+
+def _not_restored(result: Reopened, settings: Settings) -> Notice:
+    # No notice names the id: a screenshot or the projector must not show it.
+    requested = result.requested_id or ""
+    if result.outcome == "missing" and not is_conversation_id(requested):
+        return Notice("warning", "conversation.bad_id")
+    if result.outcome == "missing":
+        return Notice("warning", "conversation.not_here", {"days": settings.conversation_idle_days})
+    if result.outcome == "refused":
+        code = getattr(result.problem, "code", "bad_value")
+        return Notice("error", "conversation.refused", {"code": code, "path": getattr(result.problem, "path", "")})
+    return Notice("error", "conversation.load_failed", error=result.problem)
+
+
+def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
+    """Saves an imported conversation as this browser's new one; a notice naming the cap when the store
+    refuses it, and then the session goes on with the conversation it had (nothing of it changed)."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    cap = None if keeper is None else keeper.adopt(memory)
+    return None if cap is None else cap_notice(cap, "conversation.cap_import")
+
+
+def cap_notice(cap: CapReached, prefix: str) -> Notice:
+    """``prefix.<cap>``, with the limit as a size (``conversation``, ``store``) or a count (``browser``)."""
+    limit = f"{cap.limit:,}" if cap.cap == "browser" else _size(cap.limit)
+    return Notice("error", f"{prefix}.{cap.cap}", {"limit": limit})
+
+
+def _size(size: int) -> str:
+    return f"{size / 1024 / 1024:,.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:,.0f} KB"
+
+
+def _sync_url(keeper: ConversationKeeper) -> None:
+    current = st.query_params.get(PARAM)
+    kept = keeper.saved or handover.in_flight(keeper)  # during a first reply too, so that a reload finds it
+    if kept and current != keeper.conversation_id:
+        st.query_params[PARAM] = keeper.conversation_id
+    elif not kept and current is not None:
+        del st.query_params[PARAM]  # after a deletion, a new conversation's page carries no id until it is saved
+
+
+def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
+    """The caption under the title: what is kept (never the id), the link for the class; then what went wrong."""
+    if keeper is None:
+        render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
+        render_class_link(lang)
+        return
+    remember_browser(browser_secret(st.session_state), t(lang, "conversation.cookies_blocked"), st.session_state[keys.FORGOTTEN_SECRET])
+    if keeper.saved:
+        render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
+    else:
+        render.caption(":material/bookmark_border: " + t(lang, "conversation.unsaved"))
+    render_class_link(lang)
+    fork, failure, refusal = keeper.fork, keeper.failure, keeper.refusal  # read once: a worker thread may change them meanwhile
+    if fork is not None:
+        render.alert("warning", t(lang, "conversation.forked"), icon=":material/call_split:")
+    if failure is not None:
+        render.alert("warning", t(lang, "conversation.save_failed", reason=error_message(lang, failure)), icon=":material/sync_problem:")
+    if refusal is not None:
+        # "kept as last saved" only where something was saved: a new conversation refused at once has no saved copy.
+        notice = cap_notice(refusal, "conversation.cap_kept" if keeper.saved else "conversation.cap_unsaved")
+        render.alert("warning", t(lang, notice.key, **notice.params), icon=":material/inventory_2:")
+
+
+def class_link() -> str | None:
+    """The bare app URL (no ``?c=``, no fragment): the link a teacher shares, where each student starts their own."""
+    url = st.context.url
+    if not isinstance(url, str) or not url:  # None where no browser sent one (AppTest)
+        return None
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def render_class_link(lang: str) -> None:
+    link = class_link()
+    if link is None:
+        return
+    with st.expander(t(lang, "conversation.class_link"), icon=":material/share:"):
+        render.caption(t(lang, "conversation.class_link_help"))
+        render.code(link, language=None)

@@ -1,0 +1,63 @@
+"""Money in the token-usage panel: cost columns, what was spent and saved, the price table's date.
+
+Money is shown only where ``memora.teaching.prices`` has a price for the model that
+served a request. The ledger names the offline engine ``"offline"`` (see
+``memora.memory.core.served_by``), which has no price, and a model missing from
+the table has none either: those rows show tokens only, never a guessed cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import streamlit as st
+
+from memora.app.page import render
+from memora.app.page.i18n import t
+from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, CostSummary, PriceTable, cost_summary, format_usd, ledger_cost_frame
+from memora.text.usage import UsageRecord
+
+OFFLINE_MODEL = "offline"
+"""The ledger's model name for requests the offline engine served."""
+
+
+def ledger_table(records: Sequence[UsageRecord], prices: PriceTable | None = None) -> pd.DataFrame:
+    """The ledger with its cost columns in USD when at least one row is priced; tokens only otherwise.
+
+    Unpriced rows in a priced ledger have NaN costs (an empty cell), not 0.
+    """
+    frame = ledger_cost_frame(records, prices)
+    if frame["cost_usd"].isna().all():
+        return frame.drop(columns=COST_COLUMNS)
+    return frame
+
+
+def money_columns(lang: str) -> dict[str, st.column_config.NumberColumn]:
+    """Column settings for the translated cost columns: dollars with enough digits for tiny sessions."""
+    return {t(lang, f"ledger.{name}"): st.column_config.NumberColumn(format="$%.6f") for name in COST_COLUMNS}
+
+
+def price_list(prices: PriceTable | None = None) -> str:
+    """``gpt-5-mini $0.25 / $0.025 / $2.00 · …``: each model's input, cached input and output price per 1M tokens."""
+    prices = PriceTable() if prices is None else prices
+    return " · ".join(f"{p.model} ${p.input:g} / ${p.cached_input:g} / ${p.output:g}" for p in prices.values())
+
+
+def render_costs(
+    records: Sequence[UsageRecord], lang: str, prices: PriceTable | None = None, *, summary: CostSummary | None = None
+) -> None:
+    """Spent, full-history cost and saved, in USD, when anything is priced; then which rows show tokens only.
+    ``summary``: ``cost_summary(records, prices)`` when the caller keeps it already."""
+    summary = cost_summary(records, prices) if summary is None else summary
+    if summary.spent_usd is not None:
+        spent, full, saved = st.columns(3)
+        spent.metric(t(lang, "cost.spent"), format_usd(summary.spent_usd))
+        full.metric(t(lang, "cost.full_history"), format_usd(summary.full_history_usd))
+        saved.metric(t(lang, "cost.saved"), format_usd(summary.saved_usd), help=t(lang, "cost.saved_help"))
+    unpriced = [model for model in summary.unpriced_models if model != OFFLINE_MODEL]
+    if OFFLINE_MODEL in summary.unpriced_models:
+        render.caption(t(lang, "cost.offline_only"))
+    if unpriced:
+        render.caption(t(lang, "cost.tokens_only", models=", ".join(unpriced)))
+    render.caption(t(lang, "cost.note", date=PRICES_CHECKED, prices=price_list(prices)))

@@ -1,0 +1,176 @@
+"""The sidebar panels: status, summary, last request context, full history, token usage, what if.
+
+Each is an expander. The last request's context, the full history, the token usage and the "what if"
+replays track their state and draw only while open: the long ones page through what grows with the
+conversation (``memora.app.page.pager``), so a rerun costs the same at turn 2,000 as at turn 10, and a closed
+panel costs a run next to nothing (every student's page runs twice a turn). The replays are
+also kept per history length (``what_if_for``), so a rerun with no new turn redoes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from memora.app.page import budget, render
+from memora.app.page import state as keys
+from memora.app.page.chart import usage_chart, usage_chart_spec
+from memora.app.page.costs import ledger_table, money_columns, render_costs
+from memora.app.page.derived import Same, conversation_key, derived
+from memora.app.page.i18n import t
+from memora.app.page.pager import page_of, render_pager
+from memora.app.page.settings_panel import render_fold_policy
+from memora.app.page.summary_audit import render_summary_audit
+from memora.app.page.views import (
+    bounded_note,
+    calibration_note,
+    context_frame,
+    fold_note,
+    history_frame,
+    last_context_rows,
+    status_figures,
+    what_if_frame,
+)
+from memora.memory import ShortTermMemory
+from memora.teaching.ledger import ledger_csv
+from memora.teaching.prices import cost_summary
+from memora.teaching.what_if import WhatIf, cache_key, what_if
+
+
+def render_panels(memory: ShortTermMemory, lang: str) -> None:
+    render_status(memory, lang)
+    render_summary(memory, lang)
+    render_context(memory, lang)
+    render_history(memory, lang)
+    render_usage(memory, lang)
+    render_what_if(memory, lang)
+
+
+def render_status(memory: ShortTermMemory, lang: str) -> None:
+    with st.expander(t(lang, "panel.status"), expanded=True, icon=":material/monitoring:"):
+        figures = status_figures(memory, lang)
+        columns = st.columns(2)
+        for position, figure in enumerate(figures):
+            columns[position % 2].metric(t(lang, figure.key), figure.value)
+        render.caption(bounded_note(memory, lang))
+        render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
+        render.caption(fold_note(memory, lang))
+        render.caption(calibration_note(memory, lang))
+        budget.render_standing(memory, lang)
+
+
+def render_summary(memory: ShortTermMemory, lang: str) -> None:
+    with st.expander(t(lang, "panel.summary"), icon=":material/summarize:"):
+        if not memory.summary_versions:
+            render.caption(t(lang, "panel.summary_empty"))
+            return
+        render.markdown(f"**{t(lang, 'panel.summary_current')}**")
+        render.markdown(memory.summary)
+        render_summary_audit(memory, lang)
+
+
+def render_context(memory: ShortTermMemory, lang: str) -> None:
+    # Drawn only while open, like the long panels: its table costs every run of every student, opened or not.
+    with lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
+        if not opened:
+            return
+        rows = last_context_rows(memory)
+        if not rows:
+            render.caption(t(lang, "panel.context_empty"))
+            return
+        st.dataframe(context_frame(memory, lang), hide_index=True)
+        used = memory.last_prepared.input_tokens if memory.last_prepared else 0
+        label = t(lang, "panel.budget", used=f"{used:,}", budget=f"{memory.max_input_tokens:,}")
+        st.progress(min(used / memory.max_input_tokens, 1.0), text=label)
+
+
+@contextmanager
+def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
+    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
+    while open, so a panel that grows with the conversation costs nothing closed. Closed, it says why it is empty."""
+    panel = st.expander(t(lang, title), key=open_key, on_change="rerun", icon=icon)
+    with panel:
+        if not panel.open:
+            render.caption(t(lang, "panel.lazy_hint"))
+        yield panel.open
+
+
+HISTORY_PAGE = 50
+"""Rows of the full history drawn at a time: 25 turns."""
+LEDGER_PAGE = 50
+"""Rows of the ledger drawn at a time; the CSV download holds them all."""
+
+
+def render_history(memory: ShortTermMemory, lang: str) -> None:
+    with lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
+        if not opened:
+            return
+        total = len(memory.conversation.messages)
+        if not total:
+            render.caption(t(lang, "panel.history_empty"))
+            return
+        page = page_of(total, HISTORY_PAGE, st.session_state[keys.HISTORY_PAGE])
+        render_pager(lang, keys.HISTORY_PAGE, page)
+        st.dataframe(history_frame(memory, lang, page.start, page.stop), hide_index=True)
+
+
+def render_usage(memory: ShortTermMemory, lang: str) -> None:
+    with lazy_panel(lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:") as opened:
+        if not opened:
+            return
+        if not memory.ledger:
+            render.caption(t(lang, "panel.usage_empty"))
+            return
+        key = (*conversation_key(memory), memory.max_input_tokens, lang)
+        other = what_if_for(memory).other.replay
+        chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
+        st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
+        render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
+        if chart.turns_per_point > 1:
+            render.caption(t(lang, "chart.buckets", turns=chart.turns_per_point))
+        render_costs(memory.ledger, lang, summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)))
+        render.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
+        ledger = derived("ledger_table", key, lambda: ledger_table(memory.ledger))
+        page = page_of(len(ledger), LEDGER_PAGE, st.session_state[keys.LEDGER_PAGE])
+        render_pager(lang, keys.LEDGER_PAGE, page)
+        shown = ledger.iloc[page.start : page.stop]
+        st.dataframe(
+            shown.rename(columns={c: t(lang, f"ledger.{c}") for c in shown.columns}), hide_index=True, column_config=money_columns(lang)
+        )
+        st.download_button(
+            t(lang, "panel.usage_download"),
+            data=lambda: ledger_csv(ledger),  # built only when clicked; no cell a spreadsheet would run
+            file_name="memora-ledger.csv",
+            mime="text/csv",
+            icon=":material/download:",
+        )
+
+
+def what_if_for(memory: ShortTermMemory) -> WhatIf:
+    """``what_if(memory)``, replayed again only when the history, its folds or a setting changed since the last time."""
+    state = st.session_state
+    key = cache_key(memory)
+    cached = state[keys.WHAT_IF]
+    if cached is None or cached[0] != key:
+        cached = (key, what_if(memory))
+        state[keys.WHAT_IF] = cached
+    return cached[1]
+
+
+def render_what_if(memory: ShortTermMemory, lang: str) -> None:
+    with lazy_panel(lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:") as opened:
+        if not opened:
+            return
+        comparison = what_if_for(memory)
+        if not comparison.turns:
+            render.caption(t(lang, "whatif.empty"))
+            return
+        render.caption(t(lang, "whatif.intro"))
+        # A static table: it wraps its headers to the sidebar's width, where a data grid would scroll sideways.
+        table = what_if_frame(comparison, lang)
+        st.table(table.set_index(table.columns[0]))
+        priced = comparison.model is not None
+        render.caption(t(lang, "whatif.priced", model=comparison.model) if priced else t(lang, "whatif.unpriced"))
+        render.caption(t(lang, "whatif.assumptions", cap=f"{comparison.other_cap:,}"))

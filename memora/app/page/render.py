@@ -1,0 +1,55 @@
+"""The one way the page draws text: keys redacted in any form, then Markdown made inert.
+
+Every panel, message, reply, summary, notice and warning goes through these
+functions (a test checks that no other page module calls ``st.markdown``,
+``st.caption``, the alerts or ``st.write_stream`` itself). ``shown`` is the
+text as drawn: ``memora.backends.openai_errors.redact`` with the session's
+keys, then ``memora.app.page.markup.inert_markdown``, so no text can show a key or make
+the browser fetch an image.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import streamlit as st
+
+from memora.app.page import state as keys
+from memora.app.page.markup import inert_markdown
+from memora.backends.redaction import redact
+
+Level = Literal["info", "success", "warning", "error"]
+
+
+def session_secrets() -> tuple[str | None, ...]:
+    """The session's secrets: both keys, and the passwords of the store's and the server's URLs, in every form."""
+    settings = st.session_state.get(keys.SETTINGS)
+    return () if settings is None else settings.redacted_secrets
+
+
+def shown(text: str) -> str:
+    """``text`` as the page draws it: no key, in any form, and no image that could load."""
+    return inert_markdown(redact(text, session_secrets()))
+
+
+def markdown(text: str, **options: Any) -> None:
+    st.markdown(shown(text), **options)
+
+
+def caption(text: str, **options: Any) -> None:
+    st.caption(shown(text), **options)
+
+
+def plain(text: str) -> None:
+    """Text without Markdown (``st.text``), keys still redacted."""
+    st.text(redact(text, session_secrets()))
+
+
+def alert(level: Level, text: str, **options: Any) -> None:
+    """``st.info``, ``st.success``, ``st.warning`` or ``st.error``, by ``level``."""
+    getattr(st, level)(shown(text), **options)
+
+
+def code(text: str, **options: Any) -> None:
+    """``st.code``: no Markdown applies inside, but keys are still redacted."""
+    st.code(redact(text, session_secrets()), **options)

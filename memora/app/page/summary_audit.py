@@ -1,0 +1,87 @@
+"""The summary panel's audit: for each summary version, what it folded, cost and changed.
+
+Only the newest versions are audited and drawn (``memora.teaching.audit.audit_summaries``
+with ``last``), so a long conversation with hundreds of folds reruns as fast as
+a short one. Every text that came from the user or a model goes through
+``escape_markdown`` or ``diff_markdown``, so no message can inject links,
+images or HTML into the panel.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from memora.app.page import render
+from memora.app.page.i18n import t
+from memora.memory import ShortTermMemory
+from memora.teaching.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
+
+VERSIONS_AUDITED = 5
+"""Versions drawn with their audit, newest first; a long conversation has hundreds."""
+
+
+def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIONS_AUDITED) -> None:
+    """The newest ``shown`` versions, newest first, each with tabs: changes, folded messages, full text."""
+    audits = audit_summaries(memory.summary_versions, memory.history, last=shown)
+    if not audits:
+        return
+    render.markdown(f"**{t(lang, 'audit.title')}**")
+    render.caption(t(lang, "audit.hint"))
+    for audit in reversed(audits):
+        with st.container(border=True):
+            render.caption(version_label(audit, lang))
+            if audit.cut:
+                render.caption(":material/content_cut: " + t(lang, "audit.cut"))
+            if audit.clipped:
+                render.caption(":material/compress: " + t(lang, "audit.clipped", count=audit.clipped))
+            changes, folded, text = st.tabs([t(lang, "audit.tab_changes"), t(lang, "audit.tab_folded"), t(lang, "audit.tab_text")])
+            with changes:
+                if not audit.unchanged:
+                    render.markdown(diff_markdown(audit.diff))
+                render.caption(change_counts(audit, lang))
+            with folded:
+                lines = folded_lines(audit)
+                if lines:
+                    render.markdown("\n".join(lines))
+                    render.caption(t(lang, "audit.folded_caption"))
+                else:
+                    render.caption(t(lang, "audit.no_folded"))
+            with text:
+                render.plain(audit.text)  # no Markdown: the version exactly as the next request sent it
+    hidden = len(memory.summary_versions) - len(audits)
+    if hidden:
+        render.caption(t(lang, "panel.summary_hidden", count=hidden))
+
+
+def version_label(audit: SummaryAudit, lang: str) -> str:
+    """``Version 2, turn 6: folded messages 3–4 (2 messages), 31 tokens``; 1-based message numbers."""
+    first, last = audit.folded
+    if last <= first:
+        return t(lang, "panel.summary_version_rewrite", number=audit.version, turn=audit.turn, tokens=audit.tokens)
+    return t(
+        lang,
+        "panel.summary_version",
+        number=audit.version,
+        turn=audit.turn,
+        first=first + 1,
+        last=last,
+        count=last - first,
+        tokens=audit.tokens,
+    )
+
+
+def change_counts(audit: SummaryAudit, lang: str) -> str:
+    if audit.version == 1:
+        return t(lang, "audit.counts_first", added=audit.added_words)
+    if audit.unchanged:
+        return t(lang, "audit.unchanged", previous=audit.version - 1)
+    return t(lang, "audit.counts", added=audit.added_words, removed=audit.removed_words, previous=audit.version - 1)
+
+
+def folded_lines(audit: SummaryAudit) -> list[str]:
+    """One Markdown list item per folded message: its 1-based history number, role and escaped text."""
+    start = audit.folded[0]
+    return [
+        f"- **{start + offset + 1}** · {message.role}: {escape_markdown(' '.join(message.content.split()))}"
+        for offset, message in enumerate(audit.folded_messages)
+    ]

@@ -1,0 +1,239 @@
+"""The sidebar's "Teaching tools": the retention probe, and export/import of the conversation.
+
+The probe plays a scripted conversation against the session's backend in a
+fresh memory (``memora.teaching.probe.run_probe``), so the user's own conversation is
+never touched. Export reads only the memory (``memora.classroom.transcript.format``), never the
+settings, so no key or server URL can leave in the file. Import builds a new
+memory and swaps it in only once the file passed every check; an invalid file
+leaves the current conversation exactly as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from memora.app.page import conversation, render
+from memora.app.page import state as keys
+from memora.app.page.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
+from memora.app.page.settings_panel import discard_job
+from memora.app.page.state import Notice, token_counter_for
+from memora.classroom.transcript.format import (
+    MAX_TRANSCRIPT_BYTES,
+    TranscriptError,
+    continue_in_session,
+    dumps_transcript,
+    parse_transcript,
+)
+from memora.memory import ShortTermMemory
+from memora.teaching.audit import escape_markdown
+from memora.teaching.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
+
+DEFAULT_SCENARIO = "article-b1-travel"
+PROGRESS_TEXT_CHARS = 60
+UPLOAD_LIMIT_MB = math.ceil(MAX_TRANSCRIPT_BYTES / 1024 / 1024) + 1
+"""A little over the transcript limit, so a file just too big gets the transcript's own ``too_large`` message."""
+
+
+def render_tools(memory: ShortTermMemory, lang: str) -> None:
+    with st.expander(t(lang, "tools.title"), icon=":material/science:"):
+        probe_tab, transcript_tab = st.tabs([t(lang, "tools.tab_probe"), t(lang, "tools.tab_transcript")])
+        with probe_tab:
+            render_probe(memory, lang)
+        with transcript_tab:
+            render_transcript(memory, lang)
+
+
+# -- retention probe ----------------------------------------------------------
+
+
+@functools.cache
+def scenarios() -> dict[str, Scenario]:
+    """The bundled scenarios by id; parsed once per process, as they ship with the code."""
+    return {scenario.id: scenario for scenario in bundled_scenarios()}
+
+
+def probe_turns(scenario: Scenario) -> int:
+    """The most user turns a probe of ``scenario`` can send: planted, filler, final question."""
+    return len(scenario.plant) + scenario.max_filler_turns + 1
+
+
+def render_probe(memory: ShortTermMemory, lang: str) -> None:
+    """The probe's scenario picker, button and report.
+
+    On a locked classroom page with a real model, the probe is off: it sends up
+    to 14 requests outside the session caps, on the teacher's key, per click.
+    """
+    state = st.session_state
+    if state[keys.SETTINGS].locked and not memory.backend.offline:
+        render.caption(t(lang, "probe.locked"))
+        return
+    available = scenarios()
+    if state[keys.PROBE_SCENARIO_INPUT] not in available:
+        state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
+    render.caption(t(lang, "probe.intro"))
+    st.selectbox(
+        t(lang, "probe.scenario"), options=list(available), format_func=lambda i: available[i].title, key=keys.PROBE_SCENARIO_INPUT
+    )
+    scenario = available[state[keys.PROBE_SCENARIO_INPUT]]
+    total = probe_turns(scenario)
+    render.caption(t(lang, "probe.requests", turns=total, backend=backend_label(lang, state[keys.BACKEND_NAME])))
+    if st.button(t(lang, "probe.run"), icon=":material/play_arrow:"):
+        state[keys.PROBE_RESULT] = run_with_progress(scenario, memory, lang, total)
+    result = state[keys.PROBE_RESULT]
+    if isinstance(result, ProbeReport):
+        render_report(result, lang)
+    elif isinstance(result, Exception):
+        render.alert("error", t(lang, "probe.failed", reason=error_message(lang, result)))
+
+
+def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, total: int) -> ProbeReport | Exception:
+    """Runs the probe on the memory's backend and model, with a progress bar; returns the report or the error.
+
+    Only ``Exception`` is caught: Streamlit's stop and rerun end the probe, and
+    its own memory (never the session's) goes with it.
+    """
+    bar = st.progress(0.0)
+
+    def on_turn(number: int, text: str) -> None:
+        shown = text if len(text) <= PROGRESS_TEXT_CHARS else text[: PROGRESS_TEXT_CHARS - 1] + "…"
+        bar.progress(min(number / total, 1.0), text=t(lang, "probe.progress", number=number, total=total, text=shown))
+
+    try:
+        report = run_probe(scenario, memory.backend, model=memory.model, on_turn=on_turn)
+    except Exception as error:  # a failed model request or budget: shown, the page stays up
+        bar.empty()
+        return error
+    bar.progress(1.0, text=t(lang, "probe.done"))
+    return report
+
+
+def probe_frame(report: ProbeReport, lang: str) -> pd.DataFrame:
+    """One row per fact: description, kind, status in the summary and in the answer, translated."""
+    return pd.DataFrame(
+        {
+            t(lang, "probe.col_fact"): [r.fact.description for r in report.facts],
+            t(lang, "probe.col_kind"): [t(lang, f"probe.kind.{r.fact.kind}") for r in report.facts],
+            t(lang, "probe.col_summary"): [t(lang, f"probe.status.{r.summary.status}") for r in report.facts],
+            t(lang, "probe.col_answer"): [t(lang, f"probe.status.{r.answer.status}") for r in report.facts],
+        }
+    )
+
+
+def render_report(report: ProbeReport, lang: str) -> None:
+    render.markdown(
+        t(
+            lang,
+            "probe.header",
+            title=escape_markdown(report.scenario_title),
+            backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
+            model=report.model,
+            filler=report.filler_turns,
+            versions=report.summary_versions,
+            tokens=f"{report.session_total_tokens:,}",
+        )
+    )
+    if report.offline:
+        render.alert("info", t(lang, "probe.offline_note"), icon=":material/cloud_off:")
+    if not report.conclusive:
+        render.alert("warning", t(lang, "probe.inconclusive"))
+    summary_recall, answer_recall = st.columns(2)
+    summary_recall.metric(t(lang, "probe.recall_summary"), f"{report.summary_recall:.0%}")
+    answer_recall.metric(t(lang, "probe.recall_answer"), f"{report.answer_recall:.0%}")
+    st.dataframe(probe_frame(report, lang), hide_index=True)
+    render.caption(t(lang, "probe.legend"))
+    render.markdown(f"**{t(lang, 'probe.final_summary')}**")
+    render.code(report.summary or t(lang, "cmd.empty"), language=None, wrap_lines=True)
+
+
+# -- export and import --------------------------------------------------------
+
+
+def render_transcript(memory: ShortTermMemory, lang: str) -> None:
+    st.download_button(
+        t(lang, "transcript.export"),
+        # Built only when clicked: a long conversation's JSON is not rebuilt on every rerun.
+        data=lambda: dumps_transcript(memory),
+        file_name="memora-conversation.json",
+        mime="application/json",
+        help=t(lang, "transcript.export_help"),
+        icon=":material/download:",
+        on_click="ignore",
+    )
+    st.file_uploader(
+        t(lang, "transcript.import"),
+        type=["json"],
+        key=keys.IMPORT_INPUT,
+        max_upload_size=UPLOAD_LIMIT_MB,
+        help=t(lang, "transcript.import_help"),
+    )
+    st.button(t(lang, "transcript.import_button"), on_click=import_uploaded, icon=":material/upload_file:")
+    notice: Notice | None = st.session_state[keys.IMPORT_NOTICE]
+    if notice is not None:
+        render.alert(notice.level, t(lang, notice.key, **import_notice_params(notice, lang)))
+
+
+def import_uploaded() -> None:
+    """The import button's callback: a new memory from the uploaded file, or a notice saying why not.
+
+    The new memory continues on the session's backend, model, token counter and
+    session limits, with the transcript's history, summary versions and ledger.
+    Unlocked, it takes the file's budget and window; on a locked page
+    (MEMORA_LOCK_SETTINGS) it keeps the server's, and the file brings only the
+    conversation. The file must also fit the session's caps (``check_caps``).
+    Nothing in the session changes unless the whole file is valid, and the
+    import itself sends no request: the prefold waits for the next reply.
+    """
+    state = st.session_state
+    uploaded = state.get(keys.IMPORT_INPUT)
+    if uploaded is None:
+        state[keys.IMPORT_NOTICE] = Notice("warning", "transcript.no_file")
+        return
+    old: ShortTermMemory = state[keys.MEMORY]
+    try:
+        transcript = parse_transcript(uploaded.getvalue())
+        memory = continue_in_session(
+            transcript, old, locked=state[keys.SETTINGS].locked, token_counter=token_counter_for(state[keys.SETTINGS], old.backend)
+        )
+    except TranscriptError as error:
+        state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
+        return
+    refused = conversation.adopt_import(state, memory)  # saved at once, or refused by a store cap with nothing changed
+    if refused is not None:
+        state[keys.IMPORT_NOTICE] = refused
+        return
+    discard_job()  # a reply in flight belongs to the old memory: cancelled, never committed
+    state[keys.MEMORY] = memory
+    # The limit widgets follow the imported memory.
+    state[keys.BUDGET_INPUT] = memory.max_input_tokens
+    state[keys.WINDOW_INPUT] = memory.max_recent_turns
+    state[keys.PENDING_TEXT] = None
+    state[keys.RESTORE_TEXT] = None
+    state[keys.COMMAND] = None
+    state[keys.NOTICE] = None
+    # As if the prefold had already run for this history: an import alone must send no request.
+    state[keys.PREFOLD_AT] = len(memory.history)
+    state[keys.IMPORT_NOTICE] = Notice(
+        "success", "transcript.imported", {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.summary_versions)}
+    )
+
+
+def import_notice_params(notice: Notice, lang: str) -> dict[str, Any]:
+    """The notice's placeholders, escaped (a file name is the user's), with the error code's translated reason.
+
+    Code and path are shown in code spans, where Markdown does not apply; a
+    backtick, which could close the span, cannot come from this module's codes
+    and is replaced in a path (which may quote a key from the file).
+    """
+    params = {name: escape_markdown(str(value)) for name, value in notice.params.items()}
+    if notice.key == "transcript.failed":
+        code = str(notice.params["code"])
+        reason_key = f"transcript.code.{code}"
+        params["reason"] = t(lang, reason_key if reason_key in CATALOG[DEFAULT_LANGUAGE] else "transcript.code.other")
+        params["code"] = code.replace("`", "'")
+        params["path"] = str(notice.params["path"]).replace("`", "'") or t(lang, "transcript.path_root")
+    return params

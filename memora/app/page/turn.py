@@ -1,0 +1,181 @@
+"""The page's turn, in one place: from the text the chat input submits to the reply job that sends it, and back.
+
+1. ``queue`` (the input's callback) keeps the submitted text for the run it causes.
+2. At the top of that run, ``take`` reads it once into a ``Submission``: the text, the command it names
+   (None for a message) and the verdict of the checks, each run once. A refused text goes back to the
+   input with the reason; a command is drawn above the input (``chat.render_command``).
+3. A message that passes becomes the session's ``ReplyJob`` (``start``): on its own thread it sends
+   the request, streams the reply, commits it, then folds ahead what the next turn will fold
+   (``memora.classroom.job.fold_ahead``), so no rerun can cut a reply (``memora.app.page.reply_tail`` draws it
+   as it grows). The job is registered for a reload (F5) and a shutdown (``memora.app.page.handover``).
+4. The next runs begin with ``settle``: a finished job leaves its outcome (a failed or stopped turn's
+   text back in the input, and why) and the settings deferred while it ran are applied.
+
+Only a message that no turn could take is refused here, before it is drawn or sent; ``memory.turn``
+keeps its own guard for callers that did not ask first (the REPL, the article's loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from memora.app.page import handover, settings_panel
+from memora.app.page import state as keys
+from memora.app.page.conversation import PARAM, cap_notice
+from memora.app.page.state import Notice
+from memora.app.page.views import parse_command
+from memora.classroom.job import Progress, ReplyJob, fold_ahead
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.memory import ShortTermMemory
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submitted text, read once: ``command`` is its ``/command`` as (name, arguments), None for a message;
+    ``refusal`` is the checks' verdict, None when it goes ahead, else the notice that says why not.
+
+    A refused text goes back into the input (``keeps_text``), except a blank one: there is nothing to keep.
+    """
+
+    text: str
+    command: tuple[str, str] | None
+    refusal: Notice | None = None
+
+    @property
+    def keeps_text(self) -> bool:
+        return self.refusal is not None and self.refusal.key != "notice.empty"
+
+
+def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, busy: bool) -> Submission:
+    """The verdict on ``text``, each check run once, in the order that sends and draws the least.
+
+    ``busy``: a reply is being written (the input is disabled then, but a request can be crafted).
+    The character cap comes before any tokenizing, so a pasted book is never counted, drawn or sent;
+    commands are short, so it applies to them too, but the other checks only to messages
+    (``memory.check_new_message``: the session caps, then a message too big for the budget alone).
+    A store cap refuses a message whose turn could not be saved at its largest: no reply is billed for it.
+    A message that passes has that room booked in the store until its job ends (``start``).
+    """
+    command = parse_command(text)
+    if busy:
+        return Submission(text, command, Notice("warning", "notice.busy"))
+    if not text.strip():
+        return Submission(text, command, Notice("warning", "notice.empty"))
+    try:
+        if command is None:
+            memory.check_new_message(text)
+        elif memory.limits is not None:
+            memory.limits.check(text, 0, 0)
+    except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
+        return Submission(text, command, Notice("error", "notice.restored", error=error))
+    cap = None if command is not None or keeper is None else keeper.room(text)
+    if cap is None:
+        return Submission(text, command)
+    # Nothing to export or keep in an empty conversation: its notice says only what to do next.
+    return Submission(text, command, cap_notice(cap, "conversation.cap" if memory.history else "conversation.cap_new"))
+
+
+def queue() -> None:
+    """The input's callback: keeps the text for this run and clears the last run's messages."""
+    state = st.session_state
+    state[keys.PENDING_TEXT] = state[keys.CHAT_INPUT]
+    state[keys.NOTICE] = None
+    state[keys.COMMAND] = None
+
+
+def take(memory: ShortTermMemory) -> None:
+    """Takes the queued text, if any: a refusal's notice (its text back in the input), a command, or a reply job."""
+    state = st.session_state
+    text = state[keys.PENDING_TEXT]
+    state[keys.PENDING_TEXT] = None
+    if text is None:
+        return
+    submission = read(text, memory, state[keys.CONVERSATION], busy=replying())
+    if submission.refusal is not None:
+        state[keys.NOTICE] = submission.refusal
+        if submission.keeps_text:
+            state[keys.RESTORE_TEXT] = text
+    elif submission.command is not None:
+        state[keys.COMMAND] = submission.command
+    else:
+        start(memory, text)
+
+
+def start(memory: ShortTermMemory, text: str) -> None:
+    """Starts the turn for ``text``, to be followed by the fold the next turn needs.
+
+    A job still summarizing after the last reply is replaced: the new turn waits
+    for its fold on the memory's lock, and a failure of that fold is not shown
+    (the new turn's own ``prepare()`` folds what it left). When its job ends, however it
+    ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
+    """
+    keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
+    _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
+
+
+def _run(job: ReplyJob) -> None:
+    st.session_state[keys.REPLY_JOB] = job.start()
+    handover.track(job, PARAM)  # a reload adopts it, a shutdown waits for it
+
+
+def replying() -> bool:
+    """Whether a reply is being written now (a job summarizing after its reply does not count)."""
+    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
+    return job is not None and job.progress.phase == "replying"
+
+
+def settle(memory: ShortTermMemory) -> Progress | None:
+    """Applies a finished job's outcome; returns its final ``Progress`` (the summary status draws it), else None.
+
+    Call first on every run, before anything reads the memory. A failed turn's
+    text goes back to the input with the reason; a stopped one with
+    "Stopped". Settings changed while the job ran are applied now. With no
+    job running, a history the page has not summarized ahead yet (one changed with
+    no job) gets a summary-only job when the memory says a fold is due, once per history
+    length; a restore or an import marks its history as done, so opening a conversation sends nothing.
+    """
+    state = st.session_state
+    job: ReplyJob | None = state[keys.REPLY_JOB]
+    settled = None
+    if job is not None and job.progress.finished:
+        settled = job.progress
+        state[keys.REPLY_JOB] = None
+        state[keys.PREFOLD_AT] = len(memory.history)
+        if settled.phase == "stopped":
+            state[keys.RESTORE_TEXT] = settled.user_text
+            state[keys.NOTICE] = Notice("info", "notice.stopped")
+        elif settled.phase == "failed":
+            state[keys.RESTORE_TEXT] = settled.user_text
+            state[keys.NOTICE] = Notice("error", "notice.restored", error=settled.error)
+        settings_panel.apply_deferred()
+    if state[keys.REPLY_JOB] is None and state[keys.PREFOLD_AT] != len(memory.history):
+        state[keys.PREFOLD_AT] = len(memory.history)
+        if _fold_due(memory):
+            _run(ReplyJob(memory, None, after=fold_ahead))
+    return settled
+
+
+def _fold_due(memory: ShortTermMemory) -> bool:
+    # The memory's own answer, asked once; False where it refuses to plan (a message pending in another tab's job,
+    # a budget too small for any message): the job's fold_ahead asks the session caps.
+    try:
+        return memory.fold_due() > memory.summarized_message_count
+    except ValueError:
+        return False
+
+
+def current() -> Progress | None:
+    """The session's job's progress, read once: the run draws this one snapshot everywhere. None without a job.
+
+    A job may have finished since this run's ``settle`` (a refused connection
+    fails in milliseconds); ``reply_tail.render_tail`` then reruns the page to settle it.
+    """
+    job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
+    return None if job is None else job.progress
+
+
+def history_shown(memory: ShortTermMemory, progress: Progress | None) -> int:
+    """How many history messages the page draws from the memory; the tail draws the turn in progress."""
+    return progress.base if progress is not None and progress.phase == "replying" else len(memory.history)

@@ -1,0 +1,222 @@
+"""What the page shows, computed from the memory; pure, no Streamlit.
+
+Everything here reads a ``ShortTermMemory`` and returns plain values or
+DataFrames, so the page's content can be tested without a browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from memora.app.page.i18n import t
+from memora.memory import ShortTermMemory
+from memora.teaching.prices import format_usd
+from memora.teaching.what_if import WhatIf
+from memora.text.messages import Message
+
+Mark = Literal["summarized", "window", "current"]
+COMMANDS = ("history", "context", "summary", "status")
+
+
+def message_marks(memory: ShortTermMemory, history: Sequence[Message] | None = None) -> list[Mark]:
+    """One mark per message of ``history`` (the memory's own by default).
+
+    ``summarized``: folded into the summary (before the pointer). ``current``:
+    the pending user message of a turn in progress. ``window``: every other
+    message, which stays verbatim until it is folded.
+    A reply job may append to the memory while the page draws it, so a caller that
+    reads the history more than once passes one copy, and the marks follow that copy.
+    """
+    history = memory.history if history is None else history
+    pointer = memory.summarized_message_count
+    marks: list[Mark] = ["summarized" if i < pointer else "window" for i in range(len(history))]
+    if history and history[-1].role == "user":
+        marks[-1] = "current"
+    return marks
+
+
+def history_frame(memory: ShortTermMemory, lang: str, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+    """Messages ``start`` to ``stop`` of the history (all by default) as a table: number, role, mark, tokens, content.
+
+    One snapshot of the history, however a reply job changes it meanwhile; the tokens are the ones the memory
+    counted as each message joined, so a page of a long conversation tokenizes nothing.
+    """
+    conversation = memory.conversation
+    messages = conversation.messages
+    stop = len(messages) if stop is None else min(stop, len(messages))
+    marks = message_marks(memory, messages)
+    rows = range(start, stop)
+    return pd.DataFrame(
+        {
+            t(lang, "col.number"): [i + 1 for i in rows],
+            t(lang, "col.role"): [messages[i].role for i in rows],
+            t(lang, "col.state"): [t(lang, f"mark.{marks[i]}") for i in rows],
+            t(lang, "col.tokens"): [conversation.counts[i] for i in rows],
+            t(lang, "col.content"): [messages[i].content for i in rows],
+        }
+    )
+
+
+@dataclass(frozen=True)
+class StatusFigure:
+    key: str
+    value: int | str
+
+
+def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
+    """The article's five status figures, labelled in ``lang``."""
+    status = memory.get_status()
+    return [
+        StatusFigure("status.history", int(status["History messages"])),
+        StatusFigure("status.summarized", int(status["Summarized messages"])),
+        StatusFigure("status.context", int(status["Last context messages"])),
+        StatusFigure("status.has_summary", t(lang, "status.yes" if status["Summary available"] else "status.no")),
+        StatusFigure("status.session_tokens", int(status["Session total tokens"])),
+    ]
+
+
+def bounded_note(memory: ShortTermMemory, lang: str) -> str:
+    """What the full history would cost now, beside what the last request sent; a conversation restored
+    or imported has sent nothing in this session yet, and says so rather than "0 tokens"."""
+    full = f"{memory.full_history_tokens():,}"
+    if memory.last_prepared is None and memory.history:
+        return t(lang, "status.bounded_none", full=full, budget=f"{memory.max_input_tokens:,}")
+    sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
+    return t(lang, "status.bounded", full=full, sent=f"{sent:,}", budget=f"{memory.max_input_tokens:,}")
+
+
+def fold_note(memory: ShortTermMemory, lang: str) -> str:
+    """Which fold policy is on, and why the last fold happened, in one or two sentences.
+
+    A restored or imported conversation keeps its summary but not the reason of its last fold: it says
+    how many messages had been folded before, not that nothing was."""
+    note = t(lang, f"policy.{memory.fold_policy}_note")
+    plan = memory.last_fold_plan
+    if plan is None and memory.summarized_message_count:
+        return note + " " + t(lang, "fold.before_opened", count=memory.summarized_message_count)
+    if plan is None:
+        return note + " " + t(lang, "fold.none_yet")
+    return note + " " + t(lang, f"fold.{plan.reason}", planned=f"{plan.input_tokens:,}", budget=f"{plan.budget:,}")
+
+
+def calibration_note(memory: ShortTermMemory, lang: str) -> str:
+    """Which count the budget uses, in one sentence: offline, o200k_base with no server to count or bill;
+    o200k_base (the server's own), the server's tokenizer (exact), or local counts with each kind of text's margin,
+    learned or still the worst known."""
+    calibration = memory.budget.calibration
+    if memory.backend.offline:
+        return t(lang, "calibration.offline")
+    if calibration.exact:
+        return t(lang, "calibration.exact")
+    source = memory.budget.source()
+    if source is not None:
+        return t(lang, "calibration.server", source=source, budget=f"{memory.budget_in_force():,}")
+    learned = dict(calibration.learned)
+    ratios = ", ".join(
+        f"{t(lang, f'calibration.kind.{kind}')} {calibration.kind_ratio(kind):.2f}× "
+        f"({t(lang, 'calibration.kind.learned' if kind in learned else 'calibration.kind.worst')})"
+        for kind in sorted(calibration.seen | {"latin"})
+    )
+    return t(lang, "calibration.kinds", ratios=ratios, local=f"{memory.local_budget():,}", budget=f"{memory.budget_in_force():,}")
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """A command's result: a title and a plain-text body, or an error message."""
+
+    title: str
+    body: str
+    error: bool = False
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("history", "")`` for ``"/history"``; None when ``text`` is no command.
+
+    A command is any message whose first non-blank character is ``/``; the
+    name ends at the first whitespace (a space or a line break), and the rest
+    is its arguments, kept for error messages. ``"/"`` alone has the name ``""``.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    # Any whitespace ends the name: "/history\nfoo" is /history with an argument, not a command named "history\nfoo".
+    name, *rest = stripped[1:].split(maxsplit=1) or [""]
+    return name.lower(), rest[0].strip() if rest else ""
+
+
+def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> CommandOutput:
+    """The article's commands; none of them calls a model.
+
+    Unknown names and any arguments give an error output naming the problem.
+    """
+    if name not in COMMANDS:
+        return CommandOutput("/" + name, t(lang, "cmd.unknown", command="/" + name), error=True)
+    if args:
+        return CommandOutput("/" + name, t(lang, "cmd.no_args", command="/" + name, args=args), error=True)
+    empty = t(lang, "cmd.empty")
+    if name == "history":
+        history = list(memory.history)
+        numbered = enumerate(zip(history, message_marks(memory, history), strict=True), start=1)
+        lines = [f"{i:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in numbered]
+        return CommandOutput(t(lang, "cmd.history_title"), "\n".join(lines) or empty)
+    if name == "context":
+        return CommandOutput(t(lang, "cmd.context_title"), "\n".join(f"{m.role}: {m.content}" for m in memory.last_context) or empty)
+    if name == "summary":
+        return CommandOutput(t(lang, "cmd.summary_title"), memory.summary or empty)
+    rows = [f"{t(lang, f.key)}: {f.value}" for f in status_figures(memory, lang)]
+    return CommandOutput(t(lang, "cmd.status_title"), "\n".join(rows))
+
+
+@dataclass(frozen=True)
+class ContextRow:
+    role: str
+    source: str
+    tokens: int
+    content: str
+
+
+def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
+    """The last request's messages with their source and token count; empty before any request."""
+    prepared = memory.last_prepared
+    if prepared is None:
+        return []
+    return [
+        ContextRow(m.role, source, tokens, m.content)
+        for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens, strict=True)
+    ]
+
+
+def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
+    """The last request's messages as a table: number, role, source, tokens, content."""
+    rows = last_context_rows(memory)
+    return pd.DataFrame(
+        {
+            t(lang, "col.number"): range(1, len(rows) + 1),
+            t(lang, "col.role"): [r.role for r in rows],
+            t(lang, "col.source"): [t(lang, f"source.{r.source}") for r in rows],
+            t(lang, "col.tokens"): [r.tokens for r in rows],
+            t(lang, "col.content"): [r.content for r in rows],
+        }
+    )
+
+
+WHAT_IF_ROWS = ("requests", "summary_requests", "tokens_sent", "summary_written", "over_budget", "usd")
+
+
+def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
+    """The strategies side by side: one column each (yours, the other policy's replay, the full history's), one row per
+    figure, every cell a formatted string; ``$`` reads "tokens only" where nothing is priced."""
+    columns: dict[str, list[str]] = {t(lang, "whatif.row"): [t(lang, f"whatif.{row}") for row in WHAT_IF_ROWS]}
+    for outcome in what_if.outcomes:
+        run = outcome.replay
+        name = t(lang, f"whatif.{run.strategy}")
+        kind = "col_live" if outcome.live else "col_full" if run.strategy == "full_history" else "col_replay"
+        usd = t(lang, "whatif.tokens_only") if outcome.usd is None else format_usd(outcome.usd)
+        requests = run.reply_requests + run.summary_requests
+        figures = (requests, run.summary_requests, run.input_tokens, run.summary_output_tokens, run.over_budget)
+        columns[t(lang, f"whatif.{kind}", strategy=name)] = [*(f"{figure:,}" for figure in figures), usd]
+    return pd.DataFrame(columns)

@@ -1,0 +1,283 @@
+"""The terminal REPL: the article's Memora v0.7 loop on the same memory.
+
+Commands: history, context, summary, status, usage, exit. Offline unless a key is set;
+``memora.app.settings`` lists the variables that choose the backend. It folds by the article's
+window, as the page does by default (``MEMORA_FOLD_POLICY=watermark`` for the other policy).
+
+Replies are printed as they stream in. While the user types the next message, the
+memory folds in the background what the next turn is certain to fold (a summary-only
+``ReplyJob`` running ``fold_ahead``, as the page does), so the next reply does not wait for a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+
+from memora import __version__
+from memora.app.settings import SettingsError, configured_memory, load_settings
+from memora.backends.base import BackendError
+from memora.classroom.job import ReplyJob, fold_ahead
+from memora.memory import ShortTermMemory, TurnStats
+from memora.text.messages import Message
+from memora.text.usage import UsageRecord
+
+COMMANDS = ("history", "context", "summary", "status", "usage", "exit")
+
+
+def format_messages(title: str, messages: Sequence[Message]) -> str:
+    body = "\n".join(f"{m.role}: {m.content}" for m in messages) if messages else "(empty)"
+    return f"\n--- {title} ---\n{body}\n----------------------------"
+
+
+def format_gap(counted: int, actual: int | None, estimated: bool) -> str:
+    """How far the count taken before sending was from what the server billed.
+
+    Negative means the local count was under the bill. There is no gap to show when
+    the server reported nothing, or when its figure is itself a local estimate.
+    """
+    if actual is None:
+        return "not available (the server reported no input tokens)"
+    if estimated:
+        return "none to show (the server reported no usage; both figures are local counts)"
+    gap = counted - actual
+    share = f" ({gap / actual:+.1%} of actual)" if actual else ""
+    return f"{gap:+d} tokens{share}"
+
+
+def format_stats(stats: TurnStats, offline: bool = False) -> str:
+    """The article's per-turn block, plus the gap between counted and billed input.
+
+    ``offline`` says the offline engine answered: no server billed anything then.
+    """
+    record = stats.record
+    if record.input_tokens is None:
+        actual = "not reported"
+    elif offline:
+        actual = f"{record.input_tokens} (counted locally: the offline engine has no server to bill)"
+    elif record.estimated:
+        actual = f"{record.input_tokens} (estimated locally: the server reported no usage)"
+    elif record.implausible:
+        actual = f"{record.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
+    else:
+        # Billed only by a provider that bills by the figure; anything else says who reported it, and whether
+        # the server tokenizer's own count contradicts it.
+        actual = f"{record.input_tokens} ({record.input_label or ('billed by the server' if record.billed else 'reported by the server')})"
+    if offline:
+        gap = "none to show (offline: both figures are local counts)"
+    else:
+        gap = format_gap(record.counted_input_tokens, record.input_tokens, record.estimated)
+    notes = []
+    if record.cut:
+        notes.append("Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished.")
+    if record.over_budget:
+        notes.append(f"Over budget by the server's count: it counted {record.input_tokens} input tokens.")
+    return "\n".join(
+        [
+            "\n--- Memory Status ---",
+            f"Newly summarized messages: {stats.newly_summarized_count}",
+            f"Context messages sent: {stats.context_messages}",
+            f"Counted input tokens: {record.counted_input_tokens}",
+            *(
+                [f"Input tokens by the server's tokenizer: {record.server_counted_input_tokens}"]
+                if record.server_counted_input_tokens is not None
+                else []
+            ),
+            f"Actual input tokens: {actual}",
+            f"Estimate gap (counted - actual): {gap}",
+            f"Output tokens: {record.output_tokens}",
+            f"Summary update tokens: {stats.summary_token_usage}",
+            f"Session total tokens: {stats.session_total_tokens}",
+            *notes,
+            "---------------------",
+        ]
+    )
+
+
+def format_usage(records: Sequence[UsageRecord], offline: bool = False) -> str:
+    """Every model request of the session: counted against billed input, and the rest of its usage.
+
+    ``offline`` says the offline engine answered: its figures are local counts, with no server behind them.
+    """
+    if not records:
+        return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
+    header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}"
+    rows = []
+    for r in records:
+        actual = "-" if r.input_tokens is None else f"{r.input_tokens}{'~' if r.estimated else ''}"
+        gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"
+        output = "-" if r.output_tokens is None else str(r.output_tokens)
+        rows.append(
+            f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} "
+            f"{r.reasoning_tokens:>6} {r.cached_tokens:>6}"
+        )
+    if not any(r.estimated for r in records):
+        note = ""
+    elif offline:
+        note = "~ counted locally: the offline engine has no server to bill"
+    else:
+        note = "~ estimated locally: the server reported no usage"
+    return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])
+
+
+def run_command(memory: ShortTermMemory, command: str) -> str | None:
+    """The output of one of the article's commands, or None if ``command`` is none of them."""
+    if command == "history":
+        return format_messages("Full Conversation History", memory.history)
+    if command == "context":
+        return format_messages("Last Request Context", memory.last_context)
+    if command == "summary":
+        return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
+    if command == "usage":
+        return format_usage(memory.ledger, offline=memory.backend.offline)
+    if command == "status":
+        status = {**memory.get_status(), "Budget counted by": memory.budget.words}
+        rows = "\n".join(f"{name}: {value}" for name, value in status.items())
+        return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
+    return None
+
+
+class PlainText:
+    """Turns a streamed Markdown reply into plain text for a terminal, piece by piece.
+
+    Drops bold markers (``**``, ``__``), and heading and quote markers at the start
+    of a line; lists and everything else pass as they are. A piece ending in ``*``
+    or ``_`` is held back until the next one, since a marker may be split in two.
+    """
+
+    _LINE_MARKS = re.compile(r"^(?:#{1,6} |> ?)", re.MULTILINE)
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._line_start = True
+
+    def feed(self, piece: str) -> str:
+        text, self._held = self._held + piece, ""
+        if text.endswith(("*", "_")):
+            keep = len(text) - len(text.rstrip("*_"))
+            text, self._held = text[:-keep], text[-keep:]
+        return self._clean(text)
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return self._clean(text)
+
+    def _clean(self, text: str) -> str:
+        if not text:
+            return ""
+        prefix = "" if self._line_start else "\0"
+        cleaned = self._LINE_MARKS.sub("", prefix + text).removeprefix("\0")
+        self._line_start = text.endswith("\n")
+        return cleaned.replace("**", "").replace("__", "")
+
+
+def fold_report(job: ReplyJob) -> str | None:
+    """Waits for ``job``; None when its fold succeeded or had nothing to do, else what to tell the user."""
+    job.wait()
+    error = job.progress.after_error
+    if error is None:
+        return None
+    return f"Folding ahead of this turn failed ({error}); this turn folds the same messages itself."
+
+
+def repl(
+    memory: ShortTermMemory,
+    read: Callable[[str], str] = input,
+    write: Callable[[str], None] = print,
+    write_part: Callable[[str], None] | None = None,
+) -> None:
+    """Reads until ``exit`` or end of input. A failed turn is rolled back and reported.
+
+    ``write`` writes a line. ``write_part`` writes a piece of a streamed reply with no
+    line break; without it the reply is written as one line once it is complete.
+    """
+    write(f"Memora {__version__} (the article's v0.7 loop)")
+    model = "" if memory.backend.offline else f" · model {memory.model}"
+    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.budget.words}")
+    write("Commands: " + ", ".join(COMMANDS))
+    folding: ReplyJob | None = None
+    while True:
+        try:
+            user_input = read("\nYou: ")
+        except EOFError:
+            write("")  # the cursor is still on the "You: " prompt line
+            write("Bye!")
+            return
+        finally:
+            problem = fold_report(folding) if folding else None
+            folding = None
+        if problem:
+            write(problem)
+        command = user_input.lower().strip()
+        if command == "exit":
+            write("Bye!")
+            return
+        output = run_command(memory, command)
+        if output is not None:
+            write(output)
+            continue
+        stats = run_turn(memory, user_input, write, write_part)
+        if stats is not None:
+            write(format_stats(stats, offline=memory.backend.offline))
+            folding = ReplyJob(memory, None, after=fold_ahead).start()  # the REPL waits for it before the next turn
+
+
+def run_turn(
+    memory: ShortTermMemory, text: str, write: Callable[[str], None], write_part: Callable[[str], None] | None
+) -> TurnStats | None:
+    """One turn, its reply written as plain text (streamed when ``write_part`` is given); None when it failed.
+
+    A failure is reported with ``write`` after ending a half-written line; the turn is rolled back.
+    """
+    streaming, plain = False, PlainText()
+    try:
+        with memory.turn(text) as turn:
+            if write_part is None:
+                write(f"Memora: {plain.feed(turn.run())}{plain.flush()}")
+            else:
+                for piece in turn.stream():
+                    if not streaming:
+                        write_part("Memora: ")
+                        streaming = True
+                    write_part(plain.feed(piece))
+                write_part(plain.flush() + "\n")
+    except (BackendError, ValueError) as error:
+        if streaming and write_part is not None:
+            write_part("\n")
+        write(f"Request failed: {error}")
+        return None
+    return turn.stats
+
+
+def _print_part(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """``--help`` and ``--version``; the REPL takes no other arguments, its settings come from the environment."""
+    parser = argparse.ArgumentParser(
+        prog="python -m memora",
+        description="Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "
+        f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or MEMORA_BACKEND=chat) is set; "
+        "the README lists every MEMORA_* variable.",
+    )
+    parser.add_argument("--version", action="version", version=f"Memora {__version__}")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parse_args(argv)
+    try:
+        memory = configured_memory(load_settings())
+    except SettingsError as error:
+        problems = "\n".join(f"  - {problem}" for problem in error.problems)
+        print(f"Configuration error: Memora cannot start until these settings are fixed:\n{problems}", file=sys.stderr)
+        return 2
+    try:
+        repl(memory, write_part=_print_part)
+    except KeyboardInterrupt:
+        print("\nBye!")
+    return 0

@@ -1,0 +1,220 @@
+"""What a conversation store is: a few verbs on whole conversations, each saved under an unguessable id and an owner.
+
+This is *conversation persistence*: the page's short-term memory (history, summary versions, ledger,
+settings) survives a reload or a restart. It is not long-term memory: nothing is carried from one
+conversation into another, and nothing is recalled across ids.
+
+Every save replaces the whole saved payload in one transaction and bumps a version number. A save names
+the version it was built on, so two tabs writing one id cannot overwrite each other: the second one gets
+``VersionConflict`` and must save elsewhere (the page forks it to a new id).
+
+Every row is bound to its owner: the hash of the secret of the browser that made it
+(``memora.classroom.store.owner``). ``load`` and ``save`` name the owner, and a row of another owner (or a row
+saved before owners existed, whose owner is NULL) is neither read nor written: to that browser it is
+not there. Every save is checked against ``StoreCaps`` in its own transaction.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from memora.classroom.store.room import Growth
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{32}")
+"""``secrets.token_urlsafe(24)``: 24 random bytes, 32 URL-safe characters."""
+SWEEP_INTERVAL_S = 3600.0
+"""The idle sweep runs at most hourly per process: it is a housekeeping DELETE, not part of any turn."""
+
+
+class StoreError(RuntimeError):
+    """The store could not be reached or could not complete a read or write; nothing was changed by it."""
+
+
+class VersionConflict(StoreError):
+    """The conversation was saved by someone else (another tab) since this copy was loaded or saved."""
+
+    def __init__(self, conversation_id: str, expected: int, found: int | None) -> None:
+        self.conversation_id, self.expected, self.found = conversation_id, expected, found
+        super().__init__(f"conversation {conversation_id} is at version {found}, not {expected}")
+
+
+Cap = Literal["conversation", "browser", "store"]
+
+
+@dataclass(frozen=True)
+class StoreCaps:
+    """What the store keeps at most; None is no cap.
+
+    ``conversation_bytes``: one conversation's saved payload (its history, summary versions, ledger and
+    last context). ``new_per_hour``: conversations one owner may create in an hour (new ones, imports and
+    forks alike; a conversation's later saves are not counted). ``store_bytes``: every payload together.
+    """
+
+    conversation_bytes: int | None = None
+    new_per_hour: int | None = None
+    store_bytes: int | None = None
+
+    def admit(
+        self,
+        conversation_id: str,
+        expected_version: int,
+        owner: str,
+        found: tuple[int, str | None, int] | None,
+        *,
+        size: int,
+        new_this_hour: Callable[[], int],
+        store_total: int,
+    ) -> None:
+        """The checks every store makes inside a save's transaction, on the row it found under the id.
+
+        ``found`` is that row's (version, owner, size), or None. Raises VersionConflict when the row is at
+        another version, or is another owner's (so an id from someone else's URL is never written), and
+        CapReached at a cap. ``new_this_hour`` is asked only for a new row.
+        """
+        version = None if found is None else found[0]
+        if (version or 0) != expected_version or (found is not None and found[1] != owner):
+            raise VersionConflict(conversation_id, expected_version, version)
+        self.check(
+            size=size,
+            old_size=0 if found is None else found[2],
+            new_this_hour=new_this_hour() if found is None else None,
+            store_total=store_total,
+        )
+
+    def check(self, *, size: int, old_size: int, new_this_hour: int | None, store_total: int) -> None:
+        """Raises CapReached for a save of ``size`` bytes over a row of ``old_size`` (0 for a new one).
+
+        ``new_this_hour`` is the owner's conversations created in the last hour, for a new row (None for
+        an update). A save that does not grow its row passes the store cap: a full store still lets a
+        conversation be saved as it was, never larger.
+        """
+        if self.conversation_bytes is not None and size > self.conversation_bytes:
+            raise CapReached("conversation", self.conversation_bytes)
+        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
+            raise CapReached("browser", self.new_per_hour)
+        if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
+            raise CapReached("store", self.store_bytes)
+
+    def room(self, *, new_this_hour: int | None, store_total: int, growth: Growth | None = None) -> CapReached | None:
+        """The cap a save would reach now, or None (see ``ConversationStore.room``).
+
+        Without ``growth``, the cap that even a small save would reach. With it (a turn about to be sent),
+        the cap its largest growth would reach: the conversation at ``growth.after`` over its cap, or the
+        store's total with the other turns' bookings and this growth over the store's.
+        """
+        if growth is not None and self.conversation_bytes is not None and growth.after > self.conversation_bytes:
+            return CapReached("conversation", self.conversation_bytes)
+        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
+            return CapReached("browser", self.new_per_hour)
+        added, reserved = (1, 0) if growth is None else (growth.added, growth.reserved)
+        if self.store_bytes is not None and store_total + reserved + added > self.store_bytes:
+            return CapReached("store", self.store_bytes)
+        return None
+
+
+class CapReached(StoreError):
+    """A save was refused, changing nothing, because it would pass ``cap`` (its ``limit``, in bytes or conversations)."""
+
+    def __init__(self, cap: Cap, limit: int) -> None:
+        self.cap, self.limit = cap, limit
+        super().__init__(f"the store's {cap} cap ({limit:,}) is reached")
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    """One saved conversation: its id, its version (1 after the first save), the payload and when it was saved."""
+
+    conversation_id: str
+    version: int
+    payload: str
+    updated_at: datetime
+
+
+def new_conversation_id() -> str:
+    """An unguessable id: whoever knows it can open the conversation, so it is as strong as a session token."""
+    return secrets.token_urlsafe(24)
+
+
+def is_conversation_id(text: str | None) -> bool:
+    """Whether ``text`` has the shape of an id this module makes (a URL may carry anything)."""
+    return bool(text) and ID_PATTERN.fullmatch(text or "") is not None
+
+
+class ConversationStore(Protocol):
+    """Whole conversations by id. Implementations are safe to share between the threads of one process."""
+
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        """The conversation saved under that id by ``owner``, or None when there is none: never saved, swept,
+        or saved by another owner (or before owners existed), which is not told apart. Raises StoreError."""
+        ...
+
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+        """Replaces the payload in one transaction and returns the new row (version ``expected_version + 1``).
+
+        ``expected_version`` is 0 for a conversation never saved: the new row is bound to ``owner``.
+        Raises VersionConflict, changing nothing, when the stored version is another, or the row is another
+        owner's (or, for 0, when the id is taken); CapReached when the payload, the owner's new conversations
+        this hour or the whole store would pass the store's caps; StoreError otherwise.
+        """
+        ...
+
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+        """The cap a save would reach now: the owner's new conversations this hour (when ``new``), and the
+        whole store already full, or, with ``growth``, too full for it (``StoreCaps.room``); the conversation's
+        own cap too with ``growth``. None when there is room. Changes nothing. Raises StoreError."""
+        ...
+
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        """Deletes ``owner``'s conversation saved under that id, in one transaction; True when there was one.
+
+        The row holds the conversation's only stored copy (every save replaced the last), so this removes
+        every saved version: no ``load`` finds it again, and a later save naming its old version gets
+        VersionConflict. Another owner's row (or a row of no owner) is left as it is and gives False, as a
+        missing id does: they are not told apart. Raises StoreError, deleting nothing.
+        """
+        ...
+
+    def delete_owner(self, owner: str) -> int:
+        """Deletes every conversation ``owner`` saved (a browser that is forgotten), in one transaction;
+        returns how many. Another owner's rows are never touched. Raises StoreError, deleting nothing."""
+        ...
+
+    def delete_idle(self, idle_for: timedelta) -> int:
+        """Deletes conversations not saved for longer than ``idle_for``; returns how many. Raises StoreError."""
+        ...
+
+    def close(self) -> None:
+        """Releases connections; the store is not used afterwards."""
+        ...
+
+
+class IdleSweep:
+    """Runs ``store.delete_idle(idle_for)`` when called, at most once per ``interval_s`` (per process).
+
+    A failed sweep is retried at the next due call; it never fails the save that triggered it.
+    """
+
+    def __init__(self, store: ConversationStore, idle_for: timedelta, interval_s: float = SWEEP_INTERVAL_S) -> None:
+        self.store, self.idle_for, self.interval_s = store, idle_for, interval_s
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+
+    def maybe_run(self) -> int | None:
+        """How many conversations were deleted, or None when no sweep was due (or it failed)."""
+        with self._lock:
+            if time.monotonic() < self._next:
+                return None
+            self._next = time.monotonic() + self.interval_s
+        try:
+            return self.store.delete_idle(self.idle_for)
+        except StoreError:
+            with self._lock:
+                self._next = time.monotonic()
+            return None

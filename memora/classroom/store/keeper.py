@@ -1,0 +1,385 @@
+"""Keeps one page's conversation in a store: opens it by id, saves it after every change, forks on a conflict.
+
+``ConversationKeeper`` is plain Python (no Streamlit): its ``save`` is the memory's ``on_change`` hook and
+may run in any thread that commits a turn or a fold. It never raises: a failed save is kept as
+``failure`` and retried by the next ``save`` or ``retry``; the page reads ``failure`` and ``fork`` and
+says so. Nothing in memory is ever dropped because the store failed.
+
+Every keeper saves for one owner (``memora.classroom.store.owner``: the hash of its browser's secret), and
+``reopen`` opens only that owner's conversations. Before a turn is sent, ``room`` asks the store whether
+it can keep the turn at its largest (``memora.classroom.store.room``) and books that growth until the turn has
+ended, so no reply is billed for a conversation that cannot be saved. A save the store's caps refuse
+anyway is kept as ``refusal``: not retried on every run (it would be refused again), but by the next
+turn, which ``room`` checks first.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memora.classroom.store.base import (
+    CapReached,
+    ConversationStore,
+    IdleSweep,
+    StoreError,
+    VersionConflict,
+    is_conversation_id,
+    new_conversation_id,
+)
+from memora.classroom.store.owner import new_owner
+from memora.classroom.store.room import BOOKINGS, Growth, turn_growth
+from memora.classroom.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending
+from memora.memory import ShortTermMemory
+from memora.memory.hook import Change
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Another tab saved ``from_id`` first; this tab's conversation went on under ``to_id``. Both are kept whole."""
+
+    from_id: str
+    to_id: str
+
+
+class ConversationKeeper:
+    """The conversation of one page session: its id, the version it last saved, and what went wrong.
+
+    ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
+    ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
+    ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
+    (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
+    records the stored copy holds.
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        conversation_id: str | None = None,
+        version: int = 0,
+        *,
+        owner: str | None = None,
+        sweep: IdleSweep | None = None,
+    ) -> None:
+        self.store, self.sweep = store, sweep
+        self.owner = owner or new_owner()
+        self.language = "en"
+        self.memory: ShortTermMemory | None = None
+        self._new_id()  # also sets failure, refusal, fork, dirty, saved_choices and the sizes
+        if conversation_id is not None:
+            self.conversation_id, self.version = conversation_id, version
+        self._lock = threading.Lock()
+
+    @property
+    def saved(self) -> bool:
+        return self.version > 0
+
+    def attach(self, memory: ShortTermMemory) -> None:
+        """Saves ``memory`` after each of its committed turns and folds, from now on."""
+        self.memory = memory
+        memory.on_change = self.on_change
+
+    def on_change(self, memory: ShortTermMemory, change: Change) -> None:
+        # A memory left behind by a deletion or an import may still finish a turn in another thread: it is no longer this id's.
+        if memory is self.memory:
+            self.save(memory)
+
+    def save(self, memory: ShortTermMemory, *, wait: bool = True, fork: bool = True) -> bool:
+        """Saves the whole conversation in one transaction; True when it is stored.
+
+        The payload is read under the memory's lock, so a turn committing in another thread is never
+        half-saved; with ``wait=False`` a memory busy with a turn is left alone (False), since that
+        turn's own commit saves it. On a version conflict (another tab of this browser saved this id
+        since) it is saved under a new id instead, and ``fork`` names both; with ``fork=False`` (a save
+        of the page's choices only, which is no reason to copy a whole conversation) it is left unsaved
+        and the next turn forks. On a cap, nothing is written and ``refusal`` says which. On another
+        StoreError the conversation stays in memory, ``failure`` says why, and ``dirty`` asks for a retry.
+        """
+        if not memory.lock.acquire(blocking=wait):
+            return False
+        try:
+            return self._save(memory, fork)
+        finally:
+            memory.lock.release()
+
+    def save_pending(self, text: str, *, timeout_s: float) -> bool:
+        """Saves the conversation with ``text`` kept as its pending message (a turn the server stopped before
+        it was answered), for the next visit to put back in the input box; True when it is stored.
+
+        Waits up to ``timeout_s`` for the memory's lock. A turn still holding it (waiting for the model's
+        first byte) has not changed what was last saved, so then the stored copy gets the message instead,
+        at this keeper's version; nothing is saved (False) when there is no stored copy yet, when the
+        memory holds changes the store refused (the stored copy is older), or when the store fails.
+        """
+        memory = self.memory
+        if memory is None:
+            return False
+        if not memory.lock.acquire(timeout=timeout_s):
+            return self._mark_stored_pending(text)
+        try:
+            return self._save(memory, pending_message=text)
+        finally:
+            memory.lock.release()
+
+    def _mark_stored_pending(self, text: str) -> bool:
+        with self._lock:
+            if not self.saved or self.dirty:
+                return False
+            try:
+                row = self.store.load(self.conversation_id, self.owner)
+                if row is None or row.version != self.version:
+                    return False
+                stored = self.store.save(self.conversation_id, with_pending(row.payload, text), self.version, self.owner)
+            except (StoreError, SavedConversationError):
+                return False
+            self.version, self.stored_bytes = stored.version, len(stored.payload.encode())
+            return True
+
+    def _save(self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None) -> bool:
+        with self._lock:
+            payload = dumps_saved(memory, self.language, pending_message=pending_message)
+            self.size = len(payload.encode())
+            if self.size > MAX_SAVED_BYTES:
+                # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
+                self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
+                return False
+            try:
+                try:
+                    row = self.store.save(self.conversation_id, payload, self.version, self.owner)
+                except VersionConflict:
+                    if not fork:
+                        self.saved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
+                        return False
+                    forked = new_conversation_id()
+                    row = self.store.save(forked, payload, 0, self.owner)
+                    self.fork = Fork(self.conversation_id, forked)
+                    self.conversation_id = forked
+            except CapReached as cap:
+                self.refusal, self.failure, self.dirty = cap, None, False
+                return False
+            except StoreError as error:
+                self.failure, self.dirty = error, True
+                return False
+            self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
+            self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
+        if self.sweep is not None:
+            self.sweep.maybe_run()
+        return True
+
+    def unsaved_tokens(self) -> int:
+        """The tokens of the model requests this conversation holds that the store does not have yet (0 when
+        it is saved): what a storage failure would cost if this process lost the memory. Never touches the store."""
+        if not self.dirty or self.memory is None:
+            return 0
+        return sum(record.total_tokens for record in self.memory.ledger[self.stored_requests :])
+
+    def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
+        """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
+        return (self.language, memory.max_input_tokens, memory.max_recent_turns, memory.fold_policy)
+
+    def save_changed_choices(self) -> bool:
+        """Saves when a saved conversation's choices changed since its last save (no turn would save them
+        before a reload); never waits for a running turn. True when nothing is left unsaved."""
+        if self.memory is None or not self.saved or self.choices(self.memory) == self.saved_choices:
+            return True
+        return self.save(self.memory, wait=False, fork=False)
+
+    def retry(self) -> bool:
+        """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.
+
+        Never waits for a turn running in another thread: that turn's commit saves anyway."""
+        if not self.dirty or self.memory is None:
+            return not self.dirty
+        return self.save(self.memory, wait=False)
+
+    def room(self, message: str) -> CapReached | None:
+        """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
+        sent, so that no reply is billed for a turn that cannot be kept, in a new conversation or a saved one.
+
+        None when there is room: the turn's growth is then booked until ``release_room`` (the turn has ended),
+        so that turns of other pages cannot take the same bytes meanwhile. None too when the store cannot say
+        (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
+        """
+        memory = self.memory
+        if memory is None:
+            return None
+        refusal = self.refusal
+        if refusal is not None and refusal.cap == "conversation":
+            return refusal  # a conversation only grows: its next save would be refused too
+        if self.size is None:
+            self.size = len(dumps_saved(memory, self.language).encode())
+        growth = Growth(self.stored_bytes, self.size + turn_growth(memory, message), BOOKINGS.reserved(self.store, self))
+        if growth.after > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
+        try:
+            cap = self.store.room(self.owner, new=not self.saved, growth=growth)
+        except StoreError:
+            return None
+        if cap is None:
+            BOOKINGS.book(self.store, self, growth.added)
+        return cap
+
+    def release_room(self) -> None:
+        """Gives back the growth ``room`` booked: the turn has ended, and its saves are done or refused."""
+        BOOKINGS.release(self.store, self)
+
+    def delete(self) -> None:
+        """Deletes this conversation from the store, every saved version of it, and lets go of its memory.
+
+        Afterwards the keeper holds a new id, not saved yet, and no memory (``attach`` the next one): a
+        turn of the old memory still committing in another thread (a reply being written) saves nothing,
+        so it cannot bring the conversation back. An id this keeper never saved is deleted all the same,
+        since another keeper of this browser may have saved it (a reload's). Raises StoreError when the
+        store cannot delete it: then nothing changed, and the conversation is still kept and saved as before.
+        """
+        with self._lock:
+            self.store.delete(self.conversation_id, self.owner)
+            self._let_go()
+
+    def forget_browser(self) -> int:
+        """Deletes every conversation of this keeper's owner (its browser is forgotten) and lets go of its
+        memory, as ``delete`` does; returns how many were deleted. Raises StoreError, changing nothing."""
+        with self._lock:
+            deleted = self.store.delete_owner(self.owner)
+            self._let_go()
+        return deleted
+
+    def let_go(self) -> None:
+        """Stops keeping this conversation without deleting it (its browser's conversations are deleted
+        elsewhere, all at once): a late commit of the memory saves nothing; a new id, no memory."""
+        with self._lock:
+            self._let_go()
+
+    def _let_go(self) -> None:
+        self.memory = None  # ``on_change`` saves only the memory it keeps
+        self._new_id()
+
+    def _new_id(self) -> None:
+        """A new id, not saved yet, with nothing stored, refused or failed."""
+        self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
+        self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
+
+    def start_new(self, memory: ShortTermMemory) -> None:
+        """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
+        with self._lock:
+            self._new_id()
+        self.attach(memory)
+
+    def adopt(self, memory: ShortTermMemory) -> CapReached | None:
+        """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
+
+        Returns the cap that refused it, and then nothing changed: this keeper still keeps the conversation
+        it had. Otherwise the keeper keeps ``memory`` from now on; a store that failed otherwise is
+        retried as after any failed save.
+        """
+        with memory.lock:
+            payload = dumps_saved(memory, self.language)
+        if len(payload.encode()) > MAX_SAVED_BYTES:
+            return CapReached("conversation", MAX_SAVED_BYTES)
+        conversation_id = new_conversation_id()
+        try:
+            row = self.store.save(conversation_id, payload, 0, self.owner)
+        except CapReached as cap:
+            return cap
+        except StoreError as error:
+            self.start_new(memory)
+            self.failure, self.dirty = error, True
+            return None
+        self.start_new(memory)
+        with self._lock:
+            self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
+            self.stored_bytes = self.size = len(payload.encode())
+            self.stored_requests = len(memory.ledger)
+        return None
+
+
+Opened = Literal["new", "restored", "missing", "refused", "failed"]
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """What ``reopen`` found: ``memory`` (restored, or None), its language, and why not when it could not."""
+
+    outcome: Opened
+    keeper: ConversationKeeper
+    memory: ShortTermMemory | None = None
+    language: str | None = None
+    requested_id: str | None = None
+    problem: Exception | None = None
+    pending_message: str | None = None
+
+
+def reopen(
+    store: ConversationStore,
+    requested_id: str | None,
+    session: ShortTermMemory,
+    *,
+    owner: str,
+    locked: bool,
+    token_counter: Any = None,
+    sweep: IdleSweep | None = None,
+) -> Reopened:
+    """``owner``'s conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
+
+    ``new``: no id asked for. ``missing``: no such conversation of this owner (never saved, swept as idle,
+    saved by another browser or before owners existed, or not an id at all: these are not told apart, and
+    nothing of another owner's conversation is read). ``refused``: its payload is malformed
+    (``problem`` is a SavedConversationError). ``failed``: the store could not be read (``problem`` is a
+    StoreError). In every case but ``restored`` the keeper holds a new id, so nothing overwrites the
+    conversation that was asked for.
+    """
+    fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
+    if requested_id is None:
+        return Reopened("new", fresh)
+    if not is_conversation_id(requested_id):
+        return Reopened("missing", fresh, requested_id=requested_id)
+    try:
+        row = store.load(requested_id, owner)
+    except StoreError as error:
+        return Reopened("failed", fresh, requested_id=requested_id, problem=error)
+    if row is None:
+        return Reopened("missing", fresh, requested_id=requested_id)
+    try:
+        saved = parse_saved(row.payload)
+        memory = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+    except SavedConversationError as error:
+        return Reopened("refused", fresh, requested_id=requested_id, problem=error)
+    keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
+    keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
+    return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
+
+
+def reopen_live(
+    live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, token_counter: Any = None, wait_s: float = 5.0
+) -> Reopened | None:
+    """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``; sends no request.
+
+    For a reload while the conversation is newer here than in the store (a reply just committed, or a
+    save the store refused): the copy continues at ``live``'s version, so the next save follows it
+    instead of forking, and it keeps ``live``'s unsaved state (``dirty``, ``failure``) to retry. The
+    payload goes through the store's own rules (``parse_saved``, ``restore_saved``), so the copy is
+    what a restore from the store would give. None when the memory stays busy for ``wait_s`` (a turn
+    of another tab), or when the copy is refused (then the store's copy is the one to open). The copy
+    keeps ``live.owner``: the caller opens it only for that owner's browser, as ``reopen`` would.
+    """
+    memory = live.memory
+    if memory is None or not memory.lock.acquire(timeout=wait_s):
+        return None
+    try:
+        with live._lock:
+            payload = dumps_saved(memory, live.language)
+            conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
+            stored_bytes, stored_requests = live.stored_bytes, live.stored_requests
+    finally:
+        memory.lock.release()
+    try:
+        saved = parse_saved(payload)
+        restored = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+    except SavedConversationError:
+        return None
+    keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
+    keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
+    keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
+    return Reopened("restored", keeper, restored, saved.language, conversation_id)

@@ -1,0 +1,216 @@
+"""The shared store: PostgreSQL through psycopg 3, so several Streamlit processes or machines serve one class.
+
+One connection per store object behind one lock, opened on first use and opened again after it breaks,
+so a database restart costs one failed save (which the page retries) rather than a dead page. The
+version check is in the UPDATE's WHERE clause: two processes saving the same version cannot both win.
+
+A deleted conversation is gone for every query at once. PostgreSQL's own files keep the dead row's bytes
+until VACUUM (autovacuum) reuses the space, and its write-ahead log and backups as the operator keeps
+them: the database's operator can still reach them for that time, no page or student can.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
+from memora.classroom.store.room import Growth
+
+log = logging.getLogger(__name__)
+CONNECT_TIMEOUT_S = 5
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memora_conversations (
+    id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS memora_conversations_updated_at ON memora_conversations (updated_at);
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS owner TEXT;
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS created_at TIMESTAMPTZ;
+ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS size INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS memora_conversations_owner_created ON memora_conversations (owner, created_at);
+UPDATE memora_conversations SET size = octet_length(payload) WHERE size = 0
+"""
+"""The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so no
+browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap."""
+CAPS_LOCK = 734_522_002
+"""An advisory lock taken by a save when the store has a per-browser or whole-store cap: two processes
+checking those caps at once would otherwise both pass them."""
+SCHEMA_LOCK = 734_522_001
+"""An advisory lock id: two processes creating the tables at once would otherwise race in PostgreSQL's catalog."""
+
+
+class PostgresConnection:
+    """One lazily opened connection, its lock, and the tables it needs; shared by the store and the server ledger.
+
+    A connection opened before a database restart is found broken only when it is next used: ``run``
+    then opens a new one and tries once more, so the first page after the restart works. Every error
+    becomes a StoreError whose text has the URL's credentials redacted in any form.
+    """
+
+    def __init__(self, url: str, schema: str) -> None:
+        self.url, self.schema = url, schema
+        self.lock = threading.Lock()
+        self._connection: Any = None
+
+    def __repr__(self) -> str:  # the URL may hold a password
+        return f"PostgresConnection({self.place!r})"
+
+    @functools.cached_property
+    def place(self) -> str:
+        """Host, port and database: names the database in logs and keys, never its credentials."""
+        from memora.backends.redaction import redact, url_secrets
+
+        netloc = self.url.partition("://")[2].rpartition("@")[2].partition("/")[0]
+        database = self.url.rpartition("/")[2].partition("?")[0]
+        return redact(f"postgresql://{netloc}/{database}", url_secrets(self.url))
+
+    def run(self, work: Any) -> Any:
+        """``work(connection)`` inside one transaction, under the lock; psycopg's errors become StoreError.
+
+        A connection that was open before and is found broken (a database restart, an idle drop) is
+        replaced and ``work`` runs once more: its transaction never committed, so nothing runs twice.
+        """
+        import psycopg
+
+        with self.lock:
+            for attempt in (1, 2):
+                reused = self._connection is not None and not self._connection.closed
+                try:
+                    connection = self._connect()
+                    with connection.transaction():
+                        return work(connection)
+                except psycopg.Error as error:
+                    broken = reused and self._connection is not None and self._connection.broken
+                    self._drop()
+                    if attempt == 1 and broken:
+                        continue
+                    # libpq's text names the host, port, role and database: the teacher's log only, never a page.
+                    log.warning("Memora: the PostgreSQL store at %s (role %s) failed: %s", self.place, self._role, self._safe(error))
+                    raise StoreError(f"PostgreSQL: {_reason(error)}; the server's log says where and why") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self.lock:
+            self._drop()
+
+    @functools.cached_property
+    def _role(self) -> str:
+        from urllib.parse import unquote
+
+        userinfo = self.url.partition("://")[2].rpartition("@")[0]
+        return unquote(userinfo.partition(":")[0]) or "(libpq's default)"
+
+    def _safe(self, error: Exception) -> str:
+        # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
+        from memora.backends.redaction import redact, url_secrets
+
+        return redact(f"{type(error).__name__}: {error}".strip(), url_secrets(self.url))
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        if self._connection is None or self._connection.closed:
+            connection = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+                for statement in self.schema.split(";"):
+                    connection.execute(statement)
+            self._connection = connection
+        return self._connection
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            finally:
+                self._connection = None
+
+
+def _reason(error: Exception) -> str:
+    """What a student may read of a psycopg error: its class and SQLSTATE (``28P01``: the password was refused;
+    none: the server could not be reached), never libpq's own text."""
+    code = getattr(error, "sqlstate", None)
+    return f"{type(error).__name__}, SQLSTATE {code}" if code else type(error).__name__
+
+
+class PostgresStore:
+    """``ConversationStore`` on a PostgreSQL database (``postgresql://user:password@host:port/db``)."""
+
+    def __init__(self, url: str, caps: StoreCaps | None = None) -> None:
+        self.db = PostgresConnection(url, _SCHEMA)
+        self.caps = caps or StoreCaps()
+
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        query = "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s"
+        row = self.db.run(lambda c: c.execute(query, (conversation_id, owner)).fetchone())
+        return None if row is None else StoredConversation(*row)
+
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+        size = len(payload.encode())
+
+        def write(c: Any) -> StoredConversation:
+            if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
+                c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
+            row = c.execute("SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone()
+            self.caps.admit(
+                conversation_id,
+                expected_version,
+                owner,
+                row,
+                size=size,
+                new_this_hour=lambda: self._new_this_hour(c, owner),
+                store_total=self._total(c),
+            )
+            if row is None:
+                written = c.execute(
+                    "INSERT INTO memora_conversations (id, version, payload, owner, created_at, size) VALUES (%s, 1, %s, %s, now(), %s) "
+                    "ON CONFLICT (id) DO NOTHING RETURNING updated_at",
+                    (conversation_id, payload, owner, size),
+                ).fetchone()
+            else:
+                written = c.execute(
+                    "UPDATE memora_conversations SET version = version + 1, payload = %s, size = %s, updated_at = now() "
+                    "WHERE id = %s AND version = %s RETURNING updated_at",
+                    (payload, size, conversation_id, expected_version),
+                ).fetchone()
+            if written is None:  # another process inserted this id between the SELECT and the INSERT
+                raise VersionConflict(conversation_id, expected_version, None)
+            return StoredConversation(conversation_id, expected_version + 1, payload, written[0])
+
+        return self.db.run(write)
+
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+        def ask(c: Any) -> CapReached | None:
+            return self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c), growth=growth)
+
+        return self.db.run(ask)
+
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        query = "DELETE FROM memora_conversations WHERE id = %s AND owner = %s"
+        return bool(self.db.run(lambda c: c.execute(query, (conversation_id, owner)).rowcount))
+
+    def delete_owner(self, owner: str) -> int:
+        return int(self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount))
+
+    def delete_idle(self, idle_for: timedelta) -> int:
+        return self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _new_this_hour(self, c: Any, owner: str) -> int:
+        if self.caps.new_per_hour is None:
+            return 0
+        query = "SELECT COUNT(*) FROM memora_conversations WHERE owner = %s AND created_at > now() - interval '1 hour'"
+        return int(c.execute(query, (owner,)).fetchone()[0])
+
+    def _total(self, c: Any) -> int:
+        if self.caps.store_bytes is None:
+            return 0
+        return int(c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_conversations").fetchone()[0])

@@ -1,0 +1,178 @@
+"""The default store: one SQLite file (stdlib ``sqlite3``), created with its folder on first use.
+
+One connection, in WAL mode, behind one lock: the threads of one Streamlit process take turns, and a
+save is one short transaction. Several processes may open the same file (WAL lets readers go on while
+one writes); for several machines use PostgreSQL (``memora.classroom.store.postgres``).
+
+A deletion (``delete``, ``delete_owner``) leaves none of the conversation's text in the file: freed pages
+are zeroed (``secure_delete``) and the write-ahead log, which holds every earlier save, is emptied.
+
+A file made before conversations had owners is migrated in place when it is opened: the new columns
+are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them) and
+their sizes are filled in so that they count against the store's cap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation, StoreError
+from memora.classroom.store.room import Growth
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_updated_at ON conversations (updated_at);
+"""
+_ADDED_COLUMNS = (("owner", "TEXT"), ("created_at", "REAL"), ("size", "INTEGER NOT NULL DEFAULT 0"))
+"""Columns added since the first schema (owners and caps); a file without them gets them when opened."""
+_AFTER_MIGRATION = """
+CREATE INDEX IF NOT EXISTS conversations_owner_created ON conversations (owner, created_at);
+UPDATE conversations SET size = length(CAST(payload AS BLOB)) WHERE size = 0;
+"""
+HOUR_S = 3600.0
+
+
+class SqliteStore:
+    """``ConversationStore`` on the SQLite file at ``path``; opened lazily, so a bad path fails a save, not the page."""
+
+    def __init__(self, path: str | Path, caps: StoreCaps | None = None) -> None:
+        self.path = Path(path).expanduser()
+        self.caps = caps or StoreCaps()
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+
+    def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
+        with self._lock, _errors():
+            query = "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ?"
+            row = self._connect().execute(query, (conversation_id, owner)).fetchone()
+        return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
+
+    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+        now = datetime.now(UTC)
+        size = len(payload.encode())
+        with self._lock, _errors():
+            connection = self._connect()
+            # BEGIN IMMEDIATE takes the write lock first, so nothing read below can change before the write.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                row = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+                self.caps.admit(
+                    conversation_id,
+                    expected_version,
+                    owner,
+                    row,
+                    size=size,
+                    new_this_hour=lambda: self._new_this_hour(connection, owner, now),
+                    store_total=self._total(connection),
+                )
+                connection.execute(
+                    "INSERT INTO conversations (id, version, payload, updated_at, owner, created_at, size) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO UPDATE SET "
+                    "version = excluded.version, payload = excluded.payload, updated_at = excluded.updated_at, size = excluded.size",
+                    (conversation_id, expected_version + 1, payload, now.timestamp(), owner, now.timestamp(), size),
+                )
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        return StoredConversation(conversation_id, expected_version + 1, payload, now)
+
+    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+        with self._lock, _errors():
+            connection = self._connect()
+            new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
+            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection), growth=growth)
+
+    def delete(self, conversation_id: str, owner: str) -> bool:
+        with self._lock, _errors():
+            connection = self._connect()
+            deleted = connection.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)).rowcount
+            if deleted:
+                _scrub(connection)
+        return deleted > 0
+
+    def delete_owner(self, owner: str) -> int:
+        with self._lock, _errors():
+            connection = self._connect()
+            deleted = int(connection.execute("DELETE FROM conversations WHERE owner = ?", (owner,)).rowcount)
+            if deleted:
+                _scrub(connection)
+        return deleted
+
+    def delete_idle(self, idle_for: timedelta) -> int:
+        cutoff = (datetime.now(UTC) - idle_for).timestamp()
+        with self._lock, _errors():
+            return self._connect().execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def _new_this_hour(self, connection: sqlite3.Connection, owner: str, now: datetime) -> int:
+        if self.caps.new_per_hour is None:
+            return 0
+        query = "SELECT COUNT(*) FROM conversations WHERE owner = ? AND created_at > ?"
+        return int(connection.execute(query, (owner, now.timestamp() - HOUR_S)).fetchone()[0])
+
+    def _total(self, connection: sqlite3.Connection) -> int:
+        if self.caps.store_bytes is None:
+            return 0
+        return int(connection.execute("SELECT COALESCE(SUM(size), 0) FROM conversations").fetchone()[0])
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # check_same_thread=False: the lock above serialises every use; replies may commit in a worker thread.
+            connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA journal_mode=WAL")
+            # Freed pages are zeroed, so a deleted conversation's text is not left in the file (Debian's build
+            # does this by default, other builds do not).
+            connection.execute("PRAGMA secure_delete=ON")
+            connection.executescript(_SCHEMA)
+            _migrate(connection)
+            self._connection = connection
+        return self._connection
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    """Adds the owner and cap columns to a table made before them, once, even with several processes opening it."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        present = {row[1] for row in connection.execute("PRAGMA table_info(conversations)")}
+        for name, definition in _ADDED_COLUMNS:
+            if name not in present:
+                connection.execute(f"ALTER TABLE conversations ADD COLUMN {name} {definition}")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+    connection.executescript(_AFTER_MIGRATION)
+
+
+def _scrub(connection: sqlite3.Connection) -> None:
+    """Empties the write-ahead log after a deletion: every earlier save of the deleted row is a frame in it
+    until a checkpoint, readable by anyone who can read the file. TRUNCATE copies the log into the database
+    (whose freed pages ``secure_delete`` zeroed) and cuts it to 0 bytes; while another process is reading,
+    SQLite leaves it for that reader (the next deletion or checkpoint truncates it), so this never waits."""
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class _errors:
+    """Turns sqlite3's errors (and a folder that cannot be made) into StoreError; VersionConflict passes."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        if isinstance(error, sqlite3.Error | OSError):
+            raise StoreError(f"the conversation store failed: {type(error).__name__}: {error}") from error

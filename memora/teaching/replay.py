@@ -1,0 +1,284 @@
+"""What a fold policy would have done with a conversation: the plan, replayed on its token counts.
+
+A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
+same pure plan (``plan.plan_turn``) what each request would have sent: what folds, in how many summary requests,
+before each reply and in each fold ahead. A student can then see what the other policy, or sending the full history, would have
+done with their own conversation.
+
+What every figure rests on (the page labels them a replay estimate):
+
+- **The same conversation.** Every policy gets the same messages and the same replies. A real model sent
+  another context would have answered a little differently; a replay cannot know how.
+- **Local tokens, in the plan's arithmetic.** A reply request sends ``fixed + summary + recent messages +
+  message``, each message at its own o200k_base count (exact in the OpenAI layout; a server that takes the summary
+  inside its one system message merges a few tokens across the join). The budget is the memory's local budget.
+- **Today's settings.** The whole conversation is replayed under the current budget and window, even where they
+  changed midway.
+- **Folding ahead.** The page and the REPL fold after every reply what the next turn is certain to need
+  (``ShortTermMemory.prefold``); ``prefold=False`` replays the article's own loop, which folds only in ``prepare``.
+- **Summaries that really happened are taken as they were.** ``real_folds`` are the conversation's own summary
+  requests, oldest first. While the replay's summary requests fold the same spans in the same order as they did,
+  each takes its real input, output and resulting summary, so a replay of the policy the conversation ran under
+  reproduces what was sent. From the first request that differs, every summary is estimated.
+- **A summary that never existed is estimated** at the length of what it summarizes (the old summary's text plus
+  the folded messages), up to the policy's summary cap: never longer than its cap, as a real one is cut there.
+  That is the plan's own reservation once a conversation has more to summarize than the cap, an upper bound for
+  a model that writes less. Its request's input is the request's fixed part (instructions, layout, priming), the
+  old summary's text and the folded messages at their own counts (a transcript line costs about what its message
+  does), at most the request's room for messages, as a real fold cuts the largest messages to fit.
+- **Replies' output is left out.** It is the same under every policy, so the replays compare what differs:
+  every request's input, and the summaries written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memora.memory import policies
+from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, request_sizes, summary_tokens
+from memora.memory.values import FoldPolicy
+from memora.text.prompts import SUMMARY_PREAMBLE, with_summary_cap
+from memora.text.tokens import count_message
+from memora.text.usage import RequestKind
+
+if TYPE_CHECKING:
+    from memora.memory.core import ShortTermMemory
+
+FULL_HISTORY = "full_history"
+Strategy = str
+"""What a replay sends: a registered fold policy's name, or ``FULL_HISTORY``: the whole history with every reply."""
+
+
+@dataclass(frozen=True)
+class PolicySizes:
+    """The fixed local token sizes one fold policy plans with (``plan.Sizes`` under the policy's summary cap).
+
+    ``fixed``: the instructions and the reply's priming. ``preamble``: the summary message without its text.
+    ``summary_cap``: the most tokens a summary's text may have. ``summary_request``: a summary request with no
+    summary and no messages (its instructions, layout and priming). ``fold_room``: the tokens one summary request
+    has for the messages it folds.
+    """
+
+    fixed: int
+    preamble: int
+    summary_cap: int
+    summary_request: int
+    fold_room: int
+
+    @property
+    def full_summary(self) -> int:
+        """A summary message at its full length, as the plan reserves it (``Sizes.full_summary``)."""
+        return self.preamble + self.summary_cap + 1
+
+
+@dataclass(frozen=True)
+class RealFold:
+    """A summary request that really happened: the history ``span`` it folded, its counted ``input_tokens``, its
+    ``output_tokens``, and the tokens of the summary message it left (``summary_tokens``, preamble included)."""
+
+    span: tuple[int, int]
+    input_tokens: int
+    output_tokens: int
+    summary_tokens: int
+
+
+@dataclass(frozen=True)
+class ReplayedRequest:
+    """One request of a replay. ``turn`` is the user turn it serves (a fold ahead counts for the turn whose reply it
+    follows, as the ledger does). A summary's ``output_tokens`` is the summary written; a reply's is 0 (left out).
+    ``span`` is the history range a summary folded. ``estimated`` is True for a summary that never existed.
+    ``fits`` is False for a reply over the budget: a policy would have refused it, sending the full history does not.
+    """
+
+    turn: int
+    kind: RequestKind
+    input_tokens: int
+    output_tokens: int = 0
+    span: tuple[int, int] | None = None
+    estimated: bool = False
+    fits: bool = True
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Every request one strategy would have sent for a conversation of ``turns`` finished turns."""
+
+    strategy: Strategy
+    turns: int
+    requests: tuple[ReplayedRequest, ...]
+
+    @property
+    def reply_requests(self) -> int:
+        return sum(r.kind == "reply" for r in self.requests)
+
+    @property
+    def summary_requests(self) -> int:
+        return sum(r.kind == "summary" for r in self.requests)
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens sent: the input of every request, replies and summaries."""
+        return sum(r.input_tokens for r in self.requests)
+
+    @property
+    def summary_output_tokens(self) -> int:
+        """Tokens of every summary written."""
+        return sum(r.output_tokens for r in self.requests if r.kind == "summary")
+
+    @property
+    def over_budget(self) -> int:
+        """Replies that would not have fit the budget."""
+        return sum(not r.fits for r in self.requests)
+
+    @property
+    def estimated(self) -> bool:
+        """Whether any summary in it is an estimate (see the module's docstring)."""
+        return any(r.estimated for r in self.requests)
+
+    def tokens_per_turn(self) -> tuple[int, ...]:
+        """For turns 1..``turns``: the input of every request of the turn plus the summaries it wrote."""
+        totals = [0] * self.turns
+        for r in self.requests:
+            totals[r.turn - 1] += r.input_tokens + r.output_tokens
+        return tuple(totals)
+
+
+def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Replay:
+    """Every reply sends the instructions and the whole history so far: no summary, and no budget held.
+
+    ``counts`` are the tokens of each finished message, user and reply pairs in order; ``fixed`` the instructions
+    and the reply's priming. A reply over ``budget`` is marked, not refused. Raises ValueError for an odd count.
+    """
+    _check_pairs(counts)
+    requests, sent = [], fixed
+    for index in range(0, len(counts), 2):
+        tokens = sent + counts[index]
+        requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=tokens <= budget))
+        sent += counts[index] + counts[index + 1]
+    return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
+
+
+def replay(
+    counts: Sequence[int],
+    policy: FoldPolicy,
+    sizes: PolicySizes,
+    *,
+    budget: int,
+    max_recent_turns: int,
+    prefold: bool = True,
+    real_folds: Sequence[RealFold] = (),
+) -> Replay:
+    """What ``policy`` would have sent for a conversation whose finished messages have ``counts`` tokens.
+
+    ``counts`` are user and reply pairs, in order (the pending message of a turn in progress is left out by the
+    caller). ``budget`` is the local budget; ``sizes`` the policy's fixed sizes (``replay_sizes``). Each turn
+    folds ahead after the previous reply when ``prefold`` (as the page does), then plans its own message and folds
+    what that plan says, in as many summary requests as ``fold_pieces`` needs. A message too long to send even alone
+    with the instructions sends nothing, as the page refuses it. See the module's docstring for the assumptions,
+    and for ``real_folds``. Raises ValueError for an odd count.
+    """
+    _check_pairs(counts)
+    run = _Run(counts, policy, sizes, budget, max_recent_turns, list(real_folds))
+    for turn in range(1, len(counts) // 2 + 1):
+        run.reply(turn)
+        if prefold:
+            run.fold_ahead(turn)
+    return Replay(policy, len(counts) // 2, tuple(run.requests))
+
+
+class _Run:
+    """The state of one replay: what is folded, the summary so far, the requests made. Mutable, private."""
+
+    def __init__(
+        self, counts: Sequence[int], policy: FoldPolicy, sizes: PolicySizes, budget: int, recent: int, real: list[RealFold]
+    ) -> None:
+        self.counts, self.policy, self.sizes, self.budget, self.recent = counts, policy, sizes, budget, recent
+        self.real = real  # consumed from the front while the replay folds as reality did; emptied at the first difference
+        self.pointer = 0
+        self.summary = 0  # the summary message's tokens, preamble included; 0 for no summary
+        self.requests: list[ReplayedRequest] = []
+
+    def plan(self, end: int, message: int | None) -> TurnPlan:
+        sizes = self.sizes
+        return plan_turn(
+            self.counts[self.pointer : end], message=message, summary=self.summary, policy=policies.policy(self.policy),
+            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room, self.budget), max_recent_turns=self.recent,
+        )  # fmt: skip
+
+    def reply(self, turn: int) -> None:
+        """The reply of ``turn``, after what its plan folds; nothing for a message too long to send even alone."""
+        current = 2 * (turn - 1)
+        plan = self.plan(current, self.counts[current])
+        if not plan.message_fits:
+            return
+        self.fold(plan, turn)
+        tokens = self.sizes.fixed + self.summary + sum(self.counts[self.pointer : current]) + plan.message
+        self.requests.append(ReplayedRequest(turn, "reply", tokens, fits=tokens <= self.budget))
+
+    def fold_ahead(self, turn: int) -> None:
+        """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected next."""
+        plan = self.plan(2 * turn, None)
+        if plan.message_fits:
+            self.fold(plan, turn)
+
+    def fold(self, plan: TurnPlan, turn: int) -> None:
+        start = self.pointer
+        for pairs in plan.pieces:
+            span = (start, start + 2 * pairs)
+            self.requests.append(self.summarize(span, turn))
+            start = span[1]
+        self.pointer = start
+
+    def summarize(self, span: tuple[int, int], turn: int) -> ReplayedRequest:
+        if self.real and self.real[0].span == span:
+            fold = self.real.pop(0)
+            self.summary = fold.summary_tokens
+            return ReplayedRequest(turn, "summary", fold.input_tokens, fold.output_tokens, span)
+        self.real.clear()  # once the replay folds otherwise, no later real summary is the one it would have had
+        old = max(0, self.summary - self.sizes.preamble)
+        folded = sum(self.counts[span[0] : span[1]])
+        text = min(self.sizes.summary_cap, old + folded)
+        self.summary = self.sizes.preamble + text
+        tokens = self.sizes.summary_request + old + min(folded, self.sizes.fold_room)
+        return ReplayedRequest(turn, "summary", tokens, text, span, estimated=True)
+
+
+def _check_pairs(counts: Sequence[int]) -> None:
+    if len(counts) % 2:
+        raise ValueError(f"a replay needs finished user/reply pairs, not {len(counts)} messages")
+
+
+# -- from a live memory ---------------------------------------------------------------------------------------------
+
+
+def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
+    """``memory``'s fixed sizes, the same under either fold policy: both cap the summary at ``max_summary_tokens``."""
+    cap = memory.max_summary_tokens
+    sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
+    preamble = count_message("developer", SUMMARY_PREAMBLE)
+    request = sizes.summary_request - cap - 1  # it reserves a full summary; a replay adds the real one
+    return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(memory.local_budget()))
+
+
+def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
+    """``memory``'s summary requests that left a summary, oldest first, with the ledger's counted input and output.
+
+    A version is matched to the first summary record after the previous match with its turn and total tokens
+    (a request whose summary came back empty has a record and no version). Stops at a version with no record.
+    """
+    versions = list(memory.summary_versions)
+    records = [r for r in list(memory.ledger) if r.kind == "summary"]
+    folds, index = [], 0
+    for version in versions:
+        if version.folded[0] == version.folded[1]:
+            continue
+        while index < len(records) and (records[index].turn, records[index].total_tokens) != (version.turn, version.tokens):
+            index += 1
+        if index == len(records):
+            break
+        record = records[index]
+        index += 1
+        folds.append(RealFold(version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text)))
+    return tuple(folds)
