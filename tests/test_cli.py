@@ -172,7 +172,7 @@ def test_every_documented_python_m_memora_command_exists():
         *sorted((ROOT / "memora" / "app" / "page" / "locales").glob("*.toml")),
     ]
     named = {(path.name, name) for path in docs for name in re.findall(r"python -m (memora(?:\.\w+)*)", path.read_text())}
-    assert ("README.md", "memora") in named and ("zh-TW.toml", "memora.teaching.probe") in named
+    assert ("README.md", "memora") in named and ("zh-TW.toml", "memora.app.probe") in named
     for doc, name in sorted(named):
         spec = importlib.util.find_spec(name)
         runnable = spec is not None and (spec.submodule_search_locations is None or importlib.util.find_spec(f"{name}.__main__"))

@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("memora.app.settings",),
     ("memora.teaching",),
-    ("memora.app.page", "memora.app.repl"),
+    ("memora.app.page", "memora.app.repl", "memora.app.probe"),
     ("memora.__main__",),
 )
 LAYER_OF = {part: level for level, parts in enumerate(LAYERS) for part in parts}

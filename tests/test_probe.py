@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from memora.app.probe import main
 from memora.backends import OfflineBackend
 from memora.backends.extractive import merge_summary, retracted_values, topic_key
 from memora.teaching.probe import (
@@ -11,7 +12,6 @@ from memora.teaching.probe import (
     check_fact,
     format_report,
     load_scenario,
-    main,
     parse_scenario,
     run_probe,
 )
@@ -197,7 +197,7 @@ def test_cli_runs_against_a_chat_server_with_backend_chat(capsys, monkeypatch):
 
 
 def test_the_published_schema_is_the_models_and_accepts_every_bundled_scenario(capsys):
-    """Regenerate with ``python -m memora.teaching.probe --schema > memora/teaching/scenarios/scenario.schema.json``."""
+    """Regenerate with ``python -m memora.app.probe --schema > memora/teaching/scenarios/scenario.schema.json``."""
     from importlib import resources
 
     from memora.teaching.probe import SCHEMA_FILE, scenario_schema

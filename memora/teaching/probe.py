@@ -19,17 +19,14 @@ Offline, the final answer is the offline engine's description of the context,
 so the answer column shows what reached the request; the probe then tests the
 plumbing and the extractive summarizer, not a model.
 
-Run ``python -m memora.teaching.probe`` (``--help`` for options), or call ``run_probe``.
+Run ``python -m memora.app.probe`` (``--help`` for options), or call ``run_probe``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,7 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from memora.backends.base import Backend, BackendError
+from memora.backends.base import Backend
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.untrusted import NotBlank
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
@@ -208,7 +205,7 @@ class FactEntry(untrusted.StrictModel):
 
 
 class ScenarioFile(untrusted.StrictModel):
-    """A retention-probe scenario for Memora (python -m memora.teaching.probe); see docs/teaching-tools.md."""
+    """A retention-probe scenario for Memora (python -m memora.app.probe); see docs/teaching-tools.md."""
 
     format: Literal["memora-probe-scenario"]
     version: Literal[1]
@@ -399,55 +396,3 @@ def format_report(report: ProbeReport) -> str:
 def _width(text: str) -> int:
     """Terminal columns: CJK characters take two."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from memora.app.settings import BACKENDS, SettingsError, build_backend, load_settings
-
-    parser = argparse.ArgumentParser(prog="python -m memora.teaching.probe", description="Checks which planted facts survive the summary.")
-    parser.add_argument("scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)")
-    parser.add_argument(
-        "--backend", choices=BACKENDS, help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)"
-    )
-    parser.add_argument("--model", help="override MEMORA_MODEL")
-    parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
-    parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
-    parser.add_argument(
-        "--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and exit"
-    )
-    args = parser.parse_args(argv)
-
-    if args.schema:
-        print(json.dumps(scenario_schema(), ensure_ascii=False, indent=2))
-        return 0
-    try:
-        if args.list:
-            for scenario in bundled_scenarios():
-                print(f"{scenario.id}\t{scenario.language}\t{scenario.title}")
-            return 0
-        scenarios = [load_scenario(s) for s in args.scenarios] if args.scenarios else list(bundled_scenarios())
-        settings = load_settings()
-        if args.backend:
-            settings = settings.with_changes(backend=args.backend)
-        if args.model:
-            settings = settings.with_changes(model=args.model)
-        backend = build_backend(settings)
-    except (ScenarioError, SettingsError) as error:
-        print(f"probe: {error}", file=sys.stderr)
-        return 2
-    reports = []
-    for scenario in scenarios:
-        try:
-            reports.append(run_probe(scenario, backend, model=settings.model))
-        except (BackendError, ValueError) as error:
-            print(f"probe: {scenario.id} failed: {error}", file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps([r.to_dict() for r in reports], ensure_ascii=False, indent=2))
-    else:
-        print("\n\n".join(format_report(r) for r in reports))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
