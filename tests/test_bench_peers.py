@@ -62,18 +62,21 @@ def test_peers_flag_with_every_library_missing_names_them_and_still_exits_0(monk
 
     monkeypatch.setattr(peers, "missing_libraries", lambda importable=None: list(peers.LIBRARIES))
     monkeypatch.setattr(bench_main, "missing_libraries", lambda: list(peers.LIBRARIES))
-    calls = {}
 
-    def fake_run(**kwargs):
-        calls.update(kwargs)
-        kwargs["sweep_options"] = {**kwargs["sweep_options"], "turns": 6, "caps": (60,)}
+    def small_run(**kwargs):
         return bench_run.run(conversation_turns=(6,), history_turns=(2, 4), ttft_turns=2, repeats=1, budgets=(), **kwargs)
 
-    monkeypatch.setattr(bench_main, "run", fake_run)
-    assert bench_main.main(["--peers", "1000", "--delay-ms", "1", "--jobs", "1"]) == 0
+    budgets = []
+    real_sweep = bench_main.sweep
+    monkeypatch.setattr(bench_main, "run", small_run)
+    monkeypatch.setattr(
+        bench_main, "sweep", lambda peer_budgets, *a, **k: budgets.append(peer_budgets) or real_sweep(peer_budgets, *a, **k)
+    )
+    argv = ["--peers", "1000", "--delay-ms", "1", "--jobs", "1", "--sweep-turns", "6", "--caps", "60"]
+    assert bench_main.main(argv) == 0
     out, err = capsys.readouterr()
     assert "pip install" in err and "requirements-bench.txt" in err
-    assert calls["peer_budgets"] == (1000,)
+    assert budgets == [(1000,)]
     assert "Left out, library not installed" in out
     assert "| memora-watermark+prefold | beginning | 60 |" in out and "retention" in out
     # The other cut rule, as a sensitivity row; the page's own row is the window with prefold.

@@ -13,16 +13,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.memory.peers import missing_libraries, missing_message
+from benchmarks.memory.peers import installed_peers, missing_libraries, missing_message
 from benchmarks.memory.recording import CUT_RULES, DEFAULT_CUT
 from benchmarks.memory.replays import default_workers
 from benchmarks.memory.report import markdown
 from benchmarks.memory.run import run
 from benchmarks.memory.strategies import Limits
-from benchmarks.memory.sweep import CAPS, HELD_OUT_SEEDS, TURNS
+from benchmarks.memory.sweep import CAPS, HELD_OUT_SEEDS, TURNS, sweep
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,11 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         delay_ms=args.delay_ms,
         limits=Limits(args.budget, args.recent_turns),
-        peer_budgets=peer_budgets,
-        sweep_options=sweep_options,
         cut=args.cut,
         **quick,  # type: ignore[arg-type]
     )
+    if peer_budgets:
+        began = time.perf_counter()
+        report.peers_missing = missing = missing_libraries()
+        peers = installed_peers(missing)
+        points = sweep(peer_budgets, peers, recent_turns=args.recent_turns, cut=args.cut, progress=_progress, **sweep_options)
+        report.sweep, report.seconds = points, report.seconds + time.perf_counter() - began
     print(markdown(report))
     if args.plots:
         try:

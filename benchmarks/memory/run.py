@@ -358,8 +358,6 @@ def run(
     limits: Limits = Limits(),
     repeats: int = 11,
     budgets: Sequence[int] | None = None,
-    peer_budgets: Sequence[int] = (),
-    sweep_options: dict[str, Any] | None = None,
     cut: CutRule = DEFAULT_CUT,
 ) -> Report:
     began = time.perf_counter()
@@ -390,18 +388,5 @@ def run(
             strategy, _ = replay(factories[name], longest, roomier)
             counts[name] = sum(1 for c in strategy.backend.calls if c.kind == "summary")
         report.summaries_by_budget[budget] = counts
-    if peer_budgets:
-        from benchmarks.memory.peers import installed_peers, missing_libraries
-        from benchmarks.memory.sweep import sweep
-
-        report.peers_missing = missing = missing_libraries()
-        report.sweep = sweep(
-            peer_budgets,
-            installed_peers(missing),
-            recent_turns=limits.max_recent_turns,
-            cut=cut,
-            progress=_progress,
-            **(sweep_options or {}),
-        )
     report.seconds = time.perf_counter() - began
     return report
