@@ -1,8 +1,9 @@
 """Requests over the budget by the server's own count, in English, Traditional Chinese and Japanese.
 
-Plays the conversations of ``tests/test_real_server.py`` through the chat backend against a running
-llama-cpp-python server, then replays every reply and summary request Memora sent without streaming
-and with ``max_tokens=1``, so that the server reports the prompt tokens its chat template rendered.
+Plays the conversations of ``benchmarks/harness/server_count.py`` (``tests/test_real_server.py`` asserts on
+them) through the chat backend against a running llama-cpp-python server, then replays every reply and
+summary request Memora sent without streaming and with ``max_tokens=1``, so that the server reports the
+prompt tokens its chat template rendered.
 Prints one row per conversation: requests, how many were over the budget, the fullest, and which
 count the budget used.
 
@@ -19,10 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.harness.llama_server import LlamaServer
+from benchmarks.harness.server_count import CONVERSATIONS, backend_for, replayed
 from memora.memory import ShortTermMemory
-from tests.support.llama_server import LlamaServer
-from tests.support.memory import chat
-from tests.test_real_server import CONVERSATIONS, backend_for, replayed
 
 
 def main() -> None:
@@ -40,7 +40,8 @@ def main() -> None:
         recorder = backend_for(server, probe=not args.margin_only)
         memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=args.budget, max_reply_tokens=24)
         for text in texts:
-            chat(memory, text)
+            with memory.turn(text) as turn:
+                turn.run()
         replies, summaries = replayed(server, recorder)
         over = [sum(count > args.budget for count in counts) for counts in (replies, summaries)]
         print(

@@ -85,8 +85,8 @@ import websockets  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
-from tests.support.processes import stop  # noqa: E402
-from tests.support.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
+from benchmarks.harness.processes import stop  # noqa: E402
+from benchmarks.harness.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
 
 OFFLINE_OPENING = "Offline mode, no language model"
 TURN_TIMEOUT_S = 300.0

@@ -2,14 +2,14 @@
 
 Run from the repository root: ``python benchmarks/reply_cpu.py [--compare /path/to/other/checkout]``.
 Each checkout's page is served by its own `streamlit run` (its own .streamlit/config.toml),
-pointed at a local Responses server (tests/support/servers.py) that streams a reply of
+pointed at a local Responses server (benchmarks/harness/servers.py) that streams a reply of
 ``--words`` events, ``--drip`` seconds apart. Chromium sends ``--turns`` messages, each
 once the last reply has been committed and the page has settled. Printed per checkout:
 the server process's CPU-seconds (user + system, from /proc) over the turns, per turn,
 and the ratio to the first checkout's. The first page load is not counted. The file
 watcher is off (a watcher over a tree with a .venv inside would dwarf the page's work);
 ``--option runner.postScriptGC=false`` passes a `streamlit run` option to every checkout.
-Needs Debian's Chromium and Playwright (tests/support/browser.py); Linux only (/proc).
+Needs Debian's Chromium and Playwright (benchmarks/harness/browser.py); Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.support.processes import free_port, stop  # noqa: E402
-from tests.support.servers import ResponsesServer, drip  # noqa: E402
+from benchmarks.harness.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from benchmarks.harness.processes import free_port, stop  # noqa: E402
+from benchmarks.harness.servers import ResponsesServer, drip  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> float:

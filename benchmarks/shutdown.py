@@ -3,7 +3,7 @@
 Run from the repository root: ``python benchmarks/shutdown.py [--students 0 1 5] [--grace 5]``.
 For each N, twice: replies that end within a long grace (30 s; ``--fast-drip`` s between events) and
 replies that cannot end within ``--grace`` (``--slow-drip``). Each time a fresh `streamlit run` on a fresh data folder, with the server
-budget on, is pointed at a local Responses server (tests/support/servers.py); N Chromium contexts (students)
+budget on, is pointed at a local Responses server (benchmarks/harness/servers.py); N Chromium contexts (students)
 each send one message; once every reply is streaming the server gets SIGTERM. Printed per run: the
 seconds from SIGTERM to exit and the drain's own share of them (from its log line; the rest is
 Streamlit stopping), the replies saved, the unanswered messages kept as pending, and the
@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness import processes  # noqa: E402
+from benchmarks.harness.browser import CHROMIUM, CHROMIUM_ARGS, wait_idle  # noqa: E402
+from benchmarks.harness.servers import ResponsesServer, drip  # noqa: E402
 from memora.classroom.store.saved import parse_saved  # noqa: E402
-from tests.support import processes  # noqa: E402
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, wait_idle  # noqa: E402
-from tests.support.servers import ResponsesServer, drip  # noqa: E402
 
 DELTAS = tuple(f" word{i}" for i in range(10))
 LOG = ROOT / "test-output" / "bench-shutdown.log"

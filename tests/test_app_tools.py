@@ -15,6 +15,7 @@ import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.harness.servers import ResponsesServer
 from memora.app.page import state as keys
 from memora.app.page.i18n import t
 from memora.classroom.transcript.format import dumps_transcript
@@ -26,7 +27,6 @@ from memora.text.prompts import SUMMARY_PREAMBLE
 from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
-from tests.support.servers import ResponsesServer
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

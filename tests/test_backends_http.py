@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import openai
 import pytest
 
+from benchmarks.harness.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
 from memora.app.settings import build_token_counter, load_settings
 from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
@@ -23,7 +24,6 @@ from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import count_text
 from tests.support.memory import stream
-from tests.support.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
 
 OPENAI_KEY = "sk-test-SECRET-4f1c9a"
 CHAT_KEY = "local-secret-7781"  # not sk- shaped: only verbatim redaction can hide it

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import openai
 
+from benchmarks.harness.llama_server import N_CTX, llama_server
 from benchmarks.memory.questions import ANSWER_TOKENS, QUESTIONS
 from benchmarks.memory.real import ProbingBackend, main, play, play_without_memory
 from benchmarks.memory.retention import carries
@@ -27,7 +28,6 @@ from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter
 from tests.support.fakes import ScriptedBackend
-from tests.support.llama_server import N_CTX, llama_server
 
 
 def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_path, capsys):

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from tests.support.browser import chromium, require_browser, wait_idle
-from tests.support.processes import ROOT, streamlit_run
+from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT, streamlit_run
 
 SCREENSHOT = ROOT / "test-output" / "browser.png"
 AUDIT_SCREENSHOT = ROOT / "test-output" / "summary-audit.png"

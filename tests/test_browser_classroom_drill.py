@@ -9,7 +9,7 @@ switches the language there; her row in the store is unchanged byte for byte, an
 conversation back as it was, in English; the page never shows her id; the bare class link the page
 offers gives two more students a conversation each of their own.
 
-Skipped like every browser test (tests/support/browser.py) where Chromium or Playwright is missing, and
+Skipped like every browser test (benchmarks/harness/browser.py) where Chromium or Playwright is missing, and
 a failure instead when CI is set.
 """
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import sqlite3
 
+from benchmarks.harness import processes
+from benchmarks.harness.browser import Person, chat_texts, chromium, page_env, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT
 from memora.classroom.store.owner import owner_of
-from tests.support import processes
-from tests.support.browser import Person, chat_texts, chromium, page_env, require_browser, wait_idle
-from tests.support.processes import ROOT
 
 LOG = ROOT / "test-output" / "streamlit-classroom-drill.log"
 MESSAGES = '[data-testid="stChatMessage"]'

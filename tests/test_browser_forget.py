@@ -9,8 +9,8 @@ turns were billed, including a reply cancelled mid-stream by the deletion. A sep
 student on a computer of her own. And the owner cookie: a malformed one is replaced (so a reload brings
 the conversation back), and with cookies blocked the page says that a reload starts over.
 
-The page runs as a teacher starts it, against a local stand-in for OpenAI (tests/support/servers.py), with
-its data under a temporary folder. Skipped like every browser test (tests/support/browser.py) where Chromium
+The page runs as a teacher starts it, against a local stand-in for OpenAI (benchmarks/harness/servers.py), with
+its data under a temporary folder. Skipped like every browser test (benchmarks/harness/browser.py) where Chromium
 or Playwright is missing, and a failure instead when CI is set.
 """
 
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness import processes
+from benchmarks.harness.browser import MESSAGES, Person, chat_texts, chromium, page_env, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT
+from benchmarks.harness.servers import ResponsesServer, drip
 from memora.app.page.browser import COOKIE
 from memora.classroom.store.owner import is_browser_secret, owner_of
-from tests.support import processes
-from tests.support.browser import MESSAGES, Person, chat_texts, chromium, page_env, require_browser, wait_idle
-from tests.support.processes import ROOT
-from tests.support.servers import ResponsesServer, drip
 
 LOG = ROOT / "test-output" / "streamlit-forget.log"
 PHONE = "0912 345 678"

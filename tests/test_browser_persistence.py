@@ -3,7 +3,7 @@
 The same browser context throughout: its cookie holds the secret the conversation is bound to.
 
 The page runs offline (its offline engine answers) with the conversation store in a temporary
-SQLite file, as a teacher would run it. Skipped like every browser test (tests/support/browser.py)
+SQLite file, as a teacher would run it. Skipped like every browser test (benchmarks/harness/browser.py)
 where Chromium or Playwright is missing, and a failure instead when CI is set.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support import processes
-from tests.support.browser import chat_texts, chromium, page_env, require_browser, wait_idle
-from tests.support.processes import ROOT
+from benchmarks.harness import processes
+from benchmarks.harness.browser import chat_texts, chromium, page_env, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT
 
 LOG = ROOT / "test-output" / "streamlit-persistence.log"
 

@@ -1,10 +1,10 @@
 """F5 during a reply, and a SIGTERM during a reply, with a real `streamlit run` and Chromium (issue 20, parts 7 and 9).
 
-The server runs as a teacher starts it, against a local stand-in for OpenAI (tests/support/servers.py)
+The server runs as a teacher starts it, against a local stand-in for OpenAI (benchmarks/harness/servers.py)
 whose replies arrive slowly (``drip``), so each reload or stop lands, for certain, in the middle
 of a reply. The conversation store is the default SQLite file in a temporary data folder, which
 the tests read directly. Every wait is on an event or a poll with a generous limit; nothing is timed.
-Skipped like every browser test (tests/support/browser.py) where Chromium or Playwright is missing,
+Skipped like every browser test (benchmarks/harness/browser.py) where Chromium or Playwright is missing,
 and a failure instead when CI is set.
 """
 
@@ -20,12 +20,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from benchmarks.harness import processes
+from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT
+from benchmarks.harness.servers import ResponsesServer, drip
 from memora.classroom.store.saved import parse_saved
-from tests.support import processes
-from tests.support.browser import chromium, require_browser, wait_idle
 from tests.support.budget import fill, small_tmpfs
-from tests.support.processes import ROOT
-from tests.support.servers import ResponsesServer, drip
 
 LOG = ROOT / "test-output" / "streamlit-reload.log"
 MESSAGES = '[data-testid="stChatMessage"]'

@@ -2,8 +2,8 @@
 and hostile Markdown that must fetch nothing.
 
 Debian's Chromium through Playwright, against `streamlit run` talking to a
-local Responses server (tests/support/servers.py) through the real SDK. Skipped
-without Chromium, failed instead when CI is set (see tests/support/browser.py).
+local Responses server (benchmarks/harness/servers.py) through the real SDK. Skipped
+without Chromium, failed instead when CI is set (see benchmarks/harness/browser.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import pytest
 
-from tests.support.browser import chromium, require_browser, wait_idle
-from tests.support.processes import ROOT, streamlit_run
-from tests.support.servers import ResponsesServer, drip
+from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT, streamlit_run
+from benchmarks.harness.servers import ResponsesServer, drip
 
 if TYPE_CHECKING:  # the browser helpers skip these tests when Playwright is missing, so it is imported only for types
     from playwright.sync_api import Browser, Locator, Page

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.browser import chromium
+from benchmarks.harness.processes import ROOT, streamlit_run
 from tests.support.app import CLASSROOM_KEY
-from tests.support.browser import chromium
-from tests.support.processes import ROOT, streamlit_run
 
 REFUSED = "Memora cannot start until the"
 

@@ -1,14 +1,14 @@
 """A shared classroom link in a real browser: two students, one `streamlit run`, one teacher's key.
 
 The server runs as a teacher would start it, with the key, the lock and a cap in
-its environment, pointed at a local stand-in for OpenAI (tests/support/servers.py), and
+its environment, pointed at a local stand-in for OpenAI (benchmarks/harness/servers.py), and
 with the SDK's debug logging on so that its log is worth searching. Two browser
 contexts (two students, separate cookies and websockets) chat at once. Checked:
 neither sees the other's conversation, in the DOM or in the websocket frames
 the server sends it; the key is in no page, no frame and no server log, even
 after a 401 whose body quotes it; the locked settings are disabled.
 
-Skipped like every browser test (tests/support/browser.py) where Chromium or Playwright is missing, and
+Skipped like every browser test (benchmarks/harness/browser.py) where Chromium or Playwright is missing, and
 a failure instead when CI is set.
 """
 
@@ -20,10 +20,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.support import processes
-from tests.support.browser import Person, chromium, require_browser, wait_idle
-from tests.support.processes import ROOT
-from tests.support.servers import ResponsesServer, drip, status
+from benchmarks.harness import processes
+from benchmarks.harness.browser import Person, chromium, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT
+from benchmarks.harness.servers import ResponsesServer, drip, status
 
 KEY = "sk-test-shared-by-teacher-3c9f0a77d1"
 LOG = ROOT / "test-output" / "streamlit-sharing.log"

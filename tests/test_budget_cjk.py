@@ -1,7 +1,7 @@
 """The budget holds in Chinese and Japanese too, against an emulated server whose tokenizer counts Han at 2.05x.
 
 SmolLM2's tokenizer counts Chinese at 2.05x o200k_base (Japanese 2.32x), far above a margin learned from
-English. ``tests.support.servers.ChatServer(han_ratio=2.05)`` counts that way over the chatml prompt it renders,
+English. ``benchmarks.harness.servers.ChatServer(han_ratio=2.05)`` counts that way over the chatml prompt it renders,
 in its usage, in llama.cpp's tokenizer endpoints (``tokenizer="llama.cpp"``) and against its context
 window. Each test replays what Memora sent to the server's own count.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import openai
 import pytest
 
+from benchmarks.harness.servers import ChatServer, ResponsesServer, closed_port
 from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.backends.offline import OfflineBackend
@@ -22,7 +23,6 @@ from memora.text.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibra
 from memora.text.messages import Message
 from memora.text.usage import Usage, UsageRecord
 from tests.support.memory import chat
-from tests.support.servers import ChatServer, ResponsesServer, closed_port
 
 HAN = 2.05
 

@@ -15,8 +15,8 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.classroom_load import PacedChatServer, Student, wave
+from benchmarks.harness.processes import streamlit_process, streamlit_run
 from benchmarks.page_rerun import Tab, capped_conversation, measure_panel, saved_store
-from tests.support.processes import streamlit_process, streamlit_run
 
 
 def page_env(tmp_path, **settings: str) -> dict[str, str]:

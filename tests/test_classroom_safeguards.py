@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.harness.servers import ResponsesServer
 from memora.app.page import state as keys
 from memora.classroom.limits import LimitReached, SessionLimits
 from memora.classroom.transcript.format import dumps_transcript
@@ -19,7 +20,6 @@ from memora.memory import ShortTermMemory
 from tests.support.app import CLASSROOM_ENV, ENV_NAMES, new_app, send, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
-from tests.support.servers import ResponsesServer
 
 CLASSROOM_CAPS = {"MEMORA_MAX_TURNS": "5", "MEMORA_MAX_SESSION_TOKENS": "3000", "MEMORA_MAX_MESSAGE_CHARS": "200"}
 
@@ -214,7 +214,7 @@ def test_every_panel_draws_hostile_markdown_with_no_image_left(monkeypatch) -> N
         assert not [b for b in bodies if "![" in b]
         send(at, "/![x](" + HOSTILE_URL + ")")
         assert any(HOSTILE_URL in w.value and "![" not in w.value for w in at.warning), "the unknown-command warning"
-        from tests.support.servers import status
+        from benchmarks.harness.servers import status
 
         server.queue_for("reply", status(400, "Bad request " + HOSTILE))
         send(at, "Trigger an error")
@@ -251,7 +251,7 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
         monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")
         monkeypatch.setenv("MEMORA_MAX_RECENT_TURNS", "0")
         at = new_app()
-        from tests.support.servers import error_after, status
+        from benchmarks.harness.servers import error_after, status
 
         server.queue_for("reply", status(400, f"Invalid key {KEY.upper()} (or {core})"))
         send(at, "A 400?")

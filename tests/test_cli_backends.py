@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.servers import ChatServer, ResponsesServer
 from memora.app.repl import format_gap, format_stats, format_usage
 from memora.memory import TurnStats
 from memora.text.usage import Usage, UsageRecord
-from tests.support.servers import ChatServer, ResponsesServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

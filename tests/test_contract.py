@@ -24,12 +24,12 @@ from pathlib import Path
 import openai
 import pytest
 
+from benchmarks.harness.processes import free_port, stop
 from memora.backends.base import ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from tests.support.processes import free_port, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_CANDIDATES = (ROOT.parent / "shared" / "openai-openapi" / "openapi.json", ROOT / "shared" / "openai-openapi" / "openapi.json")

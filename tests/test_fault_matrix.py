@@ -7,7 +7,7 @@ before its first token, and the reply mid-stream (after its first delta).
 Kinds: an unexpected exception, Streamlit's StopException and RerunException
 (BaseException subclasses; all three through ScriptedBackend), and a timeout,
 HTTP 429, HTTP 500 and a refused connection, through the real SDK backends
-against the local servers of ``tests/support/servers.py``. Once a stream has begun a
+against the local servers of ``benchmarks/harness/servers.py``. Once a stream has begun a
 status code can no longer arrive, so mid-stream the HTTP kinds are what a server
 sends then: a stall (timeout), the API's error event with ``rate_limit_exceeded``
 or ``server_error``, and a dropped connection.
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import openai
 import pytest
 
+from benchmarks.harness.servers import ChatServer, ResponsesServer
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
@@ -37,7 +38,6 @@ from memora.text.tokens import ApiTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, RAISED, SCRIPTED_KINDS, SCRIPTED_STEP, STEPS, arm_http, heal_http
 from tests.support.memory import assert_consistent, stream
-from tests.support.servers import ChatServer, ResponsesServer
 
 KEY = "sk-test-matrix-5e1d0b"
 

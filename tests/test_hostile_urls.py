@@ -121,7 +121,7 @@ ROLE = "teacher_role_7f3a"
 @pytest.mark.parametrize("failure", ["nothing listens on the port", "the login is refused"])
 def test_a_locked_page_shows_students_no_database_host_port_or_role(failure, monkeypatch, caplog) -> None:
     """Issue 28, item 6: libpq's error (host, port, role) reached a locked page; it is for the teacher's log only."""
-    from tests.support.processes import free_port
+    from benchmarks.harness.processes import free_port
 
     port = free_port() if failure == "nothing listens on the port" else int(postgres_url().rpartition(":")[2].partition("/")[0])
     password = "pa55-Classroom-db"

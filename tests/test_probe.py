@@ -184,7 +184,7 @@ def test_cli_prints_a_table_and_json(capsys, monkeypatch, tmp_path):
 
 
 def test_cli_runs_against_a_chat_server_with_backend_chat(capsys, monkeypatch):
-    from tests.support.servers import ChatServer
+    from benchmarks.harness.servers import ChatServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with ChatServer() as server:

@@ -17,6 +17,7 @@ import openai
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.harness.servers import ResponsesServer, closed_port, status
 from memora.app.page import state as keys
 from memora.app.page.browser import cookie_script
 from memora.app.page.i18n import t
@@ -31,7 +32,6 @@ from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating,
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
-from tests.support.servers import ResponsesServer, closed_port, status
 
 ROOT = Path(__file__).resolve().parents[1]
 

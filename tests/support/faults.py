@@ -12,8 +12,8 @@ import openai
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
+from benchmarks.harness.servers import closed_port, cut_after, error_after, stall, stall_after, status
 from memora.backends.openai_errors import ModelServerError
-from tests.support.servers import closed_port, cut_after, error_after, stall, stall_after, status
 
 STEPS = ("count", "fold", "prefold", "reply", "midstream")
 SCRIPTED_KINDS = ("exception", "stop", "rerun")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import ROOT, free_port, stop, wait_until_answering
+from benchmarks.harness.processes import ROOT, free_port, stop, wait_until_answering
 
 N_CTX = 2048
 """The server's context window in tokens: small, so a runaway reply reaches it in seconds."""

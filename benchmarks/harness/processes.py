@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: tests/support/ is two levels down
+ROOT = Path(__file__).resolve().parents[2]  # the repository: benchmarks/harness/ is two levels down
 
 
 def free_port() -> int:
