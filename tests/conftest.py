@@ -8,15 +8,18 @@ Every test belongs to one tier, a pytest marker (registered in pyproject.toml):
 - ``integration``: real sockets and servers: the backends over HTTP on 127.0.0.1, Prism, llama.cpp, PostgreSQL.
 - ``browser``: Chromium against a real ``streamlit run``.
 
-A module's tier is ``MODULE_TIERS``'s; a test that names PostgreSQL (in its name, or as its store parameter)
-needs the real database, so it is ``integration`` whatever its module. A module missing from the map
-stops the run: a new test file must say which tier it is in.
+A test's tier, first match wins: a tier marker on the test or on its parameter (``STORE_KINDS`` marks the
+PostgreSQL store ``integration``); ``integration`` when it asks for the ``postgres_url`` fixture, itself or through
+another fixture; else its module's, from ``MODULE_TIERS``. A test's name never decides. A module missing from the
+map stops the run: a new test file must say which tier it is in.
 """
 
 import pytest
 
 from tests.support.app import ENV_NAMES
 from tests.support.fakes import ScriptedBackend
+
+pytest_plugins = ("tests.support.stores",)  # its postgres_url fixture, for every module
 
 
 @pytest.fixture
@@ -70,6 +73,7 @@ MODULE_TIERS = {
             "test_settings",
             "test_store",
             "test_token_calibration",
+            "test_tiers",
             "test_tokens",
             "test_transcript",
             "test_ui_views",
@@ -133,12 +137,24 @@ MODULE_TIERS = {
 TIERS = ("unit", "page", "integration", "browser")
 
 
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of ``item``: see the module's docstring for the order of the rules."""
+    marked = {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+    if len(marked) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is marked with {len(marked)} tiers ({', '.join(sorted(marked))}): keep one")
+    if marked:
+        return marked.pop()
+    if "postgres_url" in getattr(item, "fixturenames", ()):
+        return "integration"
+    module = item.module.__name__.rpartition(".")[2]
+    tier = MODULE_TIERS.get(module)
+    if tier is None:
+        raise pytest.UsageError(f"tests/{module}.py has no tier: add it to MODULE_TIERS in tests/conftest.py")
+    return tier
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = item.module.__name__.rpartition(".")[2]
-        tier = MODULE_TIERS.get(module)
-        if tier is None:
-            raise pytest.UsageError(f"tests/{module}.py has no tier: add it to MODULE_TIERS in tests/conftest.py")
-        if "postgres" in item.nodeid.lower():
-            tier = "integration"
-        item.add_marker(tier)
+        tier = tier_of(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(tier)

@@ -235,11 +235,9 @@ def test_with_the_store_off_nothing_is_kept_and_the_page_says_so(tmp_path, monke
     assert not (tmp_path / ".memora" / "conversations.sqlite3").exists()
 
 
-def test_a_reload_through_postgresql_served_by_another_process_of_the_class(monkeypatch):
+def test_a_reload_through_postgresql_served_by_another_process_of_the_class(monkeypatch, postgres_url):
     """The same round trip with the store in the real PostgreSQL that .ci/run starts."""
-    from tests.support.stores import postgres_url
-
-    url = postgres_url()
+    url = postgres_url
     monkeypatch.setenv("MEMORA_STORE_URL", url)
     at = open_page()
     send(at, "Saved in PostgreSQL.")

@@ -20,7 +20,6 @@ from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.classroom.store import StoreError, new_conversation_id, open_store
 from memora.classroom.store.owner import new_owner
 from tests.support.app import APP, CLASSROOM_KEY, finish, texts, tree_text
-from tests.support.stores import postgres_url
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -33,9 +32,8 @@ PASSWORDS = (
 SCHEMES = ("postgresql", "postgres")
 
 
-def hostile_urls(port: int = 5432) -> list[tuple[str, str]]:
-    """(url, password as written) for each hostile password and scheme, on the test cluster's host."""
-    base = postgres_url()
+def hostile_urls(base: str, port: int = 5432) -> list[tuple[str, str]]:
+    """(url, password as written) for each hostile password and scheme, on the host of ``base``, the test cluster."""
     database = base.rpartition("/")[2]
     return [(f"{scheme}://memora:{password}@127.0.0.1:{port}/{database}", password) for password in PASSWORDS for scheme in SCHEMES]
 
@@ -63,10 +61,10 @@ def test_redact_removes_a_url_password_in_every_form_and_any_scheme() -> None:
     assert redact("host=db password='a b c d' user=x") == "host=db password=[redacted] user=x"
 
 
-def test_the_store_and_the_ledger_never_name_the_password_in_their_errors() -> None:
+def test_the_store_and_the_ledger_never_name_the_password_in_their_errors(postgres_url) -> None:
     from memora.classroom.postgres_ledger import PostgresServerLedger
 
-    for url, password in [*hostile_urls(), *hostile_urls(port=9)]:
+    for url, password in [*hostile_urls(postgres_url), *hostile_urls(postgres_url, port=9)]:
         with pytest.raises(StoreError) as failed:
             open_store(url).load(new_conversation_id(), new_owner())
         # As a log or Streamlit prints it: the traceback, with any chained exception it shows.
@@ -88,8 +86,8 @@ def test_settings_refuse_an_unknown_scheme_without_quoting_the_url() -> None:
 
 
 @pytest.mark.parametrize("password", PASSWORDS)
-def test_a_page_on_a_hostile_database_url_shows_and_logs_no_form_of_the_password(password, monkeypatch, caplog) -> None:
-    url = f"postgresql://memora:{password}@127.0.0.1:5432/{postgres_url().rpartition('/')[2]}"
+def test_a_page_on_a_hostile_database_url_shows_and_logs_no_form_of_the_password(password, monkeypatch, caplog, postgres_url) -> None:
+    url = f"postgresql://memora:{password}@127.0.0.1:5432/{postgres_url.rpartition('/')[2]}"
     monkeypatch.setenv("OPENAI_API_KEY", CLASSROOM_KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("MEMORA_MAX_RETRIES", "0")

@@ -25,14 +25,14 @@ from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
 from tests.support.budget import Outcomes, isolated_postgres_url, ledger_for, second_process, send_at_once
 from tests.support.fakes import ScriptedBackend
-from tests.support.stores import postgres_url
+from tests.support.stores import STORE_KINDS, require_postgres_url
 
 THREAD_SESSIONS = 10
 PROCESS_SESSIONS = 5
 
 
 def ledger_spec(kind: str, tmp_path) -> str:
-    return f"sqlite:{tmp_path / 'usage.sqlite3'}" if kind == "sqlite" else isolated_postgres_url(postgres_url())
+    return f"sqlite:{tmp_path / 'usage.sqlite3'}" if kind == "sqlite" else isolated_postgres_url(require_postgres_url())
 
 
 def crowd(spec: str, cap: int, tmp_path) -> tuple[Outcomes, Outcomes]:
@@ -55,7 +55,7 @@ def prespend(spec: str, cap: int, tokens: int) -> None:
     ledger.settle(ledger.reserve(tokens, "reply"), tokens)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_fifteen_sessions_at_once_against_a_budget_one_token_short_spend_nothing_over_it(kind, tmp_path) -> None:
     cap = 50_000
     spec = ledger_spec(kind, tmp_path)
@@ -71,7 +71,7 @@ def test_fifteen_sessions_at_once_against_a_budget_one_token_short_spend_nothing
     assert over == 0
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_sessions_at_once_book_only_what_is_left_and_the_ledger_holds_every_bill(kind, tmp_path) -> None:
     # Room for a few bookings, not for all fifteen: those that fit go through, the rest are refused before sending.
     cap = 2_000
@@ -165,12 +165,12 @@ def test_a_ledger_made_before_bookings_migrates_in_place(tmp_path) -> None:
     assert ledger.spent() == 650
 
 
-def test_a_postgres_ledger_made_before_bookings_migrates_in_place() -> None:
+def test_a_postgres_ledger_made_before_bookings_migrates_in_place(postgres_url) -> None:
     import psycopg
 
     from memora.classroom.postgres_ledger import PostgresServerLedger
 
-    url = isolated_postgres_url(postgres_url())
+    url = isolated_postgres_url(postgres_url)
     with psycopg.connect(url, autocommit=True) as old:
         old.execute(
             "CREATE TABLE memora_server_requests (id BIGSERIAL PRIMARY KEY, at TIMESTAMPTZ NOT NULL, kind TEXT NOT NULL, "

@@ -31,12 +31,10 @@ from memora.classroom.transcript.format import TranscriptError, continue_in_sess
 from memora.memory import ShortTermMemory
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
-from tests.support.stores import OWNER, FlakyStore, backdate, make_store, postgres_url, write_raw
-
-KINDS = ["sqlite", "postgresql"]
+from tests.support.stores import OWNER, STORE_KINDS, FlakyStore, backdate, make_store, require_postgres_url, write_raw
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=STORE_KINDS)
 def store(request, tmp_path):
     store = make_store(request.param, tmp_path)
     yield store
@@ -102,7 +100,7 @@ def make_other(store, tmp_path):
         return SqliteStore(store.path)
     from memora.classroom.store.postgres import PostgresStore
 
-    return PostgresStore(postgres_url())
+    return PostgresStore(require_postgres_url())
 
 
 def test_threads_racing_on_one_version_let_exactly_one_win(store):
@@ -371,6 +369,7 @@ def test_a_sqlite_store_creates_its_folder_and_file_on_first_use(tmp_path):
     store.close()
 
 
+@pytest.mark.integration  # a real socket, to a port where nothing answers
 def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
     store = open_store("postgresql://memora:wrong@127.0.0.1:9/none")
     with pytest.raises(StoreError) as raised:
@@ -381,12 +380,12 @@ def test_a_postgres_store_that_cannot_be_reached_fails_with_store_error():
 # -- the shared classroom budget --------------------------------------------------------------------------
 
 
-def test_the_postgres_server_ledger_is_shared_by_every_process_and_enforced():
+def test_the_postgres_server_ledger_is_shared_by_every_process_and_enforced(postgres_url):
     from memora.classroom.postgres_ledger import PostgresServerLedger
     from memora.classroom.server_budget import ServerBudgetReached
     from tests.support.budget import isolated_postgres_url
 
-    url = isolated_postgres_url(postgres_url())  # a schema of its own: the shared database's tables are not touched
+    url = isolated_postgres_url(postgres_url)  # a schema of its own: the shared database's tables are not touched
     one, two = PostgresServerLedger(url, 1000), PostgresServerLedger(url, 1000)
     one.settle(one.reserve(700, "reply"), 600)
     two.settle(two.reserve(300, "summary"), 300, estimated=True)
@@ -451,13 +450,13 @@ def test_an_old_sqlite_table_is_migrated_in_place_and_its_rows_belong_to_no_brow
     SqliteStore(path).load(cid, OWNER)  # a second opening migrates nothing twice
 
 
-def test_an_old_postgresql_table_is_migrated_in_place_and_its_rows_belong_to_no_browser():
+def test_an_old_postgresql_table_is_migrated_in_place_and_its_rows_belong_to_no_browser(postgres_url):
     """In a schema of its own, so the suite's shared tables are left alone."""
     import psycopg
 
     from memora.classroom.store.postgres import PostgresStore
 
-    url, schema = postgres_url(), f"memora_migration_{new_conversation_id()[:8].lower().replace('-', '_')}"
+    url, schema = postgres_url, f"memora_migration_{new_conversation_id()[:8].lower().replace('-', '_')}"
     legacy = new_conversation_id()
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
@@ -485,7 +484,7 @@ def test_an_old_postgresql_table_is_migrated_in_place_and_its_rows_belong_to_no_
 # -- caps (issue 20): storage is bounded -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_conversation_over_its_byte_cap_is_refused_and_the_last_save_kept(kind, tmp_path):
     store = make_store(kind, tmp_path, StoreCaps(conversation_bytes=1000))
     try:
@@ -499,7 +498,7 @@ def test_a_conversation_over_its_byte_cap_is_refused_and_the_last_save_kept(kind
         store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_each_browser_may_start_so_many_conversations_an_hour(kind, tmp_path):
     store = make_store(kind, tmp_path, StoreCaps(new_per_hour=3))
     try:
@@ -518,7 +517,7 @@ def test_each_browser_may_start_so_many_conversations_an_hour(kind, tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_full_store_refuses_growth_but_keeps_every_conversation_as_saved(kind, tmp_path):
     store = make_store(kind, tmp_path, StoreCaps(store_bytes=100))
     try:

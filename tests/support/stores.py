@@ -23,8 +23,9 @@ OWNER = new_owner()
 """The owner hash of the browser most store tests save for."""
 
 
-def postgres_url() -> str:
-    """The test database's URL; skips (fails under CI) without one."""
+def require_postgres_url() -> str:
+    """The test database's URL; skips (fails under CI) without one. A test asks for the ``postgres_url`` fixture
+    instead, so that its tier follows; this is for code that makes a store of a kind marked so (``STORE_KINDS``)."""
     url = os.environ.get(POSTGRES_URL_VARIABLE)
     if not url:
         reason = f"the PostgreSQL store tests need {POSTGRES_URL_VARIABLE} (.ci/run starts Debian's PostgreSQL and sets it)"
@@ -32,6 +33,18 @@ def postgres_url() -> str:
             pytest.fail(reason + "; CI is set, so this is a failure, not a skip")
         pytest.skip(reason)
     return url
+
+
+@pytest.fixture
+def postgres_url() -> str:
+    """The test database's URL. A test that asks for it, itself or through another fixture, is in the integration
+    tier whatever its module (tests/conftest.py); it skips (fails under CI) without the URL."""
+    return require_postgres_url()
+
+
+STORE_KINDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.integration))
+"""The stores a contract test runs against, for ``make_store``: the PostgreSQL one is marked integration here, where
+it is made, so its tier never depends on the test's name."""
 
 
 def empty_postgres_store(url: str, caps: StoreCaps | None = None):
@@ -46,7 +59,7 @@ def empty_postgres_store(url: str, caps: StoreCaps | None = None):
 def make_store(kind: str, tmp_path: Path, caps: StoreCaps | None = None):
     if kind == "sqlite":
         return SqliteStore(tmp_path / "data" / "conversations.sqlite3", caps)
-    return empty_postgres_store(postgres_url(), caps)
+    return empty_postgres_store(require_postgres_url(), caps)
 
 
 def backdate(store, conversation_id: str, days: float) -> None:
