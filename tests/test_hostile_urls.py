@@ -20,6 +20,7 @@ from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.classroom.store import StoreError, new_conversation_id, open_store
 from memora.classroom.store.owner import new_owner
 from tests.support.app import APP, CLASSROOM_KEY, finish, texts, tree_text
+from tests.support.stores import require_postgres_url
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -116,12 +117,12 @@ ROLE = "teacher_role_7f3a"
 """A role name no page text would hold by chance (``memora`` is the app's own name)."""
 
 
-@pytest.mark.parametrize("failure", ["nothing listens on the port", "the login is refused"])
+@pytest.mark.parametrize("failure", ["nothing listens on the port", pytest.param("the login is refused", marks=pytest.mark.integration)])
 def test_a_locked_page_shows_students_no_database_host_port_or_role(failure, monkeypatch, caplog) -> None:
     """Issue 28, item 6: libpq's error (host, port, role) reached a locked page; it is for the teacher's log only."""
     from benchmarks.harness.processes import free_port
 
-    port = free_port() if failure == "nothing listens on the port" else int(postgres_url().rpartition(":")[2].partition("/")[0])
+    port = free_port() if failure == "nothing listens on the port" else int(require_postgres_url().rpartition(":")[2].partition("/")[0])
     password = "pa55-Classroom-db"
     monkeypatch.setenv("MEMORA_STORE_URL", f"postgresql://{ROLE}:{password}@127.0.0.1:{port}/memora_test")
     monkeypatch.setenv("MEMORA_LOCK_SETTINGS", "true")

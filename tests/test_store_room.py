@@ -28,11 +28,10 @@ from memora.text.tokens import o200k_base
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts
 from tests.support.fakes import GatedBackend, ScriptedBackend
 from tests.support.memory import chat
-from tests.support.stores import OWNER, make_store, write_raw
+from tests.support.stores import OWNER, STORE_KINDS, make_store, write_raw
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
-KINDS = ["sqlite", "postgresql"]
 UNDER_CAP = 170
 """How far under its cap the issue's scripted student left the store."""
 
@@ -101,7 +100,7 @@ def keeper_with(store, *texts: str) -> ConversationKeeper:
     return keeper
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_store_just_under_its_cap_refuses_the_next_turn_of_every_conversation_new_or_saved(kind, tmp_path):
     store = make_store(kind, tmp_path, StoreCaps(store_bytes=400_000))
     try:
@@ -117,7 +116,7 @@ def test_a_store_just_under_its_cap_refuses_the_next_turn_of_every_conversation_
         store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_store_with_room_for_one_turn_admits_one_turn_at_a_time(kind, tmp_path):
     store = make_store(kind, tmp_path, StoreCaps(store_bytes=400_000))
     try:
@@ -133,7 +132,7 @@ def test_a_store_with_room_for_one_turn_admits_one_turn_at_a_time(kind, tmp_path
         store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_conversation_near_its_own_cap_is_refused_its_next_turn_before_it_is_sent(kind, tmp_path):
     store = make_store(kind, tmp_path)
     try:
