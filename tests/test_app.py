@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from memora.app.page import state as keys
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
-from tests.support.app import APP, assert_alternating, expander, new_app, send, texts
+from tests.support.app import APP, assert_alternating, expander, new_app, open_panels, send, texts
 
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
@@ -192,7 +192,7 @@ def test_switching_to_openai_without_a_key_is_refused_and_stays_offline():
 
 
 def test_a_key_in_secrets_selects_openai_and_never_reaches_the_page():
-    at = AppTest.from_file(APP, default_timeout=30)
+    at = open_panels(AppTest.from_file(APP, default_timeout=30))
     at.secrets["OPENAI_API_KEY"] = "sk-test-secret-value-123"
     at.run()
     assert not at.exception
@@ -430,3 +430,21 @@ def test_the_full_history_and_the_ledger_show_a_page_of_rows_and_reach_every_row
     at.button(key=f"{keys.LEDGER_PAGE}_pager.older").click().run()
     rows = expander(at, "Token usage").dataframe[0].value
     assert len(rows) == total - 50 and rows["Turn"].iloc[0] == 1
+
+
+def test_the_settings_and_tools_panels_draw_their_widgets_only_while_open():
+    # Issue 28: every student's page reran both panels' widgets on every turn, closed or not.
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    assert not [w for w in at.number_input if w.key == keys.BUDGET_INPUT]
+    assert not [w for w in at.selectbox if w.key == keys.PROBE_SCENARIO_INPUT]
+    open_panels(at).run()
+    budget = at.number_input(key=keys.BUDGET_INPUT)
+    budget.set_value(1500).run()
+    at.session_state[keys.SETTINGS_PANEL_OPEN] = False
+    at.run()
+    assert not [w for w in at.number_input if w.key == keys.BUDGET_INPUT]
+    at.session_state[keys.SETTINGS_PANEL_OPEN] = True
+    at.run()
+    # Reopened, the input shows the memory's budget, not a value Streamlit dropped with the closed widget.
+    assert at.number_input(key=keys.BUDGET_INPUT).value == at.session_state[keys.MEMORY].max_input_tokens == 1500
+    assert at.selectbox(key=keys.PROBE_SCENARIO_INPUT) is not None

@@ -336,3 +336,20 @@ def test_the_server_ledger_is_safe_for_many_threads_at_once(tmp_path) -> None:
     for thread in threads:
         thread.join()
     assert ledger.standing() == Standing(8 * 40 * 3, 0, 0, 10**9)
+
+
+def test_the_guard_is_a_backend_by_name_and_passes_nothing_else_through() -> None:
+    from memora.backends.offline import OfflineBackend
+    from memora.classroom.guard import GuardedBackend
+    from memora.memory.backend import Backend
+
+    inner = ScriptedBackend()
+    guarded = GuardedBackend(inner)
+    assert isinstance(guarded, Backend)
+    assert (guarded.label, guarded.offline, guarded.profile) == (inner.label, inner.offline, inner.profile)
+    # What the fake records is the fake's own: reaching it through the guard would hide a missing forward.
+    with pytest.raises(AttributeError):
+        guarded.replies  # noqa: B018
+    # The article's remote count passes where the inner backend has one, and only there.
+    assert guarded.count_input_tokens("m", "", ()) == inner.count_input_tokens("m", "", ())
+    assert getattr(GuardedBackend(OfflineBackend()), "count_input_tokens", None) is None

@@ -20,7 +20,7 @@ from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import parse_saved
 from memora.classroom.store.sqlite import SqliteStore
 from memora.classroom.transcript.format import dumps_transcript
-from tests.support.app import APP, send, texts, tree_text
+from tests.support.app import APP, open_panels, send, texts, tree_text
 from tests.support.memory import chat
 from tests.support.stores import FlakyStore
 
@@ -39,8 +39,9 @@ TEACHER = new_browser_secret()
 
 
 def open_page(conversation_id: str | None = None, browser: str = TEACHER) -> AppTest:
-    """A new tab of ``browser`` on the page: a reload is one with the same id in the URL, in the same browser."""
-    at = AppTest.from_file(APP, default_timeout=30)
+    """A new tab of ``browser`` on the page, its Settings and Teaching tools open: a reload is one with the same id in
+    the URL, in the same browser."""
+    at = open_panels(AppTest.from_file(APP, default_timeout=30))
     at.session_state[keys.BROWSER_SECRET] = browser
     if conversation_id is not None:
         at.query_params["c"] = conversation_id

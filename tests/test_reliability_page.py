@@ -28,7 +28,7 @@ from memora.classroom.transcript.format import dumps_transcript, import_transcri
 from memora.memory import ShortTermMemory
 from memora.teaching.ledger import ledger_frame
 from memora.text.tokens import ApiTokenCounter
-from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, send, texts, tree_text
+from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, open_panels, send, texts, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
@@ -529,7 +529,7 @@ def test_every_settings_callback_checks_the_lock_itself(classroom: ResponsesServ
 
 
 def test_the_lock_and_caps_also_come_from_secrets(server: ResponsesServer) -> None:
-    at = AppTest.from_file(APP, default_timeout=30)
+    at = open_panels(AppTest.from_file(APP, default_timeout=30))
     at.secrets["OPENAI_API_KEY"] = KEY
     at.secrets["OPENAI_BASE_URL"] = server.url
     at.secrets["MEMORA_LOCK_SETTINGS"] = True

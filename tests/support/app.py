@@ -44,11 +44,18 @@ def new_app(memory: ShortTermMemory | None = None, **secrets: str) -> AppTest:
     A conversation long enough to fold is summarized ahead on opening; that job is waited for.
     """
     at = AppTest.from_file(APP, default_timeout=30)
+    open_panels(at)
     for name, value in secrets.items():
         at.secrets[name] = value
     if memory is not None:
         at.session_state[keys.MEMORY] = memory
     return finish(at.run())
+
+
+def open_panels(at: AppTest) -> AppTest:
+    """Opens the Teaching tools and Settings panels, as a teacher who clicked them: closed, their widgets are not drawn."""
+    at.session_state[keys.TOOLS_PANEL_OPEN] = at.session_state[keys.SETTINGS_PANEL_OPEN] = True
+    return at
 
 
 def send(at: AppTest, text: str) -> AppTest:

@@ -9,9 +9,6 @@ also kept per history length (``what_if_for``), so a rerun with no new turn redo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import streamlit as st
 
 from memora.app.page import budget, render
@@ -73,7 +70,7 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
     # Drawn only while open, like the long panels: its table costs every run of every student, opened or not.
-    with lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
+    with render.lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
         if not opened:
             return
         rows = last_context_rows(memory)
@@ -86,17 +83,6 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
         st.progress(min(used / memory.max_input_tokens, 1.0), text=label)
 
 
-@contextmanager
-def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
-    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
-    while open, so a panel that grows with the conversation costs nothing closed. Closed, it says why it is empty."""
-    panel = st.expander(t(lang, title), key=open_key, on_change="rerun", icon=icon)
-    with panel:
-        if not panel.open:
-            render.caption(t(lang, "panel.lazy_hint"))
-        yield panel.open
-
-
 HISTORY_PAGE = 50
 """Rows of the full history drawn at a time: 25 turns."""
 LEDGER_PAGE = 50
@@ -104,7 +90,7 @@ LEDGER_PAGE = 50
 
 
 def render_history(memory: ShortTermMemory, lang: str) -> None:
-    with lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
+    with render.lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
         if not opened:
             return
         total = len(memory.conversation.messages)
@@ -117,7 +103,7 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
-    with lazy_panel(lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:") as opened:
+    with render.lazy_panel(lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:") as opened:
         if not opened:
             return
         if not memory.ledger:
@@ -160,7 +146,7 @@ def what_if_for(memory: ShortTermMemory) -> WhatIf:
 
 
 def render_what_if(memory: ShortTermMemory, lang: str) -> None:
-    with lazy_panel(lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:") as opened:
+    with render.lazy_panel(lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:") as opened:
         if not opened:
             return
         comparison = what_if_for(memory)

@@ -10,11 +10,14 @@ the browser fetch an image.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 import streamlit as st
 
 from memora.app.page import state as keys
+from memora.app.page.i18n import t
 from memora.app.page.markup import inert_markdown
 from memora.backends.redaction import redact
 
@@ -53,3 +56,14 @@ def alert(level: Level, text: str, **options: Any) -> None:
 def code(text: str, **options: Any) -> None:
     """``st.code``: no Markdown applies inside, but keys are still redacted."""
     st.code(redact(text, session_secrets()), **options)
+
+
+@contextmanager
+def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
+    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
+    while open, so a panel that grows with the conversation costs nothing closed. Closed, it says why it is empty."""
+    panel = st.expander(t(lang, title), key=open_key, on_change="rerun", icon=icon)
+    with panel:
+        if not panel.open:
+            caption(t(lang, "panel.lazy_hint"))
+        yield panel.open

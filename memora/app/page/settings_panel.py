@@ -62,7 +62,12 @@ def is_locked() -> bool:
 def render_settings(lang: str) -> None:
     state = st.session_state
     locked = is_locked()
-    with st.expander(t(lang, "settings.title"), icon=":material/tune:"):
+    with render.lazy_panel(lang, "settings.title", keys.SETTINGS_PANEL_OPEN, ":material/tune:") as opened:
+        if not opened:
+            # Streamlit drops a widget's state when it is not drawn, but not the value seeded before it: reopened,
+            # the widget would show that stale seed. Closed, the inputs follow the memory instead.
+            _inputs_from_memory()
+            return
         if locked:
             render.alert("info", t(lang, "settings.locked"), icon=":material/lock:")
         # Backends added to memora.app.settings.BACKENDS appear here without a change to the page.
@@ -154,15 +159,21 @@ def _refuse_when_locked() -> bool:
     if not is_locked():
         return False
     state = st.session_state
+    _inputs_from_memory()
+    state[keys.FOLD_POLICY_INPUT] = state[keys.MEMORY].fold_policy
+    state[keys.SETTINGS_NOTICE] = Notice("error", "settings.locked_refused")
+    return True
+
+
+def _inputs_from_memory() -> None:
+    """Sets the Settings panel's widgets to the session's backend and the memory's values."""
+    state = st.session_state
     memory: ShortTermMemory = state[keys.MEMORY]
     state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
     state[keys.MODEL_INPUT] = memory.model
     state[keys.API_KEY_INPUT] = ""
     state[keys.BUDGET_INPUT] = memory.max_input_tokens
     state[keys.WINDOW_INPUT] = memory.max_recent_turns
-    state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
-    state[keys.SETTINGS_NOTICE] = Notice("error", "settings.locked_refused")
-    return True
 
 
 def _deferred_while_replying(change: str) -> bool:

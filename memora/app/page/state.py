@@ -68,6 +68,9 @@ STOP_BUTTON = "stop_button"
 DEFERRED_SETTINGS = "deferred_settings"
 # "What if" replays (memora/app/page/panels.py, issue 21): whether their panel is open, and the last replay with its cache key.
 WHAT_IF_PANEL_OPEN = "what_if_panel_open"
+# Whether the Teaching tools and Settings panels are open: closed, their widgets are not drawn (issue 28, 80 students).
+TOOLS_PANEL_OPEN = "tools_panel_open"
+SETTINGS_PANEL_OPEN = "settings_panel_open"
 WHAT_IF = "what_if"
 # Conversation persistence (memora/app/page/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
@@ -198,6 +201,8 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         LEDGER_PAGE: 1,
         DERIVED: {},
         WHAT_IF_PANEL_OPEN: False,
+        TOOLS_PANEL_OPEN: False,
+        SETTINGS_PANEL_OPEN: False,
         WHAT_IF: None,
         PREFOLD_AT: None,
         PROBE_SCENARIO_INPUT: None,

@@ -40,7 +40,9 @@ UPLOAD_LIMIT_MB = math.ceil(MAX_TRANSCRIPT_BYTES / 1024 / 1024) + 1
 
 
 def render_tools(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "tools.title"), icon=":material/science:"):
+    with render.lazy_panel(lang, "tools.title", keys.TOOLS_PANEL_OPEN, ":material/science:") as opened:
+        if not opened:
+            return
         probe_tab, transcript_tab = st.tabs([t(lang, "tools.tab_probe"), t(lang, "tools.tab_transcript")])
         with probe_tab:
             render_probe(memory, lang)
