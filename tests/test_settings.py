@@ -251,3 +251,21 @@ def test_limits_that_do_not_fit_together_name_the_variables() -> None:
     settings = load_settings({}, {"MEMORA_MAX_INPUT_TOKENS": "3000", "MEMORA_CONTEXT_WINDOW": "2048"})
     with pytest.raises(SettingsError, match=r"^MEMORA_MAX_INPUT_TOKENS, MEMORA_MAX_REPLY_TOKENS and MEMORA_CONTEXT_WINDOW do not fit"):
         configured_memory(settings)
+
+
+def test_a_conversation_cap_too_small_for_one_turn_is_refused_at_startup_with_the_smallest_that_works(tmp_path):
+    # Issue 28: a 64 KB cap let the page start, then refused every first message before it was sent.
+    def configured(kb: int, **extra: str):
+        environ = {"MEMORA_DATA_DIR": str(tmp_path), "MEMORA_MAX_CONVERSATION_KB": str(kb), **extra}
+        return configured_memory(load_settings({}, environ))
+
+    with pytest.raises(SettingsError, match=r"MEMORA_MAX_CONVERSATION_KB=64 cannot hold one turn") as refused:
+        configured(64)
+    smallest = int(re.search(r"use at least (\d+)", str(refused.value)).group(1))
+    assert 64 < smallest <= 1024  # the default holds a turn
+    configured(smallest)
+    with pytest.raises(SettingsError, match=f"MEMORA_MAX_CONVERSATION_KB={smallest - 1} "):
+        configured(smallest - 1)
+    # A smaller reply cap needs less room; without a store nothing is saved, so any cap starts.
+    configured(smallest - 60, MEMORA_MAX_REPLY_TOKENS="400")
+    configured(64, MEMORA_STORE_URL="off")

@@ -519,7 +519,7 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
 
 
 LIMIT_SETTINGS = ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_REPLY_TOKENS", "MEMORA_CONTEXT_WINDOW")
-"""The settings whose values must fit together (``memora.memory.sizes.check_limits``), each well-formed on its own."""
+"""The settings whose values must fit together (``memora.memory.plan.check_limits``), each well-formed on its own."""
 
 
 def configured_memory(settings: Settings, backend: Backend | None = None, token_counter: TokenCounter | None = None) -> ShortTermMemory:
@@ -527,8 +527,32 @@ def configured_memory(settings: Settings, backend: Backend | None = None, token_
     need, or a budget plus reply cap over the context window) becomes a SettingsError naming the variables to fix,
     so the page and the REPL refuse to start on it like on any malformed value."""
     try:
-        return build_memory(settings, backend, token_counter)
+        memory = build_memory(settings, backend, token_counter)
     except SettingsError:
         raise
     except ValueError as error:
         raise SettingsError(f"{', '.join(LIMIT_SETTINGS[:-1])} and {LIMIT_SETTINGS[-1]} do not fit together: {error}") from None
+    check_room_for_a_turn(settings, memory)
+    return memory
+
+
+def check_room_for_a_turn(settings: Settings, memory: ShortTermMemory) -> None:
+    """Raises SettingsError when ``MEMORA_MAX_CONVERSATION_KB`` cannot hold a new conversation's first turn at its
+    largest (``memora.classroom.store.room``): the store would refuse every first message, before it is sent.
+
+    The bound grows with the reply cap and the summary cap; the message says the smallest value that works with
+    the other settings as they are. Without a store (``MEMORA_STORE_URL=off``) nothing is saved, so nothing is checked.
+    """
+    from memora.classroom.store import OFF
+    from memora.classroom.store.room import turn_growth
+    from memora.classroom.store.saved import dumps_saved
+
+    if settings.store_url == OFF:
+        return
+    needed = len(dumps_saved(memory, "zh-TW").encode()) + turn_growth(memory, "?")  # the longer language code
+    if needed > settings.max_conversation_kb * 1024:
+        raise SettingsError(
+            f"MEMORA_MAX_CONVERSATION_KB={settings.max_conversation_kb} cannot hold one turn at these settings (a first "
+            f"turn can save up to {needed:,} bytes, with MEMORA_MAX_REPLY_TOKENS and the summary cap as they are): "
+            f"use at least {math.ceil(needed / 1024)}, or lower MEMORA_MAX_REPLY_TOKENS."
+        )
