@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memora.app import settings as settings_module
 from memora.app.settings import (
     BACKENDS,
     CONNECT_TIMEOUT_S,
@@ -269,3 +270,16 @@ def test_a_conversation_cap_too_small_for_one_turn_is_refused_at_startup_with_th
     # A smaller reply cap needs less room; without a store nothing is saved, so any cap starts.
     configured(smallest - 60, MEMORA_MAX_REPLY_TOKENS="400")
     configured(64, MEMORA_STORE_URL="off")
+
+
+def test_a_misspelled_memora_variable_is_refused_with_the_names_it_is_close_to():
+    # Issue 28: MEMORA_LOCK_SETTING=true (no S) was ignored, and the classroom opened unlocked.
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"MEMORA_MAX_INPUT_TOKEN": 900}, {"MEMORA_LOCK_SETTING": "true"})
+    assert refused.value.problems == [
+        "MEMORA_LOCK_SETTING is not a setting Memora reads: did you mean MEMORA_LOCK_SETTINGS or MEMORA_BACKEND?",
+        "MEMORA_MAX_INPUT_TOKEN is not a setting Memora reads: did you mean MEMORA_MAX_INPUT_TOKENS or MEMORA_MAX_SESSION_TOKENS?",
+    ]
+    # Every variable the module documents is one it reads; the test suite's and the benchmarks' own are not settings.
+    documented = set(re.findall(r"``(MEMORA_[A-Z_]+)``", settings_module.__doc__))
+    load_settings({}, {**{name: "" for name in documented}, "MEMORA_TEST_POSTGRES_URL": "x", "MEMORA_LLAMA_MODEL": "y"})

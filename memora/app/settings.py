@@ -75,6 +75,7 @@ Conversation persistence (``memora.classroom.store``; see docs/postgresql.md):
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -321,8 +322,10 @@ class _Reader:
     def __init__(self, secrets: Mapping[str, Any], environ: Mapping[str, str]) -> None:
         self.secrets, self.environ = secrets, environ
         self.problems: list[str] = []
+        self.asked: set[str] = set()
 
     def raw(self, name: str) -> Any:
+        self.asked.add(name)
         value = self.secrets.get(name)
         if value in (None, ""):
             return (self.environ.get(name) or "").strip() or None
@@ -363,9 +366,28 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
     """
     reader = _Reader(secrets or {}, os.environ if environ is None else environ)
     values = {**_model_settings(reader), **_classroom_settings(reader)}
+    reader.problems += _unknown_names(reader)
     if reader.problems:
         raise SettingsError(*reader.problems)
     return Settings(**values)
+
+
+NOT_SETTINGS = ("MEMORA_TEST_", "MEMORA_LLAMA_")
+"""Prefixes of variables that are not the app's settings: the test suite's and the benchmarks' (a test database, the
+llama.cpp the real-server tests start)."""
+
+
+def _unknown_names(reader: _Reader) -> list[str]:
+    """A ``MEMORA_`` variable or secret that no setting reads is a misspelling (``MEMORA_LOCK_SETTING``): ignored, it
+    would open a locked classroom unlocked. Each is a problem, with the settings its name is close to."""
+    given = {name for name in (*reader.secrets, *reader.environ) if isinstance(name, str) and name.startswith("MEMORA_")}
+    unknown = sorted(name for name in given - reader.asked if not name.startswith(NOT_SETTINGS))
+    known = sorted(name for name in reader.asked if name.startswith("MEMORA_"))
+    problems = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=2)
+        problems.append(f"{name} is not a setting Memora reads" + (f": did you mean {' or '.join(close)}?" if close else ""))
+    return problems
 
 
 def _model_settings(reader: _Reader) -> dict[str, Any]:
