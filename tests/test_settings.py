@@ -276,7 +276,7 @@ def test_a_misspelled_memora_variable_is_refused_with_the_names_it_is_close_to()
     # Issue 28: MEMORA_LOCK_SETTING=true (no S) was ignored, and the classroom opened unlocked.
     with pytest.raises(SettingsError) as refused:
         load_settings({"MEMORA_MAX_INPUT_TOKEN": 900}, {"MEMORA_LOCK_SETTING": "true"})
-    assert refused.value.problems == [
+    assert list(refused.value.problems) == [
         "MEMORA_LOCK_SETTING is not a setting Memora reads: did you mean MEMORA_LOCK_SETTINGS or MEMORA_BACKEND?",
         "MEMORA_MAX_INPUT_TOKEN is not a setting Memora reads: did you mean MEMORA_MAX_INPUT_TOKENS or MEMORA_MAX_SESSION_TOKENS?",
     ]
