@@ -19,7 +19,7 @@ import openai
 
 from benchmarks.harness.llama_server import N_CTX, llama_server
 from benchmarks.memory.questions import ANSWER_TOKENS, QUESTIONS
-from benchmarks.memory.real import ProbingBackend, main, play, play_without_memory
+from benchmarks.memory.real import ProbingBackend, WrittenSummary, main, play, play_without_memory
 from benchmarks.memory.retention import carries
 from benchmarks.memory.script import FACTS, make_script
 from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
@@ -35,7 +35,7 @@ def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_pa
     with llama_server("chatml", tmp_path / "llama-server.log") as server:
         args = ["--base-url", server.url, "--model", "smollm2", "--seed", "3", "--turns", "6", "--every", "3", "--policy", "window"]
         args += ["--budget", "1500", "--recent-turns", "1", "--reply-tokens", "32", "--context-window", str(N_CTX), "--json", str(out)]
-        assert main([*args, "--ask", "--rows"]) == 0
+        assert main([*args, "--ask", "--rows", "--summaries", str(tmp_path / "summaries.json")]) == 0
 
     rows = json.loads(out.read_text(encoding="utf-8"))
     assert list(rows) == ["Memora, window policy", "full history (the ceiling)", "window only, no summary (the floor)"]
@@ -51,6 +51,9 @@ def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_pa
     assert abs(last["so_far"] + last["stale_so_far"] + last["missing_so_far"] - 1) < 1e-9
     # Memora always sends the user's current message.
     assert last["without_current"] == 0
+    # The summaries the model wrote are saved, one per summary request, in turn order.
+    written = json.loads((tmp_path / "summaries.json").read_text(encoding="utf-8"))
+    assert len(written) == last["summaries"] and [w["turn"] for w in written] == sorted(w["turn"] for w in written)
     printed = capsys.readouterr().out
     assert "| 6 |" in printed and "smollm2" in printed and "answered correctly" in printed and "### full history" in printed
 
@@ -69,6 +72,15 @@ class TokenizingServer(ScriptedBackend):
 
     def counting_source(self, model) -> str:
         return "the scripted server's tokenizer"
+
+
+def test_the_summaries_the_model_wrote_are_kept_with_their_turn_and_cut():
+    server = ScriptedBackend(summary_text=lambda request: f"summary of {len(request.new_messages)} messages", cut_summaries=True)
+    written: list[WrittenSummary] = []
+    play(server, "m", make_script(8, seed=3), [8], written=written, max_input_tokens=1500, max_recent_turns=1)
+    assert server.summaries and len(written) == len(server.summaries)
+    assert [w.text for w in written] == [f"summary of {len(r.new_messages)} messages" for r in server.summaries]
+    assert all(w.cut for w in written) and all(1 <= w.turn <= 8 for w in written)
 
 
 def test_the_probing_wrapper_shows_the_memory_the_servers_own_tokenizer():

@@ -7,7 +7,8 @@ or more turns earlier (``retention.py``). Prints the recall at each checkpoint:
 at that turn's request, and over every request so far. With ``--ask`` the model is
 also asked each fact due at a checkpoint (``questions.py``): whether it answers with
 the latest value from what it was sent. With ``--rows`` the same script is also played
-with the full history (the ceiling) and with the window only, no summary (the floor).
+with the full history (the ceiling) and with the window only, no summary (the floor). With
+``--summaries`` the summaries the model wrote for Memora's row are saved, to read what it kept.
 Example, a llama.cpp server on port 8080::
 
     python -m benchmarks.memory.real --base-url http://127.0.0.1:8080/v1 --model smollm2 --turns 24 --every 8
@@ -37,6 +38,15 @@ from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 
 
+@dataclass(frozen=True)
+class WrittenSummary:
+    """A summary the model wrote during turn ``turn``; ``cut`` when the server stopped it at its output cap."""
+
+    turn: int
+    text: str
+    cut: bool
+
+
 @dataclass
 class ProbingBackend:
     """Wraps a real backend: probes each reply request of turn ``turn`` of ``script`` before sending it on.
@@ -55,6 +65,8 @@ class ProbingBackend:
     """Turns at whose reply request the model is also asked each fact due (``questions.ask``)."""
     answered: dict[int, Answered] = field(default_factory=dict)
     """Turn -> the probe questions asked at its reply request; a retried request's replace its first."""
+    written: list[WrittenSummary] = field(default_factory=list)
+    """Every summary the model wrote, in order, as it returned it."""
 
     def __post_init__(self) -> None:
         self._due = due_facts(self.script)
@@ -92,7 +104,9 @@ class ProbingBackend:
 
     def summarize(self, request: SummaryRequest) -> Completion:
         self.summaries += 1
-        return self.inner.summarize(request)
+        completion = self.inner.summarize(request)
+        self.written.append(WrittenSummary(self.turn, completion.text, completion.cut))
+        return completion
 
 
 def _squashed(text: str) -> str:
@@ -165,11 +179,20 @@ def _checkpoint(probing: ProbingBackend, number: int, refused: int) -> Checkpoin
 
 
 def play(
-    backend: Backend, model: str, script: Script, checkpoints: Sequence[int], ask_questions: bool = False, **memory_options: object
+    backend: Backend,
+    model: str,
+    script: Script,
+    checkpoints: Sequence[int],
+    ask_questions: bool = False,
+    written: list[WrittenSummary] | None = None,
+    **memory_options: object,
 ) -> list[Checkpoint]:
     """Plays ``script`` through ``ShortTermMemory`` on ``backend``; returns the recall at each checkpoint turn, and with
-    ``ask_questions`` the share of probe questions answered correctly there."""
+    ``ask_questions`` the share of probe questions answered correctly there. ``written``, when given, receives each
+    summary the model wrote."""
     probing = ProbingBackend(backend, script, ask_at=frozenset(checkpoints) if ask_questions else frozenset())
+    if written is not None:
+        probing.written = written
     memory = ShortTermMemory(probing, model=model, **memory_options)  # type: ignore[arg-type]
     out = []
     refused = 0
@@ -256,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ask", action="store_true", help="also ask the model each due fact at the checkpoints (one request a fact)")
     parser.add_argument("--rows", action="store_true", help="also play the full history (ceiling) and the window only (floor)")
     parser.add_argument("--json", metavar="PATH", help="also write the checkpoints of each row as JSON to PATH")
+    parser.add_argument("--summaries", metavar="PATH", help="also write the summaries the model wrote in Memora's row as JSON to PATH")
     args = parser.parse_args(argv)
     if args.turns < 1 or args.every < 1:
         parser.error("--turns and --every must be 1 or more")
@@ -265,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 
     client = openai.OpenAI(base_url=args.base_url, api_key=os.environ.get(args.api_key_env) or NO_KEY, max_retries=0, timeout=300)
-    rows = play_rows(ChatCompletionsBackend(client), args)
+    written: list[WrittenSummary] = []
+    rows = play_rows(ChatCompletionsBackend(client), args, written)
     print(f"Retention probe, {args.model} at {args.base_url}: {args.policy} policy, budget {args.budget}, seed {args.seed}")
     print("(a): the share of due facts whose latest value was sent; (b): the share of probe questions answered with it.")
     for row, results in rows.items():
@@ -276,11 +301,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({row: [asdict(c) for c in results] for row, results in rows.items()}, out, indent=2)
+    if args.summaries:
+        with open(args.summaries, "w", encoding="utf-8") as out:
+            json.dump([asdict(w) for w in written], out, indent=2, ensure_ascii=False)
     return 0
 
 
-def play_rows(backend: Backend, args: argparse.Namespace) -> dict[str, list[Checkpoint]]:
-    """Memora's row, and with ``args.rows`` the full history (the ceiling) and the window only (the floor)."""
+def play_rows(backend: Backend, args: argparse.Namespace, written: list[WrittenSummary] | None = None) -> dict[str, list[Checkpoint]]:
+    """Memora's row, and with ``args.rows`` the full history (the ceiling) and the window only (the floor); ``written``
+    receives the summaries the model wrote in Memora's row."""
     script = make_script(args.turns, args.seed)
     checkpoints = sorted({*range(args.every, args.turns + 1, args.every), args.turns})
     rows = {
@@ -290,6 +319,7 @@ def play_rows(backend: Backend, args: argparse.Namespace) -> dict[str, list[Chec
             script,
             checkpoints,
             args.ask,
+            written,
             max_input_tokens=args.budget,
             max_recent_turns=args.recent_turns,
             max_summary_tokens=args.summary_tokens,
