@@ -283,3 +283,15 @@ def test_an_import_during_a_reply_cancels_it_and_continues_from_the_file(gated: 
     assert [m.content for m in old.history] == ["First question.", "reply 1"], "the old memory was rolled back, not committed"
     assert running_job(at) is None and at.chat_input[0].proto.value == ""
     assert "Stopped" not in texts(at)
+
+
+def test_a_change_waiting_for_the_reply_survives_its_panel_being_closed(gated: GatedBackend) -> None:
+    # The Settings panel draws its widgets only while open; the budget waiting in its input must not be dropped
+    # with them when the student closes the panel before the reply ends.
+    at, memory = held_reply(gated)
+    at.number_input(key=keys.BUDGET_INPUT).set_value(1500).run()
+    at.session_state[keys.SETTINGS_PANEL_OPEN] = False
+    at.run()
+    gated.release()
+    finish(at)
+    assert memory.max_input_tokens == 1500

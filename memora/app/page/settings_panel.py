@@ -63,9 +63,10 @@ def render_settings(lang: str) -> None:
     state = st.session_state
     locked = is_locked()
     with render.lazy_panel(lang, "settings.title", keys.SETTINGS_PANEL_OPEN, ":material/tune:") as opened:
-        if not opened:
+        if not opened and not state[keys.DEFERRED_SETTINGS]:
             # Streamlit drops a widget's state when it is not drawn, but not the value seeded before it: reopened,
-            # the widget would show that stale seed. Closed, the inputs follow the memory instead.
+            # the widget would show that stale seed. Closed, the inputs follow the memory instead. A change waiting
+            # for the reply lives in its widget (``apply_deferred``), so while one waits the body is drawn, closed.
             _inputs_from_memory()
             return
         if locked:
