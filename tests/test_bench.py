@@ -21,7 +21,8 @@ from benchmarks.memory.script import FACTS, Script, Statement, make_script
 from benchmarks.memory.strategies import Limits
 from benchmarks.memory.sweep import OURS, Point, best_knob, dominating, knob_grid, sweep
 from memora.app.settings import Settings
-from memora.backends.base import ReplyRequest, SummaryRequest, drain
+from memora.backends.base import ReplyRequest, drain
+from memora.memory.server import summary_request
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter, count_text, truncate_text
@@ -67,7 +68,7 @@ def test_recording_backend_reports_real_counts_of_what_it_was_sent_and_caps_summ
     assert backend.calls[0].output_tokens == count_text("first reply")
 
     many = tuple(Message("user", f"My goal number {i} is to speak clearly at work.") for i in range(60))
-    summary = backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", many, max_output_tokens=10_000))
+    summary = backend.summarize(summary_request("m", SUMMARY_INSTRUCTIONS, "", many, 10_000))
     assert count_text(summary.text) <= SUMMARY_TOKEN_CAP
     assert [c.kind for c in backend.calls] == ["reply", "summary"]
 
@@ -86,7 +87,7 @@ def test_a_summary_over_its_cap_keeps_its_beginning_as_the_product_does_and_newe
     # max_output_tokens does.
     assert cut_summary(text, 80) == truncate_text(text, 80) != keep_newest_lines(text, 80)
     new = tuple(Message("user", line[2:]) for line in lines)
-    request = SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", new, max_output_tokens=10_000)
+    request = summary_request("m", SUMMARY_INSTRUCTIONS, "", new, 10_000)
     summary = RecordingBackend(replies=("r",), summary_cap=80).summarize(request)
     assert count_text(summary.text) <= 80 and summary.text.startswith("- 我第 0 次說") and "B2" not in summary.text
     newest = RecordingBackend(replies=("r",), summary_cap=80, cut="newest").summarize(request)
@@ -280,7 +281,7 @@ def test_summary_requests_over_the_budget_are_counted_for_every_memory():
     small = (Message("user", "My name is Amy."),)
     large = tuple(Message("user", f"My goal number {i} is to speak clearly at work.") for i in range(80))
     for messages in (small, large):
-        backend.summarize(SummaryRequest("m", SUMMARY_INSTRUCTIONS, "", messages, max_output_tokens=200))
+        backend.summarize(summary_request("m", SUMMARY_INSTRUCTIONS, "", messages, 200))
     figures = token_figures("x", backend, 1, 1000, 3)
     assert figures.largest_summary_input > 1000 and figures.summary_over_budget == 1
     # Memora sizes every summary request to the budget.

@@ -271,7 +271,7 @@ def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, c
 
 def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_before_it_is_sent():
     from memora.backends.base import CHAT_SERVER_PROFILE
-    from memora.memory.summarizer import Summarizer
+    from memora.memory.server import Summarizer
     from memora.text.tokens import LocalTokenCounter, count_message
     from tests.support.fakes import ScriptedBackend
 

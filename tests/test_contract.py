@@ -19,15 +19,17 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import openai
 import pytest
 
 from benchmarks.harness.processes import free_port, stop
-from memora.backends.base import ReplyRequest, SummaryRequest
+from memora.backends.base import ReplyRequest
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.memory.server import summary_request
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 
@@ -42,12 +44,12 @@ CONTEXT = (
     Message("assistant", "Not quite: say 'I have a cat'."),
     Message("user", "Thanks! And 'she have'?"),
 )
-SUMMARY = SummaryRequest(
-    model="gpt-5-mini",
-    instructions=SUMMARY_INSTRUCTIONS,
-    existing_summary="- The user is Ana.",
-    new_messages=(Message("user", "My level is B1."), Message("assistant", "Great, B1 it is.")),
-    max_output_tokens=200,
+SUMMARY = summary_request(
+    "gpt-5-mini",
+    SUMMARY_INSTRUCTIONS,
+    "- The user is Ana.",
+    (Message("user", "My level is B1."), Message("assistant", "Great, B1 it is.")),
+    200,
 )
 
 
@@ -113,7 +115,7 @@ def test_streamed_reply_request_matches_the_spec(client: openai.OpenAI) -> None:
 
 @pytest.mark.parametrize("model", ["gpt-5-mini", "gpt-4.1-mini"], ids=["reasoning", "non-reasoning"])
 def test_summary_request_matches_the_spec(client: openai.OpenAI, model: str) -> None:
-    request = SummaryRequest(**{**SUMMARY.__dict__, "model": model})
+    request = replace(SUMMARY, model=model)
     completion = OpenAIResponsesBackend(client).summarize(request)
     assert isinstance(completion.text, str)
     assert completion.usage.input_tokens >= 0 and not completion.usage.estimated

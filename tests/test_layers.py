@@ -39,7 +39,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "memora.text": (("messages", "prompts"), ("tokens",), ("calibration",), ("usage",), ("__init__",)),
     "memora.backends": (
-        ("base", "redaction", "server_tokenizer", "extractive"),  # the Protocol and what every backend shares
+        ("base", "redaction", "server_tokenizer"),  # the Protocol and what every backend shares
         ("openai_errors", "offline"),
         ("chat_completions", "openai_responses"),
         ("__init__",),
@@ -49,8 +49,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("backend", "hook", "values"),  # the seam to a model server, the saver's hook, frozen values
         ("policies",),
         ("plan",),  # the one pure decision
-        ("budget",),
-        ("summarizer",),
+        ("server",),  # what the server's counts teach; the summary request
         ("core",),  # ShortTermMemory
         ("__init__",),
     ),

@@ -3,7 +3,7 @@
 from memora import ShortTermMemory
 from memora.backends import OfflineBackend, ReplyRequest
 from memora.backends.base import drain
-from memora.backends.extractive import merge_summary, topic_key
+from memora.backends.offline import merge_summary, topic_key
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 
@@ -75,14 +75,14 @@ def test_offline_memory_folds_the_articles_b1_fact():
 
 
 def test_the_offline_summary_keeps_the_word_limit_its_instructions_ask_for():
-    from memora.backends.base import SummaryRequest
+    from memora.memory.server import summary_request
     from memora.text.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit, with_summary_cap
 
     facts = [Message("user", f"My fact number {n} is that I study English on day {n}.") for n in range(30)]
     backend = OfflineBackend()
-    full = backend.summarize(SummaryRequest("offline", SUMMARY_INSTRUCTIONS, "", tuple(facts), 200)).text
+    full = backend.summarize(summary_request("offline", SUMMARY_INSTRUCTIONS, "", tuple(facts), 200)).text
     short_instructions = with_summary_cap(SUMMARY_INSTRUCTIONS, 60)
-    short = backend.summarize(SummaryRequest("offline", short_instructions, "", tuple(facts), 60)).text
+    short = backend.summarize(summary_request("offline", short_instructions, "", tuple(facts), 60)).text
     assert summary_word_limit(short_instructions) == 45
 
     def words(summary: str) -> int:

@@ -4,7 +4,7 @@ import pytest
 
 from memora.app.probe import main
 from memora.backends import OfflineBackend
-from memora.backends.extractive import merge_summary, retracted_values, topic_key
+from memora.backends.offline import merge_summary, retracted_values, topic_key
 from memora.teaching.probe import (
     Fact,
     ScenarioError,

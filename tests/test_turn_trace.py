@@ -18,8 +18,8 @@ from typing import Any
 from memora.app.settings import build_memory, load_settings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memora"
-MAX_FILES, MAX_MEMORY_FILES = 12, 6
-"""Issue 29 measured 17 and 11 before the plan; its goal is 9 and 4 (see the README for what is left)."""
+MAX_FILES, MAX_MEMORY_FILES = 9, 4
+"""Issue 29 measured 17 and 11 before the plan; its goal is 9 and 4."""
 
 
 def _file(frame: FrameType) -> str | None:

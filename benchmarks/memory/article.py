@@ -7,7 +7,7 @@ loop for loop. Two changes of plumbing only, so it runs against a memora backend
   calls ``client.responses.input_tokens.count``: one model call of kind "count";
 - ``update_summary`` calls ``backend.summarize`` where the article calls
   ``client.responses.create`` with the summary instructions; the request's input
-  text is the article's, byte for byte (``SummaryRequest.input_text``).
+  text is the article's, byte for byte (``memora.memory.server.summary_request``).
 
 This is not Memora's memory; it exists so that the benchmark can compare.
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP
-from memora.backends.base import Backend, SummaryRequest
+from memora.backends.base import Backend
+from memora.memory.server import summary_request
 from memora.text.messages import Message
 
 
@@ -65,12 +66,12 @@ class ArticleMemory:
 
     def update_summary(self, new_messages: list[dict[str, str]]) -> int:
         completion = self.backend.summarize(
-            SummaryRequest(
-                model=self.model,
-                instructions=self.summary_instructions,
-                existing_summary=self.summary,
-                new_messages=tuple(Message(m["role"], m["content"]) for m in new_messages),  # type: ignore[arg-type]
-                max_output_tokens=self.max_summary_tokens,
+            summary_request(
+                self.model,
+                self.summary_instructions,
+                self.summary,
+                [Message(m["role"], m["content"]) for m in new_messages],  # type: ignore[arg-type]
+                self.max_summary_tokens,
             )
         )
         self.summary = completion.text.strip()

@@ -57,7 +57,7 @@ from typing import Any
 from benchmarks.memory.recording import Call, RecordingBackend, cut_summary, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
 from memora.backends.base import ReplyRequest
-from memora.backends.extractive import merge_summary
+from memora.backends.offline import merge_summary
 from memora.memory import DEFAULT_MODEL
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT

@@ -8,18 +8,15 @@ Read in this order:
 2. ``policies``: what a fold policy adds to the rule, one object per file (``window``, the article's; ``watermark``).
 3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds, sends, and commits
    or leaves no trace. Nothing else writes its state.
-4. ``summarizer``: one summary request, bounded both ways. ``budget``: what the server's own counts teach the
-   memory (its seam to the calibration). ``backend``: what the memory asks of a model server (the ``Backend``
-   Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen values.
-
-``replay`` (the what-if panel's replays, through the same plan) and ``limits`` (a classroom's caps, which no memory
-module imports: the app installs them through ``hook.Caps``) are the teaching's and the classroom's, kept here for
-now; ``hook`` types the seams the app installs (``on_change``, ``limits``).
+4. ``server``: what the server's own counts teach the memory (``Budget``, its seam to the calibration), and one
+   summary request, bounded both ways (``Summarizer``). ``backend``: what the memory asks of a model server (the
+   ``Backend`` Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen
+   values; ``hook``: the seams the app installs (``on_change``, the classroom's caps).
 """
 
 from memora.memory.core import ShortTermMemory, Turn
 from memora.memory.plan import PlanSizes, TurnPlan, fold_pieces, plan_turn
-from memora.memory.summarizer import whole_sentences
+from memora.memory.server import whole_sentences
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,

@@ -37,7 +37,9 @@ class SummaryRequest:
     """Fold ``new_messages`` into ``existing_summary``.
 
     ``existing_summary`` is ``""`` before the first fold. ``max_output_tokens``
-    bounds the new summary, so that it always fits the input budget.
+    bounds the new summary, so that it always fits the input budget. ``input_text``
+    is what is sent beside the instructions: the two in the article's layout
+    (``memora.memory.server.summary_request`` builds the request with it).
     """
 
     model: str
@@ -45,18 +47,7 @@ class SummaryRequest:
     existing_summary: str
     new_messages: tuple[Message, ...]
     max_output_tokens: int
-
-    @property
-    def input_text(self) -> str:
-        """The summary request's input, in the article's exact layout."""
-        transcript = "\n".join(f"{m.role}: {m.content}" for m in self.new_messages)
-        return f"""
-Existing summary:
-{self.existing_summary or "(empty)"}
-
-New messages:
-{transcript}
-"""
+    input_text: str
 
 
 @dataclass(frozen=True)

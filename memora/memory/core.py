@@ -2,11 +2,11 @@
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()`` calls
 ``prepare``: it asks the one pure plan (``plan.plan_turn``) what must leave, folds it (``_fold``: one summary request
-each, ``summarizer``), sends the context and commits the reply (``finish_turn``), or the turn leaves no trace.
+each, ``server.Summarizer``), sends the context and commits the reply (``finish_turn``), or the turn leaves no trace.
 Between turns, ``prefold`` carries out the same plan made for the message expected next. Everything that decides
 is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
 I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
-budget (``budget.Budget``: what the server's own counts teach, the calibration), the ledger
+budget (``server.Budget``: what the server's own counts teach, the calibration), the ledger
 (``memora.text.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
 (``on_change``, ``hook``). The article's Memora v0.7 names close the class, so that the article's main loop runs
 unchanged.
@@ -20,12 +20,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from memora.memory import budget, plan, policies
+from memora.memory import plan, policies, server
 from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
-from memora.memory.budget import Budget
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
-from memora.memory.summarizer import Summarizer, check_summary, summary_texts
+from memora.memory.server import Budget, Summarizer, check_summary, summary_texts
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -392,10 +391,10 @@ class Turn:
             except ContextOverflowError as overflow:
                 # The server refuses before its first token, so nothing was yielded for this attempt.
                 if attempt:
-                    raise budget.overflow_error() from None
+                    raise server.overflow_error() from None
                 memory.budget.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
                 if memory.budget.too_small():
-                    raise budget.overflow_error() from None
+                    raise server.overflow_error() from None
                 continue
             raise BackendError("The model's stream ended before the response was complete.")
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 
-from memora.memory.backend import Backend, ContextOverflowError, ServerProfile, SummaryRequest
+from memora.memory.backend import Backend, ContextOverflowError, ServerProfile
 from memora.memory.policies import FoldReason, Policy
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion
 from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.text.messages import Message
-from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
 from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message
 
 
@@ -277,8 +277,7 @@ class Sizes:
     @cached_property
     def summary_request(self) -> int:
         """A summary request without its messages: instructions, layout, priming and a full-length summary."""
-        empty = SummaryRequest("", self.summary_instructions, "", (), self.max_summary_tokens)
-        layout = count_message("user", empty.input_text)
+        layout = count_message("user", SUMMARY_INPUT.format(summary="(empty)", transcript=""))
         return count_message("system", self.summary_instructions) + layout + REPLY_PRIMING_TOKENS + self.max_summary_tokens + 1
 
     @cached_property

@@ -39,6 +39,16 @@ SUMMARY_PREAMBLE = (
 )
 """Put before the summary in the ``developer`` message of each request."""
 
+SUMMARY_INPUT = """
+Existing summary:
+{summary}
+
+New messages:
+{transcript}
+"""
+"""A summary request's one input message, in the article's exact layout: ``summary`` is the running summary, or
+``(empty)`` before the first fold; ``transcript`` one ``role: content`` line per message to fold."""
+
 SUMMARY_WORD_LIMIT = 150
 """The word cap that SUMMARY_INSTRUCTIONS asks of the model."""
 

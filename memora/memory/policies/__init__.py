@@ -28,9 +28,7 @@ class Policy(Protocol):
 
     name: str
 
-    def first_fold(
-        self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int
-    ) -> tuple[int, FoldReason]:
+    def first_fold(self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int) -> tuple[int, FoldReason]:
         """How many of the ``unfolded`` messages' tokens (whole pairs, oldest first) the policy folds before the budget
         is checked, and why; ``size(fold)`` is the request's tokens once ``fold`` messages have left."""
         ...
