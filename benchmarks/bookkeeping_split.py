@@ -118,12 +118,12 @@ def main() -> None:
             gc.collect()
             gc.disable()
             for text in fresh.user_messages:
-                folds, encoded = len(clone.memory.summary_versions), clock.seconds
+                folds, encoded = len(clone.memory.conversation.versions), clock.seconds
                 busy, began = clone.backend.busy_s, time.perf_counter()
                 clone.play_turn(text)
                 spent = time.perf_counter() - began - (clone.backend.busy_s - busy)
                 total, encoding = total + spent, encoding + clock.seconds - encoded
-                kind = "fold" if len(clone.memory.summary_versions) > folds else "no fold"
+                kind = "fold" if len(clone.memory.conversation.versions) > folds else "no fold"
                 by_kind[kind].append((spent, clock.seconds - encoded))
             gc.enable()
             n = len(fresh.user_messages)

@@ -46,7 +46,7 @@ def main() -> None:
         over = [sum(count > args.budget for count in counts) for counts in (replies, summaries)]
         print(
             f"| {language} | {len(replies)} | {over[0]} | {max(replies, default=0)} | {len(summaries)} | {over[1]} "
-            f"| {max(summaries, default=0)} | {memory.budget.words} |"
+            f"| {max(summaries, default=0)} | {memory.server.words} |"
         )
 
 

@@ -64,7 +64,7 @@ class Growth:
 
 
 def session(settings: Settings) -> ShortTermMemory:
-    return ShortTermMemory(OfflineBackend(), limits=settings.limits)
+    return ShortTermMemory(OfflineBackend(), caps=settings.limits)
 
 
 def biggest_import(settings: Settings, caps: StoreCaps) -> bytes:
@@ -102,7 +102,7 @@ def longest_message(settings: Settings) -> str:
     while low < high:
         middle = (low + high + 1) // 2
         try:
-            session(settings).check_new_message(words[:middle])
+            session(settings).plan(words[:middle])
             low = middle
         except ValueError:
             high = middle - 1
@@ -120,7 +120,7 @@ def reset_loop(store: ConversationStore, settings: Settings, seconds: float) -> 
         last = 0
         while time.perf_counter() - began < seconds and keeper.room(text) is None:
             try:
-                memory.check_new_message(text)
+                memory.plan(text)
                 with memory.turn(text) as turn:
                     turn.run()
             except ValueError:

@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 from memora.app.page import state as keys
 from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
+from memora.memory.core import full_history_tokens
+from memora.memory.values import TurnStats
 from tests.support.app import APP, assert_alternating, expander, new_app, open_panels, send, texts
 
 B1 = "My English level is B1 and I want to practise travel English."
@@ -25,7 +27,7 @@ def test_a_key_in_the_environment_selects_openai_without_showing_it(monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env-secret-456")
     at = new_app()
     assert not at.exception
-    assert not at.session_state[keys.MEMORY].backend.offline
+    assert not at.session_state[keys.MEMORY].server.backend.offline
     assert at.session_state[keys.KEY_SOURCE] == "env"
     assert "configured through the environment" in texts(at)
     assert "sk-env-secret-456" not in texts(at)
@@ -35,7 +37,7 @@ def test_offline_mode_with_no_secrets_file_opens_and_says_so():
     at = new_app()
     assert not at.exception
     memory = at.session_state[keys.MEMORY]
-    assert memory.backend.offline
+    assert memory.server.backend.offline
     banner = at.info[0].value
     assert "Offline mode" in banner and "not a language model" in banner and "OPENAI_API_KEY" in banner
     assert at.session_state[keys.KEY_SOURCE] is None
@@ -86,7 +88,7 @@ def test_history_grows_while_context_stays_bounded():
     memory = at.session_state[keys.MEMORY]
     assert max(context_sizes) <= 2 * memory.max_recent_turns + 2
     assert memory.last_prepared.input_tokens <= memory.max_input_tokens
-    assert memory.last_prepared.input_tokens < memory.full_history_tokens()
+    assert memory.last_prepared.input_tokens < full_history_tokens(memory)
 
 
 def test_folded_messages_are_marked_and_each_reply_has_its_stats():
@@ -102,11 +104,11 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
 
     stats = expander(at, "Turn 5: tokens and context")
     table = stats.markdown[0].value
-    turn_stats = memory.turn_stats[9]
+    turn_stats = TurnStats.by_reply_index(memory.ledger)[9]
     assert f"| Counted input tokens (local, before sending) | {turn_stats.record.counted_input_tokens:,} |" in table
     assert f"| Messages newly summarized | {turn_stats.newly_summarized_count} |" in table
     # The page folded the first pair right after turn 4's reply (prefold), so turn 5's request folded nothing.
-    assert turn_stats.newly_summarized_count == 0 and memory.summary_versions[0].turn == 4
+    assert turn_stats.newly_summarized_count == 0 and memory.conversation.versions[0].turn == 4
     assert "local o200k_base count" in stats.caption[0].value
 
 
@@ -116,7 +118,7 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
         send(at, text)
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
     # One pair folded after each reply from turn 4 on, ahead of the turn that needs it (prefold).
-    assert len(memory.summary_versions) == 3
+    assert len(memory.conversation.versions) == 3
 
     summary = expander(at, "Conversation summary")
     labels = [c.value for c in summary.caption if c.value.startswith("Version")]
@@ -177,7 +179,7 @@ def test_settings_apply_live_and_nonsense_is_refused_with_the_reason():
     for text in (B1, "Second question.", "Third question."):
         send(at, text)
     assert memory.last_prepared.sources == ("summary", "window", "window", "current")
-    assert memory.summary_versions[0].folded == (0, 2)
+    assert memory.conversation.versions[0].folded == (0, 2)
     assert memory.summarized_message_count == 4, "and the second pair was folded after the third reply"
 
 
@@ -185,7 +187,7 @@ def test_switching_to_openai_without_a_key_is_refused_and_stays_offline():
     at = new_app()
     at.selectbox(key=keys.BACKEND_INPUT).select("openai").run()
     memory = at.session_state[keys.MEMORY]
-    assert memory.backend.offline
+    assert memory.server.backend.offline
     assert at.selectbox(key=keys.BACKEND_INPUT).value == "offline"
     assert "Could not switch to OpenAI Responses API" in at.error[0].value
     assert "OPENAI_API_KEY" in at.error[0].value
@@ -197,7 +199,7 @@ def test_a_key_in_secrets_selects_openai_and_never_reaches_the_page():
     at.run()
     assert not at.exception
     memory = at.session_state[keys.MEMORY]
-    assert not memory.backend.offline
+    assert not memory.server.backend.offline
     assert at.session_state[keys.KEY_SOURCE] == "secrets"
     assert not at.info, "no offline banner with a key"
     assert "configured through Streamlit secrets" in texts(at)
@@ -296,7 +298,7 @@ def test_deleting_the_conversation_empties_the_page_and_keeps_the_settings():
     next(b for b in at.button if b.label == "Yes, delete it").click().run()
     memory = at.session_state[keys.MEMORY]
     assert memory.history == [] and memory.ledger == [] and memory.summary == ""
-    assert memory.max_input_tokens == 1200 and memory.backend.offline
+    assert memory.max_input_tokens == 1200 and memory.server.backend.offline
     assert at.success[-1].value == "The conversation was deleted from this server. This is a new, empty one."
     assert not at.chat_message
 
@@ -332,7 +334,7 @@ def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):
     assert "scripted failure" in at.error[0].value
 
     send(at, "Third question, whose fold fails.")
-    first = memory.summary_versions[0]
+    first = memory.conversation.versions[0]
     assert first.folded == (0, 2) and first.turn == 3 and "B1" in first.text
     assert backend.summaries[2].new_messages[0].content == B1
 
@@ -342,10 +344,10 @@ def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(bac
     for number in range(1, 11):
         with memory.turn(f"Question {number}.") as turn:
             turn.run()
-    assert len(memory.summary_versions) == 8
+    assert len(memory.conversation.versions) == 8
     at = new_app(memory)
     # Opening the page folds the pair the next turn needs (prefold): a ninth version.
-    assert len(memory.summary_versions) == 9
+    assert len(memory.conversation.versions) == 9
     panel = expander(at, "Conversation summary")
     captions = [c.value for c in panel.caption]
     labels = [c for c in captions if c.startswith("Version")]
@@ -359,7 +361,7 @@ def test_a_typed_key_switches_to_openai_and_leaves_the_field_empty():
     at.text_input(key=keys.API_KEY_INPUT).input("sk-typed-secret-789").run()
     assert not at.exception
     memory = at.session_state[keys.MEMORY]
-    assert not memory.backend.offline
+    assert not memory.server.backend.offline
     assert at.session_state[keys.KEY_SOURCE] == "field"
     assert at.session_state[keys.SETTINGS].api_key == "sk-typed-secret-789"
     assert at.text_input(key=keys.API_KEY_INPUT).value == ""

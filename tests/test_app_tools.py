@@ -20,6 +20,7 @@ from memora.app.page import state as keys
 from memora.app.page.i18n import t
 from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
+from memora.memory.values import TurnStats
 from memora.teaching.prices import cost_summary, format_usd
 from memora.teaching.probe import bundled_scenarios
 from memora.text.messages import Message
@@ -77,11 +78,11 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
     at = new_app(memory)
     for text in (B1, "Actually I'm B2. See [my site](http://x.test) <b>now</b>", "My name is Mina."):
         send(at, text)
-    assert [v.folded for v in memory.summary_versions] == [(0, 2), (2, 4)]
+    assert [v.folded for v in memory.conversation.versions] == [(0, 2), (2, 4)]
 
     panel = expander(at, "Conversation summary")
     labels = [c.value for c in panel.caption if c.value.startswith("Version")]
-    second, first = memory.summary_versions[1], memory.summary_versions[0]
+    second, first = memory.conversation.versions[1], memory.conversation.versions[0]
     assert labels == [
         f"Version 2, turn 3: folded messages 3–4 (2 messages), {second.tokens} tokens",
         f"Version 1, turn 2: folded messages 1–2 (2 messages), {first.tokens} tokens",
@@ -121,13 +122,13 @@ def test_after_a_reply_the_page_prefolds_and_the_next_turn_sends_no_summary_requ
     # Right after the second reply, the first pair was folded, before any next message.
     assert len(backend.summaries) == 1 and len(backend.replies) == 2
     assert backend.summaries[0].new_messages == (Message("user", B1), Message("assistant", "reply 1"))
-    assert memory.summarized_message_count == 2 and memory.summary_versions[0].turn == 2
+    assert memory.summarized_message_count == 2 and memory.conversation.versions[0].turn == 2
 
     send(at, "Third question.")
     # The ledger's order shows it: turn 3's reply had no summary request before it.
     assert [(r.turn, r.kind) for r in memory.ledger] == [(1, "reply"), (2, "reply"), (2, "summary"), (3, "reply"), (3, "summary")]
-    assert backend.replies[2].messages[0] == Message("developer", SUMMARY_PREAMBLE + memory.summary_versions[0].text)
-    stats = memory.turn_stats[5]
+    assert backend.replies[2].messages[0] == Message("developer", SUMMARY_PREAMBLE + memory.conversation.versions[0].text)
+    stats = TurnStats.by_reply_index(memory.ledger)[5]
     assert stats.newly_summarized_count == 0 and stats.summary_token_usage == 0
     assert backend.summaries[1].new_messages[0] == Message("user", "Second question.")
     assert not at.status, "the status is gone once the summary is updated"
@@ -141,7 +142,7 @@ def test_a_failed_prefold_changes_nothing_warns_and_the_next_turn_folds_instead(
     send(at, "Second question.")
 
     assert len(backend.summaries) == 1, "the prefold was tried"
-    assert memory.summary_versions == [] and memory.summarized_message_count == 0
+    assert memory.conversation.versions == [] and memory.summarized_message_count == 0
     assert [m.content for m in memory.history] == [B1, "reply 1", "Second question.", "reply 2"]
     assert [r.kind for r in memory.ledger] == ["reply", "reply"]
     status = at.sidebar.status[0]
@@ -157,7 +158,7 @@ def test_a_failed_prefold_changes_nothing_warns_and_the_next_turn_folds_instead(
     assert len(backend.summaries) == 3, "turn 3's prepare folded pair 1, then the prefold folded pair 2"
     assert backend.summaries[1].new_messages[0] == Message("user", B1)
     assert [(r.turn, r.kind) for r in memory.ledger][2:] == [(3, "summary"), (3, "reply"), (3, "summary")]
-    assert memory.turn_stats[5].newly_summarized_count == 2
+    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
 
 
 # -- retention probe ---------------------------------------------------------------
@@ -233,7 +234,7 @@ def test_export_never_holds_the_key_and_api_token_counting_reaches_the_server(do
     with ResponsesServer() as server:
         at = new_app(OPENAI_API_KEY=key, OPENAI_BASE_URL=server.url, MEMORA_TOKEN_COUNTING="api")
         memory: ShortTermMemory = at.session_state[keys.MEMORY]
-        assert isinstance(memory.token_counter, ApiTokenCounter)
+        assert isinstance(memory.server.token_counter, ApiTokenCounter)
         send(at, B1)
         send(at, "How do I ask for directions?")
         exported = downloads["memora-conversation.json"]()
@@ -250,7 +251,7 @@ def test_export_never_holds_the_key_and_api_token_counting_reaches_the_server(do
 
     # Switching to the offline engine drops the API counter, which would keep calling the server.
     at.selectbox(key=keys.BACKEND_INPUT).select("offline").run()
-    assert isinstance(at.session_state[keys.MEMORY].token_counter, LocalTokenCounter)
+    assert isinstance(at.session_state[keys.MEMORY].server.token_counter, LocalTokenCounter)
 
 
 def test_import_starts_a_new_memory_that_keeps_chatting_from_the_file(downloads):
@@ -270,9 +271,9 @@ def test_import_starts_a_new_memory_that_keeps_chatting_from_the_file(downloads)
     assert not at.exception
 
     imported: ShortTermMemory = at.session_state[keys.MEMORY]
-    assert imported is not current and imported.backend is backend
-    assert imported.history == source.history and imported.summary_versions == source.summary_versions
-    assert imported.ledger == source.ledger and imported.turn_stats == source.turn_stats
+    assert imported is not current and imported.server.backend is backend
+    assert imported.history == source.history and imported.conversation.versions == source.conversation.versions
+    assert imported.ledger == source.ledger and TurnStats.by_reply_index(imported.ledger) == TurnStats.by_reply_index(source.ledger)
     assert (imported.max_input_tokens, imported.max_recent_turns) == (1500, 1)
     assert at.number_input(key=keys.BUDGET_INPUT).value == 1500
     assert at.success[-1].value == "Imported lesson\\.json: 6 messages and 2 summary versions. Your next message continues from there."

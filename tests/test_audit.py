@@ -14,8 +14,8 @@ def test_each_version_lists_what_it_folded_and_costs():
     chat(memory, "My level is B1.", "I like travel.", "My name is Mina.", "Teach me idioms.")
     audits = audit_memory(memory)
 
-    assert len(audits) == len(memory.summary_versions) == len(backend.summaries) >= 2
-    for audit, version, request in zip(audits, memory.summary_versions, backend.summaries, strict=True):
+    assert len(audits) == len(memory.conversation.versions) == len(backend.summaries) >= 2
+    for audit, version, request in zip(audits, memory.conversation.versions, backend.summaries, strict=True):
         start, end = version.folded
         assert audit.folded_messages == tuple(memory.history[start:end]) == request.new_messages
         assert audit.tokens == version.tokens > 0

@@ -20,6 +20,7 @@ from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_errors import ModelServerError
 from memora.backends.openai_responses import REASONING_ALLOWANCE, OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
+from memora.memory.values import TurnStats
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import count_text
@@ -98,7 +99,7 @@ def test_responses_request_carries_instructions_and_developer_summary() -> None:
             stream(memory, text)
         summary_body, reply_body = server.requests[-2].body, server.requests[-1].body
 
-    assert summary_body["max_output_tokens"] == memory.max_summary_tokens + REASONING_ALLOWANCE
+    assert summary_body["max_output_tokens"] == memory.limits.max_summary_tokens + REASONING_ALLOWANCE
     assert summary_body["reasoning"] == {"effort": "low"}
     assert "stream" not in summary_body
     assert reply_body["instructions"] == SYSTEM_PROMPT
@@ -119,7 +120,7 @@ def test_responses_summary_for_a_non_reasoning_model_has_no_reasoning_options() 
         stream(memory, "My level is B1.")
         summary_body = server.requests[-2].body
 
-    assert summary_body["max_output_tokens"] == memory.max_summary_tokens
+    assert summary_body["max_output_tokens"] == memory.limits.max_summary_tokens
     assert "reasoning" not in summary_body
 
 
@@ -153,7 +154,7 @@ def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usa
             stream(memory, text)
         summary_body, reply_body = server.requests[-2].body, server.requests[-1].body
 
-    assert summary_body["max_tokens"] == memory.max_summary_tokens
+    assert summary_body["max_tokens"] == memory.limits.max_summary_tokens
     assert [m["role"] for m in summary_body["messages"]] == ["system", "user"]
     assert reply_body["stream"] is True
     assert reply_body["stream_options"] == {"include_usage": True}
@@ -163,7 +164,7 @@ def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usa
         "content": SYSTEM_PROMPT.rstrip() + "\n\n" + SUMMARY_PREAMBLE + server.summary_text,
     }
     assert [m["role"] for m in reply_body["messages"][1:]] == ["user", "assistant", "user"]
-    assert reply_body["max_tokens"] == memory.max_reply_tokens
+    assert reply_body["max_tokens"] == memory.limits.max_reply_tokens
     assert not any(m["role"] == "developer" for r in server.requests for m in r.body["messages"])
 
 
@@ -177,7 +178,7 @@ def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
     assert reply.estimated and summary.estimated
     assert reply.input_tokens == reply.counted_input_tokens
     assert reply.output_tokens > 0
-    assert memory.turn_stats[len(memory.history) - 1].record.estimated
+    assert TurnStats.by_reply_index(memory.ledger)[len(memory.history) - 1].record.estimated
 
 
 def test_chat_without_a_key_sends_the_placeholder() -> None:
@@ -208,7 +209,7 @@ def _prepared(rig: Rig) -> tuple[ShortTermMemory, tuple]:
 def _assert_untouched(memory: ShortTermMemory, before: tuple, turn, error: BackendError, key: str, text: str) -> None:
     assert snapshot(memory) == before
     assert_complete_pairs(memory)
-    assert not memory.has_pending_turn
+    assert not memory.conversation.pending
     assert turn.user_text == text and not turn.committed
     assert key not in str(error)
 

@@ -268,9 +268,9 @@ def test_a_peer_counts_only_against_memoras_point_at_the_same_cut_and_every_requ
 
 def test_the_page_row_is_what_the_page_runs_the_article_window_with_prefold():
     page = strategies()[PAGE](RecordingBackend(replies=("r",)), Limits())
-    assert page.memory.fold_policy == Settings().fold_policy == "window" and page.prefold
+    assert page.memory.limits.fold_policy == Settings().fold_policy == "window" and page.prefold
     recommended = strategies()[RECOMMENDED](RecordingBackend(replies=("r",)), Limits())
-    assert recommended.memory.fold_policy == "watermark" and recommended.prefold
+    assert recommended.memory.limits.fold_policy == "watermark" and recommended.prefold
     assert PAGE in OURS and RECOMMENDED in OURS and "the page" in page.description
     assert "page" not in recommended.description
     assert "page" not in strategies()["memora"](RecordingBackend(replies=("r",)), Limits()).description

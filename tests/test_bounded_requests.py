@@ -13,6 +13,8 @@ import pytest
 
 from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
+from memora.memory.core import local_budget
+from memora.memory.values import TurnStats
 from memora.text.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
@@ -67,7 +69,7 @@ def test_every_reply_request_carries_the_output_cap(backend):
     memory = ShortTermMemory(backend, max_reply_tokens=321)
     chat(memory, "Hi")
     assert backend.replies[0].max_output_tokens == 321
-    assert ShortTermMemory(backend).max_reply_tokens == MAX_REPLY_TOKENS
+    assert ShortTermMemory(backend).limits.max_reply_tokens == MAX_REPLY_TOKENS
 
 
 def test_a_reply_cut_at_its_cap_is_kept_and_marked_in_the_stats_and_the_ledger():
@@ -75,7 +77,7 @@ def test_a_reply_cut_at_its_cap_is_kept_and_marked_in_the_stats_and_the_ledger()
     memory = ShortTermMemory(backend)
     reply = chat(memory, "Write me a long story.")
     assert memory.history[-1] == Message("assistant", reply)
-    assert memory.turn_stats[1].record.cut and memory.ledger[-1].cut
+    assert TurnStats.by_reply_index(memory.ledger)[1].record.cut and memory.ledger[-1].cut
 
 
 def test_the_budget_and_the_largest_output_must_fit_the_context_window(backend):
@@ -83,7 +85,7 @@ def test_the_budget_and_the_largest_output_must_fit_the_context_window(backend):
         ShortTermMemory(backend, max_input_tokens=1000, max_reply_tokens=600, context_window=1500)
     memory = ShortTermMemory(backend, max_input_tokens=1000, max_reply_tokens=500, context_window=1500)
     with pytest.raises(ValueError, match="context window"):
-        memory.update_limits(max_input_tokens=1200)
+        memory.configure(max_input_tokens=1200)
     assert memory.max_input_tokens == 1000
 
 
@@ -101,7 +103,7 @@ def test_a_pair_too_big_for_any_summary_request_is_clipped_with_a_marker_and_the
     assert all(summary_input(request) <= budget for request in backend.summaries)
     clipped = backend.summaries[0].new_messages[1].content
     assert "tokens cut before summarizing" in clipped and clipped.startswith("word word")
-    assert memory.summary_versions[0].clipped == 1
+    assert memory.conversation.versions[0].clipped == 1
     assert memory.history[1].content == "word " * 3000, "the history keeps the message whole"
 
 
@@ -138,12 +140,12 @@ def test_many_pairs_leaving_at_once_fold_in_pieces_that_each_fit(backend):
     memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=8)
     for turn in range(6):
         chat(memory, f"turn {turn} " + "apple " * 60)
-    memory.update_limits(max_recent_turns=0)
+    memory.configure(max_recent_turns=0)
     chat(memory, "Now fold everything.")
 
     assert len(backend.summaries) >= 2
     assert all(summary_input(request) <= budget for request in backend.summaries)
-    ranges = [v.folded for v in memory.summary_versions]
+    ranges = [v.folded for v in memory.conversation.versions]
     assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     assert memory.summarized_message_count == ranges[-1][1] == 12
 
@@ -158,12 +160,12 @@ def test_a_failed_piece_keeps_the_pieces_before_it_and_the_turn_rolls_back():
     memory = ShortTermMemory(backend, max_input_tokens=700, max_recent_turns=8)
     for turn in range(6):
         chat(memory, f"turn {turn} " + "apple " * 60)
-    memory.update_limits(max_recent_turns=0)
+    memory.configure(max_recent_turns=0)
 
     with pytest.raises(BackendError, match="scripted failure"):
         chat(memory, "Now fold everything.")
-    assert len(memory.summary_versions) == 1
-    assert memory.summarized_message_count == memory.summary_versions[0].folded[1] > 0
+    assert len(memory.conversation.versions) == 1
+    assert memory.summarized_message_count == memory.conversation.versions[0].folded[1] > 0
     assert len(memory.history) == 12, "the user message was rolled back"
 
 
@@ -176,7 +178,7 @@ def test_a_summary_cut_at_its_cap_is_trimmed_to_its_last_whole_sentence_and_mark
     memory = ShortTermMemory(backend, max_recent_turns=0)
     chat(memory, "Hi")
     chat(memory, "Again")
-    version = memory.summary_versions[-1]
+    version = memory.conversation.versions[-1]
     assert version.text == "Ana is B1. She wants travel English."
     assert version.cut and memory.ledger[-2].kind == "summary" and memory.ledger[-2].cut
 
@@ -186,9 +188,9 @@ def test_a_summary_longer_than_the_cap_by_the_local_count_is_cut_too():
     memory = ShortTermMemory(ScriptedBackend(summary_text=lambda r: long), max_recent_turns=0)
     chat(memory, "Hi")
     chat(memory, "Again")
-    version = memory.summary_versions[-1]
+    version = memory.conversation.versions[-1]
     assert version.cut and version.text.endswith("is here.")
-    assert count_text(version.text) <= memory.max_summary_tokens
+    assert count_text(version.text) <= memory.limits.max_summary_tokens
 
 
 @pytest.mark.parametrize(
@@ -220,12 +222,12 @@ def test_clip_middle_keeps_both_ends_within_the_limit():
 def test_an_unknown_tokenizer_is_planned_with_a_margin_until_the_server_reports():
     backend = ScriptedBackend(profile=CHAT_SERVER_PROFILE, input_scale=1.14)
     memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=0)
-    assert memory.local_budget() == int(1000 / UNKNOWN_TOKENIZER_MARGIN)
+    assert local_budget(memory) == int(1000 / UNKNOWN_TOKENIZER_MARGIN)
 
     chat(memory, "Hi")
-    assert memory.budget.calibration.reports == 1  # the reply's reported usage
-    assert memory.budget.calibration.observed == pytest.approx(1.14, abs=0.02)
-    assert memory.local_budget() == int(1000 / (memory.budget.calibration.observed * LEARNED_SLACK))
+    assert memory.server.calibration.reports == 1  # the reply's reported usage
+    assert memory.server.calibration.observed == pytest.approx(1.14, abs=0.02)
+    assert local_budget(memory) == int(1000 / (memory.server.calibration.observed * LEARNED_SLACK))
 
 
 def test_with_a_tokenizer_that_counts_more_every_request_stays_in_budget_by_the_servers_count():
@@ -242,19 +244,19 @@ def test_with_a_tokenizer_that_counts_more_every_request_stays_in_budget_by_the_
 def test_openai_stays_exact_whatever_it_reports(backend):
     memory = ShortTermMemory(backend, max_input_tokens=1000)
     chat(memory, "Hi")
-    assert memory.budget.calibration.exact and memory.local_budget() == 1000
+    assert memory.server.calibration.exact and local_budget(memory) == 1000
 
 
 def test_a_request_the_server_counts_over_the_budget_is_shown_as_over_with_both_figures():
     backend = ScriptedBackend(reported_input=1071)
     memory = ShortTermMemory(backend, max_input_tokens=1000)
     chat(memory, "Hi")
-    record, stats = memory.ledger[-1], memory.turn_stats[1]
+    record, stats = memory.ledger[-1], TurnStats.by_reply_index(memory.ledger)[1]
     assert record.over_budget and stats.record.over_budget
     assert record.input_tokens == 1071 and record.input_budget == 1000 and record.counted_input_tokens < 1000
     # The page names the budget the request was planned for, also after the budget is changed.
-    memory.update_limits(max_input_tokens=1200)
-    assert memory.turn_stats[1].record.input_budget == 1000
+    memory.configure(max_input_tokens=1200)
+    assert TurnStats.by_reply_index(memory.ledger)[1].record.input_budget == 1000
 
 
 def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
@@ -263,8 +265,8 @@ def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
     chat(memory, "Hi, I would like to practise travel English today, please.")
     record = memory.ledger[-1]
     assert record.implausible and not record.billed and not record.over_budget
-    assert memory.turn_stats[1].record.implausible
-    assert memory.budget.calibration.observed is None
+    assert TurnStats.by_reply_index(memory.ledger)[1].record.implausible
+    assert memory.server.calibration.observed is None
 
 
 def test_calibration_values():
@@ -281,13 +283,13 @@ def test_a_message_too_big_by_the_servers_count_is_refused_with_the_servers_figu
     memory = ShortTermMemory(ScriptedBackend(profile=CHAT_SERVER_PROFILE), max_input_tokens=1000)
     text = "word " * 760  # under 1,000 local tokens with the instructions, over them at the unknown-tokenizer margin
     with pytest.raises(ContextBudgetError) as refused:
-        memory.check_new_message(text)
+        memory.plan(text)
     assert refused.value.input_tokens > 1000 and refused.value.max_input_tokens == 1000
 
 
 def test_switching_backend_starts_the_new_servers_calibration_afresh():
     memory = ShortTermMemory(ScriptedBackend(profile=CHAT_SERVER_PROFILE, input_scale=1.2))
     chat(memory, "Hi")
-    assert memory.budget.calibration.observed is not None
-    memory.switch_backend(ScriptedBackend(), "gpt-5-mini")
-    assert memory.budget.calibration.exact and memory.local_budget() == memory.max_input_tokens
+    assert memory.server.calibration.observed is not None
+    memory.configure(backend=ScriptedBackend(), model="gpt-5-mini")
+    assert memory.server.calibration.exact and local_budget(memory) == memory.max_input_tokens

@@ -19,6 +19,7 @@ from memora.backends.openai_errors import ContextOverflowError, context_overflow
 from memora.backends.openai_responses import PROXY_PROFILE, OpenAIResponsesBackend
 from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
 from memora.memory import ShortTermMemory
+from memora.memory.core import budget_in_force, request_sizes
 from memora.text.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
 from memora.text.messages import Message
 from memora.text.usage import Usage, UsageRecord
@@ -76,7 +77,7 @@ def test_with_the_servers_tokenizer_no_request_passes_the_budget_from_the_first_
     assert summaries, "the conversation outgrew the budget, so something was folded"
     assert max(replies) <= 1000 and max(summaries) <= 1000, (replies, summaries)
     assert max(replies) > 600  # not vacuous: the fullest request used most of the budget
-    assert memory.budget.words == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
+    assert memory.server.words == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
     # The ledger holds the server's own count of each request, and it is what the server then reported.
     for record in memory.ledger:
         assert record.server_counted_input_tokens == record.input_tokens and not record.disagrees
@@ -89,7 +90,7 @@ def test_the_servers_count_lets_a_message_through_that_the_worst_known_margin_wo
         memory = ShortTermMemory(backend(server), model="gemma", max_input_tokens=900, max_reply_tokens=64)
         text = "\n".join([PASTED] * 3)
         worst = Calibration(exact=False).seeing([text])
-        local = memory.message_tokens(Message("user", text)) + memory.sizes().fixed
+        local = memory._message_tokens(Message("user", text)) + request_sizes(memory).fixed
         assert worst.server_estimate(local) > 900  # the worst known margin alone would refuse it
         chat(memory, text)
         assert server_counts(server, "reply")[0] <= 900
@@ -98,13 +99,13 @@ def test_the_servers_count_lets_a_message_through_that_the_worst_known_margin_wo
 def test_without_a_tokenizer_the_first_chinese_requests_are_planned_with_the_worst_known_cjk_ratio():
     with ChatServer(han_ratio=HAN, summary_text="- 美玲想翻譯公司簡介。") as server:
         memory = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000, max_recent_turns=1, max_reply_tokens=64)
-        assert memory.budget.words == "local, with a learned margin"
+        assert memory.server.words == "local, with a learned margin"
         for text in conversation(6):
             chat(memory, text)
         replies, summaries = server_counts(server, "reply"), server_counts(server, "summary")
     assert summaries and max(replies) <= 1000 and max(summaries) <= 1000, (replies, summaries)
-    assert memory.budget.calibration.kind_ratio("cjk") < WORST_KNOWN_RATIO["cjk"]  # learned from the server's own counts
-    assert dict(memory.budget.calibration.learned)["cjk"] >= HAN * 0.95
+    assert memory.server.calibration.kind_ratio("cjk") < WORST_KNOWN_RATIO["cjk"]  # learned from the server's own counts
+    assert dict(memory.server.calibration.learned)["cjk"] >= HAN * 0.95
 
 
 def test_a_japanese_message_never_seen_before_is_planned_with_the_worst_known_ratio():
@@ -133,7 +134,7 @@ def test_the_calibration_never_learns_from_a_figure_that_may_be_an_estimate():
         chat(memory, "Hello, I would like to practise ordering food in English.")
     record = memory.ledger[-1]
     assert record.source == "reported by the proxy" and not record.billed and not record.teaches
-    assert memory.budget.calibration.reports == 0 and memory.budget.calibration.observed is None
+    assert memory.server.calibration.reports == 0 and memory.server.calibration.observed is None
 
 
 def test_only_openai_bills():
@@ -169,10 +170,10 @@ def test_a_context_overflow_is_learned_from_and_retried_and_never_reaches_the_le
     assert overflows == 2  # the streamed reply, which ended empty, then its one-token diagnosis: learned once
     assert sum(count >= 600 for count in replies) == 1
     assert len(memory.history) == 20  # every turn completed, none refused
-    assert memory.budget.server_window == 600 and memory.budget_in_force() == 600 - memory.max_summary_tokens
+    assert memory.server.server_window == 600 and budget_in_force(memory) == 600 - memory.limits.max_summary_tokens
     # After the overflow every request fit the window it gave.
     overflowed = next(i for i, count in enumerate(replies) if count >= 600)
-    assert all(count <= memory.budget_in_force() for count in replies[overflowed + 1 :])
+    assert all(count <= budget_in_force(memory) for count in replies[overflowed + 1 :])
 
 
 def test_an_overflow_no_fold_can_cure_says_what_to_change_and_never_to_resend():
@@ -254,7 +255,7 @@ def test_the_status_panel_says_which_count_the_budget_uses():
         assert "伺服器的 tokenizer，精確" in calibration_note(exact, "zh-TW")
     with ChatServer(han_ratio=HAN) as server:
         local = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
-        local.check_new_message("明日は東京で会議があります。")
+        local.plan("明日は東京で会議があります。")
         note = calibration_note(local, "en")
         assert note.startswith("Token counts: local, with a learned margin per kind of text")
         assert "Chinese/Japanese 2.45× (worst known)" in note and "Latin 1.71× (worst known)" in note

@@ -81,8 +81,8 @@ def test_a_locked_import_keeps_the_servers_budget_window_and_model(classroom: Re
     upload(at, transcript(2, edit=inflate))
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
     assert memory is not before and len(memory.history) == 4
-    assert (memory.max_input_tokens, memory.max_recent_turns, memory.max_summary_tokens) == (1000, 3, 200)
-    assert memory.model == "gpt-5-mini" and memory.backend is before.backend
+    assert (memory.max_input_tokens, memory.max_recent_turns, memory.limits.max_summary_tokens) == (1000, 3, 200)
+    assert memory.model == "gpt-5-mini" and memory.server.backend is before.server.backend
     assert at.number_input(key=keys.BUDGET_INPUT).value == 1000 and at.number_input(key=keys.WINDOW_INPUT).value == 3
     assert classroom.requests == [], "an import alone sends nothing"
     send(at, "Hi")
@@ -94,7 +94,7 @@ def test_an_import_alone_sends_no_request_even_when_a_fold_is_due(classroom: Res
     at = new_app()
     upload(at, transcript(4, max_recent_turns=1000, max_input_tokens=100_000))
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
-    assert memory.fold_due() > memory.summarized_message_count, "a fold is due"
+    assert memory.plan().fold > 0, "a fold is due"
     at.run()
     at.run()
     assert classroom.requests == []
@@ -161,7 +161,7 @@ def test_a_file_exactly_at_the_turn_cap_imports_and_its_next_message_is_refused(
 
 
 def test_the_prefold_asks_the_caps_and_sends_nothing_once_the_session_is_at_its_turn_cap(backend) -> None:
-    memory = ShortTermMemory(backend, max_recent_turns=0, limits=SessionLimits(max_turns=2))
+    memory = ShortTermMemory(backend, max_recent_turns=0, caps=SessionLimits(max_turns=2))
     at = new_app(memory)
     send(at, "One.")
     assert len(backend.summaries) == 1, "after turn 1 the prefold folded turn 1"

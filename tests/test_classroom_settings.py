@@ -60,4 +60,4 @@ def test_nonsense_caps_are_refused_naming_the_variable(name: str, raw: str, mess
 
 def test_the_page_memory_gets_the_caps() -> None:
     settings = load_settings({}, {"MEMORA_MAX_TURNS": "3", "MEMORA_MAX_MESSAGE_CHARS": "500"})
-    assert new_memory(settings).limits == SessionLimits(500, 3, None)
+    assert new_memory(settings).limits.caps == SessionLimits(500, 3, None)

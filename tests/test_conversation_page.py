@@ -174,7 +174,7 @@ def test_an_imported_conversation_gets_its_own_id_and_is_saved_at_once(store_pat
     at = open_page()
     send(at, "Before the import.")
     before = at.query_params["c"]
-    imported = at.session_state[keys.MEMORY].__class__(at.session_state[keys.MEMORY].backend)
+    imported = at.session_state[keys.MEMORY].__class__(at.session_state[keys.MEMORY].server.backend)
     chat(imported, "From the file.")
     at.session_state[keys.MEMORY] = imported  # what the import button's callback does
     at.run()

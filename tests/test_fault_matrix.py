@@ -106,7 +106,7 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
     stream(memory, "My name is Ana.")
     stream(memory, "My level is B1.")
     history = list(memory.history)
-    assert memory.summarized_message_count == 0 and memory.fold_due() == 2
+    assert memory.summarized_message_count == 0 and memory.plan().fold == 2
 
     cell.arm()
     if step == "prefold":
@@ -121,14 +121,14 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
         user_text = turn.user_text
 
     # History: the same complete pairs; no dangling user message.
-    assert memory.history == history and not memory.has_pending_turn
+    assert memory.history == history and not memory.conversation.pending
     assert_consistent(memory)
     # Summary and pointer: a failed fold changes neither; a fold that completed before the fault stays.
     if step in ("fold", "prefold"):
-        assert (memory.summary, memory.summarized_message_count, memory.summary_versions) == ("", 0, [])
+        assert (memory.summary, memory.summarized_message_count, memory.conversation.versions) == ("", 0, [])
     else:
         assert memory.summarized_message_count == 2 and memory.summary == cell.summary_text()
-        assert memory.summary_versions[-1].folded == (0, 2)
+        assert memory.conversation.versions[-1].folded == (0, 2)
     # Ledger: one record per request that completed, with what it really cost; none for the failed one.
     assert_ledger_is_what_was_billed(memory, cell.billed)
     expected_kinds = ["reply", "reply"] + ([] if step in ("fold", "prefold") else ["summary"])

@@ -105,15 +105,15 @@ def test_the_watermark_keeps_the_window_verbatim_after_a_fold(backend):
     memory = ShortTermMemory(backend, max_input_tokens=600, max_recent_turns=2, fold_policy="watermark")
     for turn in range(12):
         chat(memory, f"message {turn} " + "word " * 40)
-    assert memory.summary_versions, "the budget was passed, so something was folded"
-    assert memory.last_fold_plan is not None and memory.last_fold_plan.reason == "high_water"
+    assert memory.conversation.versions, "the budget was passed, so something was folded"
+    assert memory.conversation.fold_plan is not None and memory.conversation.fold_plan.reason == "high_water"
     assert len(backend.replies[-1].messages) >= 2 * 2 + 2  # summary, two whole pairs, the message
 
 
 def test_the_page_the_repl_and_the_articles_constructor_all_default_to_the_window(backend):
     assert load_settings(environ={}).fold_policy == "window"
     assert build_memory(Settings(), backend=backend).fold_policy == "window"
-    assert ShortTermMemory(backend).fold_policy == "window"
+    assert ShortTermMemory(backend).limits.fold_policy == "window"
     assert load_settings(environ={"MEMORA_FOLD_POLICY": "watermark"}).fold_policy == "watermark"
     assert build_memory(Settings(fold_policy="watermark"), backend=backend).fold_policy == "watermark"
 
@@ -131,7 +131,7 @@ def test_the_status_panel_says_which_policy_is_on_and_why_the_last_fold_happened
     for turn in range(10):
         chat(memory, f"message {turn} " + "word " * 40)
     assert "would have passed the high-water mark" in fold_note(memory, "en")
-    memory.update_limits(fold_policy="window")
+    memory.configure(fold_policy="window")
     assert "the article's rule" in fold_note(memory, "en")
     assert "水位線" in fold_note(ShortTermMemory(backend, fold_policy="watermark"), "zh-TW")
 
@@ -140,7 +140,7 @@ def test_the_history_is_never_lost_by_a_policy_switch_mid_conversation(backend):
     memory = ShortTermMemory(backend, max_input_tokens=1000, fold_policy="watermark")
     for turn in range(6):
         chat(memory, f"turn {turn}")
-    memory.update_limits(fold_policy="window")
+    memory.configure(fold_policy="window")
     chat(memory, "after the switch")
     assert [m.content for m in memory.history[::2]] == [f"turn {n}" for n in range(6)] + ["after the switch"]
     # Back on the window: three pairs stay verbatim before the last one, the older three are folded.
@@ -160,7 +160,7 @@ def test_the_page_opens_on_the_configured_watermark_and_its_setting_switches_it(
     monkeypatch.setenv("MEMORA_FOLD_POLICY", "watermark")  # the window is the default (tests/test_page_lesson.py)
     at = AppTest.from_file(APP, default_timeout=30).run()
     memory = at.session_state["memory"]
-    assert memory.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
+    assert memory.limits.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
     radio = next(r for r in at.radio if r.label == "Fold policy")
     radio.set_value("window").run()
-    assert memory.fold_policy == "window" and "Fold policy: window" in texts(at)
+    assert memory.limits.fold_policy == "window" and "Fold policy: window" in texts(at)

@@ -7,6 +7,8 @@ import pytest
 from memora import ContextBudgetError, Message, ShortTermMemory
 from memora.backends.base import BackendError
 from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
+from memora.memory.core import full_history_tokens, minimum_budget
+from memora.memory.values import TurnStats
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import ApiTokenCounter, LocalTokenCounter, count_text
 from tests.support.fakes import ScriptedBackend
@@ -78,7 +80,7 @@ def test_window_keeps_last_turns_and_folds_each_pair_once(backend):
     assert folded == memory.history[: memory.summarized_message_count]
     assert memory.summarized_message_count == 4  # 5 completed pairs at turn 6, 3 kept
     assert [len(r.new_messages) for r in backend.summaries] == [2, 2]
-    assert backend.summaries[1].existing_summary == memory.summary_versions[0].text
+    assert backend.summaries[1].existing_summary == memory.conversation.versions[0].text
     assert_consistent(memory)
 
 
@@ -86,7 +88,7 @@ def test_pairs_leaving_together_fold_in_one_request(backend):
     memory = ShortTermMemory(backend, max_recent_turns=3)
     chat(memory, "a", "b", "c", "d", "e")
     assert len(backend.summaries) == 1
-    memory.update_limits(max_recent_turns=0)
+    memory.configure(max_recent_turns=0)
     with memory.turn("f") as turn:
         turn.run()
     assert len(backend.summaries) == 2, "four pairs leave at once: one summary request"
@@ -137,7 +139,7 @@ def test_summary_plus_message_over_budget_names_both_figures():
     backend = ScriptedBackend(summary_text=lambda request: "fact " * 190)
     memory = ShortTermMemory(backend, max_recent_turns=0)
     chat(memory, "a")
-    near_limit = "word " * (1000 - memory.minimum_budget() + 150)
+    near_limit = "word " * (1000 - minimum_budget(memory) + 150)
     with pytest.raises(ContextBudgetError) as caught:
         chat(memory, near_limit)
     assert caught.value.input_tokens > 1000 == caught.value.max_input_tokens
@@ -219,8 +221,8 @@ def test_ledger_has_one_record_per_request(backend):
     assert reply.full_history_tokens == sent_everything
     assert memory.ledger[2].full_history_tokens is None
     assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
-    assert memory.turn_stats[5].summary_token_usage == memory.ledger[2].total_tokens
-    assert memory.turn_stats[5].newly_summarized_count == 2
+    assert TurnStats.by_reply_index(memory.ledger)[5].summary_token_usage == memory.ledger[2].total_tokens
+    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
 
 
 def test_api_counting_mode_asks_the_backend(backend):
@@ -233,13 +235,13 @@ def test_limits_are_validated_and_applied_live(backend):
     memory = ShortTermMemory(backend)
     for bad in [0, -1, 100]:
         with pytest.raises(ValueError, match="max_input_tokens must be at least"):
-            memory.update_limits(max_input_tokens=bad)
+            memory.configure(max_input_tokens=bad)
     with pytest.raises(ValueError, match="max_recent_turns"):
-        memory.update_limits(max_recent_turns=-1)
+        memory.configure(max_recent_turns=-1)
     assert (memory.max_input_tokens, memory.max_recent_turns) == (1000, 3)
     with pytest.raises(ValueError):
         ShortTermMemory(backend, max_input_tokens=10)
-    memory.update_limits(max_input_tokens=2000, max_recent_turns=1)
+    memory.configure(max_input_tokens=2000, max_recent_turns=1)
     assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
 
 
@@ -250,7 +252,7 @@ def test_the_memory_takes_a_backend_and_names_the_wrapper_for_an_openai_client()
 
     client = openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9")
     memory = ShortTermMemory(OpenAIResponsesBackend(client))
-    assert isinstance(memory.backend, OpenAIResponsesBackend) and not hasattr(memory, "client")
+    assert isinstance(memory.server.backend, OpenAIResponsesBackend) and not hasattr(memory, "client")
     with pytest.raises(TypeError, match="OpenAIResponsesBackend"):
         ShortTermMemory(client)
     with pytest.raises(TypeError):
@@ -261,11 +263,11 @@ def test_full_history_cost_follows_a_rollback_and_a_different_message(backend):
     memory = ShortTermMemory(backend)
     chat(memory, "hello")
     memory.add_user_message("a short one")
-    memory.full_history_tokens()
+    full_history_tokens(memory)
     memory.rollback_last_user_message()
     memory.add_user_message("a much longer message than the one rolled back, " * 5)
     expected = LocalTokenCounter().count(memory.model, SYSTEM_PROMPT, memory.history)
-    assert memory.full_history_tokens() == expected
+    assert full_history_tokens(memory) == expected
 
 
 def test_the_history_is_a_value_a_reader_holds_while_the_memory_moves_on(backend):
@@ -277,7 +279,7 @@ def test_the_history_is_a_value_a_reader_holds_while_the_memory_moves_on(backend
     assert (held.folded, held.summary) == (0, "")
     now = memory.conversation
     assert now.folded == memory.summarized_message_count == 4 and now.summary == memory.summary
-    assert now.counts == tuple(memory.message_tokens(m) for m in memory.history)
+    assert now.counts == tuple(memory._message_tokens(m) for m in memory.history)
     assert now.unfolded(len(now.messages)) == now.counts[4:] and now.tokens == sum(now.counts)
 
 

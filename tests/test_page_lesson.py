@@ -11,6 +11,7 @@ from memora.app.page import state as keys
 from memora.app.page.i18n import t
 from memora.app.settings import FOLD_POLICIES, Settings, build_memory, load_settings
 from memora.memory import ShortTermMemory
+from memora.memory.core import full_history_tokens
 from memora.teaching.what_if import what_if
 from tests.support.app import expander, new_app, send, texts
 
@@ -37,14 +38,14 @@ def test_the_page_and_the_repl_default_to_the_articles_window(defaults, backend)
 def test_offline_with_the_defaults_the_articles_b1_check_passes_after_six_short_turns(defaults):
     at = new_app()
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
-    assert memory.backend.offline and memory.fold_policy == "window"
+    assert memory.server.backend.offline and memory.limits.fold_policy == "window"
     for text in SIX_SHORT_TURNS:
         at = send(at, text)
     assert len(memory.history) == 12
     assert "B1" in memory.summary, memory.summary
     assert memory.last_prepared is not None
     assert len(memory.last_prepared.context_messages) < len(memory.history)
-    assert memory.last_prepared.input_tokens < memory.full_history_tokens()
+    assert memory.last_prepared.input_tokens < full_history_tokens(memory)
     assert "Fold policy: window" in texts(at)
 
 
@@ -56,7 +57,7 @@ def test_the_watermark_is_one_click_away_in_the_status_panel_with_what_it_saves(
     # Each option's caption: what the window teaches, what the watermark saves (a bench figure the README quotes).
     assert list(radio.proto.captions) == [t("en", "policy.window_caption"), t("en", "policy.watermark_caption")]
     radio.set_value("watermark").run()
-    assert at.session_state[keys.MEMORY].fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
+    assert at.session_state[keys.MEMORY].limits.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
 
 
 def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_without_a_model_call(defaults):
@@ -114,12 +115,12 @@ def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):
     from tests.support.memory import chat
 
     chat(memory, *SIX_SHORT_TURNS)
-    before = (list(memory.history), list(memory.ledger), list(memory.summary_versions))
+    before = (list(memory.history), list(memory.ledger), list(memory.conversation.versions))
     comparison = what_if(memory)
-    assert (list(memory.history), list(memory.ledger), list(memory.summary_versions)) == before
+    assert (list(memory.history), list(memory.ledger), list(memory.conversation.versions)) == before
     assert comparison.model == "gpt-5-mini" and comparison.turns == 6
     full = comparison.outcome("full_history")
     assert full.usd == pytest.approx(full.replay.input_tokens * 0.25 / 1_000_000)
     other = comparison.other
     assert other.strategy == "watermark" and not other.live and other.replay.estimated is (other.replay.summary_requests > 0)
-    assert comparison.other_cap == memory.max_summary_tokens == 200, "both policies cap the summary alike"
+    assert comparison.other_cap == memory.limits.max_summary_tokens == 200, "both policies cap the summary alike"

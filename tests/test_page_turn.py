@@ -25,6 +25,7 @@ from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.classroom.job import ReplyJob
 from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory.values import TurnStats
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
 
@@ -42,7 +43,7 @@ def memora_files() -> frozenset[str]:
 
 
 def test_a_submission_is_read_once_into_its_command_or_message_and_the_checks_verdict(backend):
-    memory = ShortTermMemory(backend, limits=SessionLimits(max_message_chars=40))
+    memory = ShortTermMemory(backend, caps=SessionLimits(max_message_chars=40))
 
     assert read("  /Status  now ", memory, None, busy=False) == Submission("  /Status  now ", ("status", "now"))
     assert read("What does /history do?", memory, None, busy=False) == Submission("What does /history do?", None)
@@ -145,7 +146,7 @@ def test_a_turn_that_folds_in_its_own_prepare_reaches_the_summary_request_throug
     send(at, "Third question.")
 
     assert [kind for kind, _ in backend.stacks][:2] == ["summary", "reply"], "the turn's prepare folded, then sent"
-    assert memory.turn_stats[5].newly_summarized_count == 2
+    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
     [summary, *_] = paths(backend, job_starts, "summary")
     assert "memora/memory/core.py" in summary, "the summary request was sent from inside the turn (core.Turn)"
     assert len(summary) <= MAX_FILES, f"{len(summary)} files of memora/ from the chat input to the summary request: {sorted(summary)}"

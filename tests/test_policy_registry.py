@@ -13,6 +13,7 @@ import pytest
 from memora.app.settings import FOLD_POLICIES
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory, policies
+from memora.memory.core import local_budget
 from memora.teaching.replay import real_folds, replay, replay_sizes
 from tests.support.memory import chat
 
@@ -105,11 +106,11 @@ def test_the_what_if_replay_and_a_real_run_fold_the_same_spans_because_one_plan_
     for turn in range(14):
         chat(memory, f"Turn {turn}: I practise English for travel, " + "and I like trains very much. " * (turn % 4))
         memory.prefold()  # as the page does after each reply
-    real = [v.folded for v in memory.summary_versions]
+    real = [v.folded for v in memory.conversation.versions]
     assert len(real) >= 2, "the conversation must fold for the comparison to mean anything"
     sizes = replay_sizes(memory)
     replayed = replay(
-        memory.conversation.finished_counts, policy, sizes, budget=memory.local_budget(), max_recent_turns=2,
+        memory.conversation.finished_counts, policy, sizes, budget=local_budget(memory), max_recent_turns=2,
         real_folds=real_folds(memory),
     )  # fmt: skip
     assert [r.span for r in replayed.requests if r.kind == "summary"] == real
@@ -126,8 +127,8 @@ def test_importing_the_memory_loads_no_sdk_no_streamlit_and_no_pandas():
 def test_checking_a_message_before_it_is_sent_leaves_the_reason_of_the_last_fold_alone():
     memory = ShortTermMemory(OfflineBackend(), max_recent_turns=1)
     chat(memory, "one", "two")
-    assert memory.last_fold_plan is None and memory.summarized_message_count == 0
-    memory.check_new_message("three")  # its plan folds the first pair, but nothing is folded yet
-    assert memory.last_fold_plan is None
+    assert memory.conversation.fold_plan is None and memory.summarized_message_count == 0
+    memory.plan("three")  # its plan folds the first pair, but nothing is folded yet
+    assert memory.conversation.fold_plan is None
     chat(memory, "three")
-    assert memory.last_fold_plan is not None and memory.last_fold_plan.reason == "window"
+    assert memory.conversation.fold_plan is not None and memory.conversation.fold_plan.reason == "window"

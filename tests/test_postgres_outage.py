@@ -108,7 +108,7 @@ def test_postgresql_down_and_back_mid_class(cluster) -> None:
     assert reloaded.session_state[keys.MEMORY].history[0].content == "Hello, I am student 1."
     assert reloaded.query_params["c"] == ids[1]
     pages[1] = reloaded
-    billers = [*backends, reloaded.session_state[keys.MEMORY].backend.inner]
+    billers = [*backends, reloaded.session_state[keys.MEMORY].server.backend.inner]
 
     # Mid-class: the third student's reply is being written when the database stops.
     gated = backends[2]

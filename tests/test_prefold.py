@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, ShortTermMemory, policies
+from memora.memory.values import TurnStats
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 from memora.text.tokens import LocalTokenCounter
@@ -21,7 +22,7 @@ def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
     chat(memory, "one", "two", "three", "four")
     assert backend.summaries == []
-    assert memory.fold_due() == 2
+    assert memory.plan().fold == 2
 
     version = memory.prefold()
 
@@ -36,7 +37,7 @@ def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no
     sent = backend.replies[-1].messages
     assert sent[0] == Message("developer", SUMMARY_PREAMBLE + "one | reply 1")
     assert [m.content for m in sent[1:]] == ["two", "reply 2", "three", "reply 3", "four", "reply 4", "five"]
-    assert memory.turn_stats[len(memory.history) - 1].newly_summarized_count == 0
+    assert TurnStats.by_reply_index(memory.ledger)[len(memory.history) - 1].newly_summarized_count == 0
 
 
 def test_prefold_sends_the_next_reply_what_prepare_alone_would_have_sent():
@@ -57,9 +58,9 @@ def test_prefold_with_nothing_due_makes_no_request(backend):
     memory = ShortTermMemory(backend, max_input_tokens=4000, max_recent_turns=3)
     chat(memory, "one", "two", "three")
 
-    assert memory.fold_due() == 0
+    assert memory.plan().fold == 0
     assert memory.prefold() is None
-    assert backend.summaries == [] and memory.summary_versions == []
+    assert backend.summaries == [] and memory.conversation.versions == ()
 
 
 def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest_message(backend):
@@ -74,14 +75,14 @@ def test_prefold_folds_pairs_that_cannot_fit_the_budget_even_beside_the_shortest
     chat(memory, long_text, long_text)
     assert backend.summaries == []
 
-    assert memory.fold_due() > 0
+    assert memory.plan().fold > 0
     version = memory.prefold()
     chat(memory, "ok?")
 
     # Two long pairs do not fit one summary request within the budget either: they fold
     # in two pieces, one pair each, and every summary request stays within the budget.
     assert version is not None and version.summarized_message_count == 4
-    assert [v.folded for v in memory.summary_versions] == [(0, 2), (2, 4)]
+    assert [v.folded for v in memory.conversation.versions] == [(0, 2), (2, 4)]
     assert [len(s.new_messages) for s in backend.summaries] == [2, 2]
     local = LocalTokenCounter()
     assert all(local.count("", s.instructions, [Message("user", s.input_text)]) <= budget for s in backend.summaries)
@@ -98,8 +99,8 @@ def test_a_failed_prefold_changes_nothing_and_the_next_prepare_folds_the_same_me
     with pytest.raises(BackendError):
         memory.prefold()
 
-    assert memory.summary_versions == [] and memory.summarized_message_count == 0
-    assert len(memory.history) == 8 and not memory.has_pending_turn
+    assert memory.conversation.versions == () and memory.summarized_message_count == 0
+    assert len(memory.history) == 8 and not memory.conversation.pending
     chat(memory, "five")
     assert len(backend.summaries) == 2
     assert backend.summaries[1].new_messages == backend.summaries[0].new_messages
@@ -113,7 +114,7 @@ def test_prefold_is_recorded_in_the_ledger_under_the_turn_just_finished(backend)
 
     last = memory.ledger[-1]
     assert (last.kind, last.turn) == ("summary", 4)
-    assert memory.summary_versions[-1].turn == 4
+    assert memory.conversation.versions[-1].turn == 4
     assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
 
 
@@ -156,13 +157,13 @@ def test_prefold_only_folds_what_the_next_prepare_would_fold_anyway(messages, bu
     backend = ScriptedBackend(summary_text=lambda request: "fact " * 30)
     memory = ShortTermMemory(backend, max_input_tokens=budget, max_recent_turns=recent, fold_policy=policy)
     for text in messages:
-        due = memory.fold_due()
+        due = memory.summarized_message_count + memory.plan().fold
         without = copy.deepcopy(memory)
         try:
             chat(without, text)
         except ContextBudgetError:
             continue
-        # Whatever this message is, prepare() alone folds at least what fold_due() named.
+        # Whatever this message is, the turn alone folds at least what the fold ahead planned.
         assert without.summarized_message_count >= due
 
         summaries_before = len(backend.summaries)

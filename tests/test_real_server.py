@@ -23,6 +23,8 @@ from benchmarks.harness.processes import ROOT
 from benchmarks.harness.server_count import CONVERSATIONS, SENTENCES, backend_for, message, replayed, wire
 from memora.backends.chat_completions import chat_messages
 from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory.core import budget_in_force
+from memora.memory.values import TurnStats
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 from memora.text.tokens import LocalTokenCounter
@@ -84,7 +86,7 @@ def test_a_runaway_reply_in_the_history_does_not_lock_the_conversation(server):
         chat(memory, message(turn, 1))
 
     assert len(memory.history) == 12 and memory.summarized_message_count >= 2
-    assert any(version.clipped for version in memory.summary_versions)
+    assert any(version.clipped for version in memory.conversation.versions)
     # Every summary request fit the server's context: its rendered prompt plus its output cap.
     for request, completion in recorder.summaries:
         prompt = server.prompt_tokens(chat_messages(request.instructions, [Message("user", request.input_text)]))
@@ -97,7 +99,7 @@ def test_a_long_reply_stops_at_the_cap_is_kept_and_marked_cut(server):
     memory = ShortTermMemory(recorder, model="smollm2", max_reply_tokens=40, context_window=N_CTX)
     reply = chat(memory, "Write a very long essay of 3000 words about travelling in London.")
 
-    stats = memory.turn_stats[1]
+    stats = TurnStats.by_reply_index(memory.ledger)[1]
     assert reply and memory.history[1].content == reply
     assert stats.record.cut and memory.ledger[-1].cut
     assert recorder.replies[0].max_output_tokens == 40
@@ -139,8 +141,8 @@ def test_every_reply_request_fits_the_budget_by_the_servers_own_count(server):
     # reserved for a full-length summary keep it from the very top.
     assert max(by_server) > budget * 0.6
     # The calibration learned the server's tokenizer from its summary responses.
-    assert memory.budget.calibration.reports >= 1 and memory.budget.calibration.observed is not None
-    assert memory.budget.calibration.observed > 1.0
+    assert memory.server.calibration.reports >= 1 and memory.server.calibration.observed is not None
+    assert memory.server.calibration.observed > 1.0
 
 
 def test_a_summary_cut_at_its_cap_is_trimmed_to_whole_sentences_and_marked(server):
@@ -153,7 +155,7 @@ def test_a_summary_cut_at_its_cap_is_trimmed_to_whole_sentences_and_marked(serve
 
     cut = [(request, completion) for request, completion in recorder.summaries if completion.cut]
     assert cut, "a 24-token cap cuts a small model's summaries"
-    versions = {v.text: v for v in memory.summary_versions}
+    versions = {v.text: v for v in memory.conversation.versions}
     from memora.memory import whole_sentences
 
     for _request, completion in cut:
@@ -223,7 +225,7 @@ def test_no_request_passes_the_budget_by_the_servers_own_count_in_the_learners_l
     budget = 1000
     recorder = backend_for(server)
     memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
-    assert memory.budget.words == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
+    assert memory.server.words == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
     for text in CONVERSATIONS[language]:
         chat(memory, text)
 
@@ -250,9 +252,9 @@ def test_a_context_overflow_never_reaches_the_learner(server):
         chat(memory, text)  # no error reaches the learner
 
     assert len(memory.history) == 2 * len(long_pastes)
-    assert memory.budget.server_window == N_CTX
+    assert memory.server.server_window == N_CTX
     replies, summaries = replayed(server, recorder)
     refused = [count for count in replies if count >= N_CTX]
     assert len(refused) == 1, replies  # learned once, never again
     after = replies[replies.index(refused[0]) + 1 :]
-    assert after and max(after + summaries) <= memory.budget_in_force()
+    assert after and max(after + summaries) <= budget_in_force(memory)

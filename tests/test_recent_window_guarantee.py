@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memora import ContextBudgetError, ShortTermMemory
+from memora.memory.core import local_budget, request_sizes
 from memora.text.tokens import count_message
 from tests.support.fakes import ScriptedBackend
 
@@ -18,10 +19,10 @@ long_texts = st.integers(min_value=1, max_value=400).map(lambda n: " ".join(["tr
 
 def window_fits(memory: ShortTermMemory, completed: list, message: str) -> bool:
     """The last ``max_recent_turns`` pairs, a full-length summary and the message within the budget."""
-    sizes = memory.sizes()
+    sizes = request_sizes(memory)
     window = completed[max(0, len(completed) - 2 * memory.max_recent_turns) :]
     tokens = sum(count_message(m.role, m.content) for m in window)
-    return sizes.fixed + sizes.full_summary + tokens + count_message("user", message) <= memory.local_budget()
+    return sizes.fixed + sizes.full_summary + tokens + count_message("user", message) <= local_budget(memory)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -26,6 +26,7 @@ from memora.classroom.limits import SessionLimits
 from memora.classroom.store.owner import new_browser_secret
 from memora.classroom.transcript.format import dumps_transcript, import_transcript
 from memora.memory import ShortTermMemory
+from memora.memory.core import minimum_budget
 from memora.teaching.ledger import ledger_frame
 from memora.text.tokens import ApiTokenCounter
 from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, open_panels, send, texts, tree_text
@@ -75,7 +76,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
         memory = ShortTermMemory(backend, max_recent_turns=1)
         billed = backend.billed
     if step == "count":
-        memory.token_counter = ApiTokenCounter(backend)
+        memory.server.token_counter = ApiTokenCounter(backend)
     at = new_app(memory)
     send(at, "My name is Ana.")
     send(at, "My level is B1.")
@@ -83,7 +84,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
     if step == "fold":
         # The page already folded, right after the last reply, what this turn needed (prefold).
         # Narrowing the window makes this turn's own prepare() fold again, so the fault hits that fold.
-        memory.update_limits(max_recent_turns=0)
+        memory.configure(max_recent_turns=0)
 
     if kind == "refused" and step in ("count", "reply"):
         # The page folded right after the last reply, so this turn's first request is the faulted one.
@@ -145,7 +146,7 @@ def test_blank_messages_get_a_clear_message_and_the_page_stays_usable(blank: str
 
 
 def test_a_200000_character_paste_is_refused_before_any_request_and_never_drawn(backend) -> None:
-    memory = ShortTermMemory(backend, limits=SessionLimits())  # the caps the app's settings install by default
+    memory = ShortTermMemory(backend, caps=SessionLimits())  # the caps the app's settings install by default
     at = new_app(memory)
     send(at, "Hello!")
     paste = ("The quick brown fox jumps over the lazy dog. " * 4445)[:200_000]
@@ -195,7 +196,7 @@ def test_cjk_and_emoji_round_trip_through_the_page_commands_and_export(backend) 
 def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
     hostile = "**bold** <script>alert(1)</script> <img src=x onerror=alert(2)> [link](javascript:alert(3))"
     at = new_app()  # offline: its reply and its summary quote the user's text back
-    at.session_state[keys.MEMORY].update_limits(max_recent_turns=0)
+    at.session_state[keys.MEMORY].configure(max_recent_turns=0)
     send(at, hostile)
     send(at, "Second message, so the first one is folded into the summary.")
     at.session_state[keys.HISTORY_PANEL_OPEN] = True
@@ -264,7 +265,7 @@ def test_commands_ignore_case_and_surrounding_blanks(command: str, backend) -> N
 def test_budget_below_the_instructions_is_refused_with_the_floor(backend) -> None:
     memory = ShortTermMemory(backend)
     at = new_app(memory)
-    floor = memory.minimum_budget()
+    floor = minimum_budget(memory)
     for nonsense in (50, floor - 1):
         at.number_input(key=keys.BUDGET_INPUT).set_value(nonsense).run()
         assert memory.max_input_tokens == 1000
@@ -339,10 +340,10 @@ def test_sessions_never_see_each_others_history_summary_settings_or_key(monkeypa
         assert memory.max_input_tokens == (1500 if number == 1 else 1000)
         settings = at.session_state[keys.SETTINGS]
         if number == 0:
-            assert settings.api_key == "sk-test-typed-by-student-00" and not memory.backend.offline
+            assert settings.api_key == "sk-test-typed-by-student-00" and not memory.server.backend.offline
             assert [r.headers["authorization"] for r in server.requests] == ["Bearer sk-test-typed-by-student-00"] * 2
         else:
-            assert settings.api_key is None and memory.backend.offline
+            assert settings.api_key is None and memory.server.backend.offline
             assert at.session_state[keys.KEY_SOURCE] is None
         assert "sk-test-typed-by-student-00" not in page
 
@@ -380,7 +381,7 @@ def classroom(monkeypatch, server: ResponsesServer) -> ResponsesServer:
 def test_locked_settings_are_disabled_and_the_key_field_is_hidden(classroom: ResponsesServer) -> None:
     at = new_app()
     memory = at.session_state[keys.MEMORY]
-    assert not memory.backend.offline and memory.model == "gpt-5-mini"
+    assert not memory.server.backend.offline and memory.model == "gpt-5-mini"
     assert "Settings are locked for this shared page" in at.info[0].value
     assert at.selectbox(key=keys.BACKEND_INPUT).disabled
     assert at.text_input(key=keys.MODEL_INPUT).disabled
@@ -410,7 +411,7 @@ def test_the_lock_is_enforced_on_the_server_not_only_in_the_widgets(classroom: R
     """
     at = new_app()
     memory = at.session_state[keys.MEMORY]
-    backend = memory.backend
+    backend = memory.server.backend
 
     def forge(widget, value) -> None:
         assert widget.disabled
@@ -423,7 +424,7 @@ def test_the_lock_is_enforced_on_the_server_not_only_in_the_widgets(classroom: R
     forge(at.number_input(key=keys.WINDOW_INPUT), 50)
     at.session_state[keys.API_KEY_INPUT] = "sk-test-student-own-key"
     at.run()
-    assert memory.backend is backend and memory.model == "gpt-5-mini"
+    assert memory.server.backend is backend and memory.model == "gpt-5-mini"
     assert (memory.max_input_tokens, memory.max_recent_turns) == (1000, 3)
     assert at.number_input(key=keys.BUDGET_INPUT).value == 1000
     assert at.text_input(key=keys.MODEL_INPUT).value == "gpt-5-mini"
@@ -485,7 +486,7 @@ def test_the_key_is_in_no_page_log_error_export_or_ledger(classroom: ResponsesSe
     caplog.set_level(logging.DEBUG, logger="openai")  # the SDK's own debug log, as OPENAI_LOG=debug gives
     at = new_app()
     memory = at.session_state[keys.MEMORY]
-    memory.update_limits(max_recent_turns=1)
+    memory.configure(max_recent_turns=1)
     send(at, "My name is Ana.")
     send(at, "My level is B1.")
     send(at, "I live in Taipei.")  # a fold and a reply
@@ -516,7 +517,7 @@ def test_every_settings_callback_checks_the_lock_itself(classroom: ResponsesServ
     monkeypatch.setenv("MEMORA_LOCK_SETTINGS", "false")
     at = new_app()
     memory = at.session_state[keys.MEMORY]
-    backend = memory.backend
+    backend = memory.server.backend
     at.session_state[keys.SETTINGS] = at.session_state[keys.SETTINGS].with_changes(locked=True)
     at.number_input(key=keys.BUDGET_INPUT).set_value(100_000).run()
     assert memory.max_input_tokens == 1000
@@ -525,7 +526,7 @@ def test_every_settings_callback_checks_the_lock_itself(classroom: ResponsesServ
     at.run()
     at.session_state[keys.SETTINGS] = at.session_state[keys.SETTINGS].with_changes(locked=True)
     at.selectbox(key=keys.BACKEND_INPUT).set_value("offline").run()
-    assert memory.backend is backend and at.selectbox(key=keys.BACKEND_INPUT).value == "openai"
+    assert memory.server.backend is backend and at.selectbox(key=keys.BACKEND_INPUT).value == "openai"
 
 
 def test_the_lock_and_caps_also_come_from_secrets(server: ResponsesServer) -> None:

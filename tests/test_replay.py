@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from memora.backends import OfflineBackend
 from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory.core import local_budget, request_sizes
 from memora.teaching.replay import (
     PolicySizes,
     ReplayedRequest,
@@ -96,14 +97,14 @@ def test_the_replay_of_the_policy_a_conversation_ran_under_is_what_really_happen
     for text in SHORT_TURNS * 2:
         chat(memory, text)
         memory.prefold()
-    assert memory.summary_versions, "the conversation must have folded for this test to mean anything"
+    assert memory.conversation.versions, "the conversation must have folded for this test to mean anything"
     run = replay(
-        memory.conversation.finished_counts, policy, replay_sizes(memory), budget=memory.local_budget(),
+        memory.conversation.finished_counts, policy, replay_sizes(memory), budget=local_budget(memory),
         max_recent_turns=2, real_folds=real_folds(memory),
     )  # fmt: skip
     happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
     assert [(r.turn, r.kind, r.input_tokens, r.output_tokens) for r in run.requests] == happened
-    assert [r.span for r in run.requests if r.kind == "summary"] == [v.folded for v in memory.summary_versions]
+    assert [r.span for r in run.requests if r.kind == "summary"] == [v.folded for v in memory.conversation.versions]
     assert not run.estimated
 
 
@@ -113,8 +114,8 @@ def test_without_the_real_summaries_the_replay_still_folds_when_and_what_really_
         chat(memory, text)
         memory.prefold()
     sizes = replay_sizes(memory)
-    run = replay(memory.conversation.finished_counts, "window", sizes, budget=memory.local_budget(), max_recent_turns=2)
-    assert [(r.turn, r.span) for r in run.requests if r.kind == "summary"] == [(v.turn, v.folded) for v in memory.summary_versions]
+    run = replay(memory.conversation.finished_counts, "window", sizes, budget=local_budget(memory), max_recent_turns=2)
+    assert [(r.turn, r.span) for r in run.requests if r.kind == "summary"] == [(v.turn, v.folded) for v in memory.conversation.versions]
     assert run.estimated
 
 
@@ -122,8 +123,8 @@ def test_both_policies_replay_with_the_memorys_own_summary_cap():
     for policy in ("window", "watermark"):
         memory = ShortTermMemory(OfflineBackend(), max_input_tokens=1000, fold_policy=policy)
         sizes = replay_sizes(memory)
-        assert sizes.summary_cap == memory.max_summary_tokens == 200
-        assert sizes.full_summary == memory.sizes().full_summary
+        assert sizes.summary_cap == memory.limits.max_summary_tokens == 200
+        assert sizes.full_summary == request_sizes(memory).full_summary
 
 
 words = st.sampled_from(["travel", "airport", "B1", "grammar", "旅遊", "英文", "🙂", "please", "why?", "I live in Taipei."])
@@ -151,7 +152,7 @@ def test_any_conversation_replayed_under_its_own_policy_is_what_really_happened(
             memory.prefold()
     else:
         sizes = replay_sizes(memory)
-        run = replay(memory.conversation.finished_counts, policy, sizes, budget=memory.local_budget(), max_recent_turns=recent,
+        run = replay(memory.conversation.finished_counts, policy, sizes, budget=local_budget(memory), max_recent_turns=recent,
                      prefold=prefold, real_folds=real_folds(memory))  # fmt: skip
         happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
         assert [(r.turn, r.kind, r.input_tokens, r.output_tokens) for r in run.requests] == happened

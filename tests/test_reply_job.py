@@ -59,13 +59,13 @@ def test_a_job_streams_commits_then_runs_after_under_the_same_turn(gated: GatedB
 
     held = job.progress
     assert (held.phase, held.user_text, held.reply, held.base) == ("replying", "Second question.", "reply ", 2)
-    assert memory.has_pending_turn and calls == []
+    assert memory.conversation.pending and calls == []
     gated.release()
     assert job.wait(JOB_WAIT_S)
 
     done = job.progress
     assert (done.phase, done.reply, done.error, done.after_error) == ("done", "reply 2", None, None)
-    assert [v.folded for v in memory.summary_versions] == [(0, 2)]
+    assert [v.folded for v in memory.conversation.versions] == [(0, 2)]
     assert [m.content for m in memory.history] == ["First question.", "reply 1", "Second question.", "reply 2"]
     assert calls == [4], "after ran once, on the committed history"
     assert gated.replies[-1].messages[-1] == Message("user", "Second question.")
@@ -102,7 +102,7 @@ def test_a_failed_reply_is_rolled_back_and_keeps_its_text_and_reason(gated: Gate
 
 
 def test_a_turn_refused_by_a_cap_fails_before_any_request(gated: GatedBackend) -> None:
-    memory = ShortTermMemory(gated, limits=SessionLimits(max_turns=1))
+    memory = ShortTermMemory(gated, caps=SessionLimits(max_turns=1))
     gated.release()
     with memory.turn("One.") as turn:
         turn.run()
@@ -121,7 +121,7 @@ def test_a_failed_after_leaves_the_reply_committed_and_says_why(gated: GatedBack
     job = ReplyJob(memory, "Second question.", after=ShortTermMemory.prefold).start()
     assert job.wait(JOB_WAIT_S)
     assert job.progress.phase == "done" and str(job.progress.after_error) == "scripted failure"
-    assert [m.content for m in memory.history][-1] == "reply 2" and memory.summary_versions == []
+    assert [m.content for m in memory.history][-1] == "reply 2" and memory.conversation.versions == []
 
 
 def test_a_job_without_a_turn_only_runs_after(gated: GatedBackend) -> None:
@@ -133,27 +133,27 @@ def test_a_job_without_a_turn_only_runs_after(gated: GatedBackend) -> None:
     job = ReplyJob(memory, None, after=ShortTermMemory.prefold)
     assert job.progress.phase == "summarizing"
     assert job.start().wait(JOB_WAIT_S)
-    assert job.progress.phase == "done" and [v.folded for v in memory.summary_versions] == [(0, 2)]
+    assert job.progress.phase == "done" and [v.folded for v in memory.conversation.versions] == [(0, 2)]
     assert len(gated.replies) == 2 and len(gated.summaries) == 1
 
 
 def test_fold_ahead_leaves_a_fold_the_caps_refuse_to_the_next_message_and_reports_a_failed_request(gated: GatedBackend) -> None:
-    memory = ShortTermMemory(gated, max_recent_turns=0, limits=SessionLimits(max_turns=1))
+    memory = ShortTermMemory(gated, max_recent_turns=0, caps=SessionLimits(max_turns=1))
     gated.release()
     with memory.turn("One.") as turn:
         turn.run()
-    assert memory.fold_due() == 2, "a fold is due, but the session is at its cap"
+    assert memory.plan().fold == 2, "a fold is due, but the session is at its cap"
     job = ReplyJob(memory, None, after=fold_ahead).start()
     assert job.wait(JOB_WAIT_S)
     # Not a failure to show: the next message is refused, with the cap's reason, before anything is sent.
     assert job.progress.phase == "done" and job.progress.after_error is None
-    assert gated.summaries == [] and memory.summary_versions == []
+    assert gated.summaries == [] and memory.conversation.versions == []
 
-    memory.limits = SessionLimits()
+    memory.limits.caps = SessionLimits()
     gated.fail_next("summary")
     job = ReplyJob(memory, None, after=fold_ahead).start()
     assert job.wait(JOB_WAIT_S)
-    assert str(job.progress.after_error) == "scripted failure" and memory.summary_versions == []
+    assert str(job.progress.after_error) == "scripted failure" and memory.conversation.versions == []
     assert len(gated.summaries) == 1
 
 
@@ -195,7 +195,7 @@ def test_clicks_during_a_reply_let_it_complete_and_commit(gated: GatedBackend) -
     at.run()
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     assert not at.exception
-    assert running_job(at) is not None and memory.has_pending_turn, "the reply is still being written"
+    assert running_job(at) is not None and memory.conversation.pending, "the reply is still being written"
 
     gated.release()
     finish(at)
@@ -279,7 +279,7 @@ def test_an_import_during_a_reply_cancels_it_and_continues_from_the_file(gated: 
 
     assert job.wait(JOB_WAIT_S) and job.progress.phase == "stopped"
     imported = at.session_state[keys.MEMORY]
-    assert imported.history == source.history and imported.backend is gated
+    assert imported.history == source.history and imported.server.backend is gated
     assert [m.content for m in old.history] == ["First question.", "reply 1"], "the old memory was rolled back, not committed"
     assert running_job(at) is None and at.chat_input[0].proto.value == ""
     assert "Stopped" not in texts(at)

@@ -159,13 +159,13 @@ def test_each_committed_turn_and_fold_is_saved_and_reopens_as_it_was(store):
     keeper.attach(memory)
     chat(memory, "My name is Ana.", "I live in Porto.", "I like tea.")
     # 3 replies and the folds the 1-pair window made before turns 2 and 3 each saved once more.
-    assert store.load(keeper.conversation_id, OWNER).version == 3 + len(memory.summary_versions)
+    assert store.load(keeper.conversation_id, OWNER).version == 3 + len(memory.conversation.versions)
     reopened = reopen(store, keeper.conversation_id, ShortTermMemory(ScriptedBackend()), owner=OWNER, locked=False)
     assert reopened.outcome == "restored"
     back = reopened.memory
-    assert back.history == memory.history and back.summary_versions == memory.summary_versions
+    assert back.history == memory.history and back.conversation.versions == memory.conversation.versions
     assert [r.total_tokens for r in back.ledger] == [r.total_tokens for r in memory.ledger]
-    assert (back.max_recent_turns, back.fold_policy) == (1, memory.fold_policy)
+    assert (back.max_recent_turns, back.limits.fold_policy) == (1, memory.limits.fold_policy)
     assert reopened.keeper.version == store.load(keeper.conversation_id, OWNER).version
 
 
@@ -292,7 +292,7 @@ def test_a_hostile_payload_is_refused_and_left_as_it_is(store, kind):
     cid = new_conversation_id()
     payload = hostile(kind)
     write_raw(store, cid, payload)
-    session = ShortTermMemory(ScriptedBackend(), limits=SessionLimits(max_message_chars=200))
+    session = ShortTermMemory(ScriptedBackend(), caps=SessionLimits(max_message_chars=200))
     reopened = reopen(store, cid, session, owner=OWNER, locked=False)
     assert reopened.outcome == "refused" and reopened.memory is None
     expected = {"wrong_format": "wrong_format", "unknown_key": "unknown_key"}.get(kind, kind)
@@ -311,10 +311,10 @@ def test_a_locked_page_restores_only_the_conversation_not_the_saved_budget(store
     session = ShortTermMemory(ScriptedBackend(), model="server-model", max_input_tokens=2000, max_recent_turns=3, fold_policy="watermark")
     reopened = reopen(store, cid, session, owner=OWNER, locked=True)
     back = reopened.memory
-    assert (back.max_input_tokens, back.max_recent_turns, back.model, back.fold_policy) == (2000, 3, "server-model", "watermark")
+    assert (back.max_input_tokens, back.max_recent_turns, back.model, back.limits.fold_policy) == (2000, 3, "server-model", "watermark")
     assert back.history == rich.history and reopened.language == "zh-TW"
     unlocked = reopen(store, cid, session, owner=OWNER, locked=False).memory
-    restored = (unlocked.max_input_tokens, unlocked.max_recent_turns, unlocked.model, unlocked.fold_policy)
+    restored = (unlocked.max_input_tokens, unlocked.max_recent_turns, unlocked.model, unlocked.limits.fold_policy)
     assert restored == (10_000_000, 1000, "server-model", "window")
 
 
@@ -599,16 +599,16 @@ def test_an_import_refused_by_a_cap_leaves_the_keeper_on_its_conversation(tmp_pa
 def test_a_page_saved_conversation_over_the_import_caps_comes_back_but_the_same_file_is_not_imported(store):
     limits = SessionLimits(max_message_chars=40, max_turns=2, max_session_tokens=150)
     long_reply = "A reply much longer than the forty characters a student may type. " * 3
-    memory = ShortTermMemory(ScriptedBackend(reply_text=lambda request: long_reply), limits=limits)
+    memory = ShortTermMemory(ScriptedBackend(reply_text=lambda request: long_reply), caps=limits)
     keeper = ConversationKeeper(store, owner=OWNER)
     keeper.attach(memory)
     chat(memory, "Hello there.", "Tell me more.")
     assert memory.session_total_tokens > 150, "the last turn ended a little over the session's cap"
-    session = ShortTermMemory(ScriptedBackend(), limits=limits)
+    session = ShortTermMemory(ScriptedBackend(), caps=limits)
     reopened = reopen(store, keeper.conversation_id, session, owner=OWNER, locked=True)
     assert reopened.outcome == "restored" and reopened.memory.history == memory.history
     with pytest.raises(ValueError):
-        reopened.memory.check_new_message("One more?")  # the caps still hold for the next turn
+        reopened.memory.plan("One more?")  # the caps still hold for the next turn
     exported = dumps_transcript(memory)
     with pytest.raises(TranscriptError) as refused:
         continue_in_session(parse_transcript(exported), session, locked=True)

@@ -86,7 +86,7 @@ def test_a_turn_never_grows_the_saved_conversation_past_its_bound():
         memory.prefold()
         grown = len(dumps_saved(memory, "en").encode()) - before
         assert 0 < grown <= bound, (message[:20], grown, bound)
-        folded = len(memory.summary_versions)
+        folded = len(memory.conversation.versions)
     assert folded >= 3, "the turns folded, so the bound's summaries were exercised"
 
 

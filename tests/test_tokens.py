@@ -66,7 +66,7 @@ def test_a_conversation_tokenizes_each_of_its_texts_once(monkeypatch):
         with memory.turn(f"Message {turn}: " + "I practise English on the train. " * 6) as active:
             active.run()
         memory.prefold()
-    assert memory.summary_versions, "the conversation was long enough to fold"
+    assert memory.conversation.versions, "the conversation was long enough to fold"
     assert all(m.content in counted for m in memory.history)
     assert max(counted.values()) == 1, [text[:30] for text, n in counted.items() if n > 1]
 

@@ -13,6 +13,7 @@ from memora.classroom.transcript.format import (
     parse_transcript,
 )
 from memora.memory import ShortTermMemory
+from memora.memory.values import TurnStats
 from tests.support.fakes import ScriptedBackend
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -41,7 +42,7 @@ def test_a_legacy_file_with_turn_stats_still_restores_them_from_the_list():
     ]
     data["turn_stats"] = [LEGACY_TURN_STATS | {"context_messages": 7, "newly_summarized_count": 2, "summary_token_usage": 33}]
     restored = import_transcript(json.dumps(data), OfflineBackend())
-    stats = restored.turn_stats[1]
+    stats = TurnStats.by_reply_index(restored.ledger)[1]
     assert (stats.context_messages, stats.newly_summarized_count, stats.summary_token_usage) == (7, 2, 33)
 
 
@@ -70,10 +71,10 @@ def test_round_trip_restores_the_whole_state():
     original = chatted(ScriptedBackend(), "My name is Ana.", "I am B1.", "I like trains.", "Hello again.")
     restored = import_transcript(dumps_transcript(original, now=NOW), ScriptedBackend())
     assert restored.history == original.history
-    assert restored.summary_versions == original.summary_versions
+    assert restored.conversation.versions == original.conversation.versions
     assert restored.summary == original.summary and restored.summarized_message_count == original.summarized_message_count > 0
     assert restored.ledger == original.ledger
-    assert restored.turn_stats == original.turn_stats
+    assert TurnStats.by_reply_index(restored.ledger) == TurnStats.by_reply_index(original.ledger)
     assert restored.last_context == original.last_context
     assert restored.get_status() == original.get_status()
     assert (restored.model, restored.max_input_tokens, restored.max_recent_turns) == ("gpt-5-mini", 1000, 1)
@@ -97,7 +98,7 @@ def test_imported_conversation_keeps_chatting_from_its_state():
     assert reply.messages[-1].content == "What do you remember?"
     assert len(restored.history) == len(original.history) + 2
     assert restored.ledger[: len(original.ledger)] == original.ledger
-    assert restored.summary_versions[-1].folded == (pointer, kept)
+    assert restored.conversation.versions[-1].folded == (pointer, kept)
     assert reply.messages[1:3] == tuple(original.history[kept:])
 
 
@@ -125,7 +126,7 @@ def test_pending_user_message_is_not_exported():
     memory.add_user_message("pending")
     data = export_transcript(memory)
     assert [m["content"] for m in data["history"]][-1] == "reply 1"
-    assert import_transcript(json.dumps(data), ScriptedBackend()).has_pending_turn is False
+    assert import_transcript(json.dumps(data), ScriptedBackend()).conversation.pending is False
 
 
 def test_offline_flag_is_exported():
@@ -230,4 +231,4 @@ def test_rewrite_versions_chain_without_moving_the_pointer():
     memory.update_summary([])
     data = export_transcript(memory)
     assert data["summary_versions"][-1]["folded"][0] == data["summary_versions"][-1]["folded"][1]
-    assert parse_transcript(json.dumps(data)).summary_versions == tuple(memory.summary_versions)
+    assert parse_transcript(json.dumps(data)).summary_versions == tuple(memory.conversation.versions)

@@ -10,12 +10,16 @@ The README's "How the memory works" quotes these figures.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from memora.app.settings import build_memory, load_settings
+from memora.backends import OfflineBackend
+from memora.memory import ShortTermMemory
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memora"
 MAX_FILES, MAX_MEMORY_FILES = 9, 4
@@ -63,10 +67,49 @@ def test_a_turn_with_a_fold_runs_through_few_files_and_no_two_call_each_other():
 
     files, pairs = trace(turns)
 
-    assert memory.backend.offline and len(memory.summary_versions) >= 2, "the traced turns must fold"
+    assert memory.server.backend.offline and len(memory.conversation.versions) >= 2, "the traced turns must fold"
     memory_files = sorted(f for f in files if f.startswith("memora/memory/"))
     both_ways = sorted({tuple(sorted(pair)) for pair in pairs if pair[::-1] in pairs})
     print(f"\n{len(files)} files, {len(memory_files)} in memora/memory/: {sorted(files)}\nboth ways: {both_ways}")
     assert len(files) <= MAX_FILES, sorted(files)
     assert len(memory_files) <= MAX_MEMORY_FILES, memory_files
     assert both_ways == []
+
+
+MAX_PUBLIC_NAMES, MAX_CLASS_LINES = 30, 200
+"""Issue 29's goal for ``ShortTermMemory``: about the article's size (its class has 20 names: 11 attributes and 9 methods)."""
+
+
+def test_the_memory_class_is_about_the_articles_size():
+    memory = build_memory(load_settings({}, {}))
+    public = sorted({name for name in dir(memory) if not name.startswith("_")})
+    lines, _ = inspect.getsourcelines(ShortTermMemory)
+    print(f"\nShortTermMemory: {len(public)} public names, {len(lines)} lines: {public}")
+    assert len(public) <= MAX_PUBLIC_NAMES, public
+    assert len(lines) <= MAX_CLASS_LINES
+
+
+STATE = frozenset(name for name in vars(ShortTermMemory(OfflineBackend())) if name != "lock")
+"""What a memory's state is made of: only its own methods assign it."""
+
+
+def _assigned(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+
+
+def test_nothing_outside_the_memory_assigns_its_state():
+    """Any ``x.conversation = ...`` (or another part of the state) on an object other than ``self`` is a write from
+    outside; ``self.<name>`` is each class's own attribute, the memory's only in its own class."""
+    writes = [
+        f"{path.relative_to(PACKAGE.parent)}:{attribute.lineno} assigns {ast.unparse(attribute)}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for target in _assigned(node)
+        for attribute in ast.walk(target)
+        if isinstance(attribute, ast.Attribute) and attribute.attr in STATE
+        and not (isinstance(attribute.value, ast.Name) and attribute.value.id == "self")
+    ]  # fmt: skip
+    assert {"conversation", "ledger", "server", "limits", "last_context", "last_prepared"} <= STATE
+    assert writes == []

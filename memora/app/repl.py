@@ -131,9 +131,9 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "summary":
         return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
     if command == "usage":
-        return format_usage(memory.ledger, offline=memory.backend.offline)
+        return format_usage(memory.ledger, offline=memory.server.backend.offline)
     if command == "status":
-        status = {**memory.get_status(), "Budget counted by": memory.budget.words}
+        status = {**memory.get_status(), "Budget counted by": memory.server.words}
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
     return None
@@ -194,8 +194,9 @@ def repl(
     line break; without it the reply is written as one line once it is complete.
     """
     write(f"Memora {__version__} (the article's v0.7 loop)")
-    model = "" if memory.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {memory.backend.label}{model} · counting: {memory.token_counter.label} · budget counted by: {memory.budget.words}")
+    server = memory.server
+    model = "" if server.backend.offline else f" · model {memory.model}"
+    write(f"Backend: {server.backend.label}{model} · counting: {server.token_counter.label} · budget counted by: {server.words}")
     write("Commands: " + ", ".join(COMMANDS))
     folding: ReplyJob | None = None
     while True:
@@ -220,7 +221,7 @@ def repl(
             continue
         stats = run_turn(memory, user_input, write, write_part)
         if stats is not None:
-            write(format_stats(stats, offline=memory.backend.offline))
+            write(format_stats(stats, offline=memory.server.backend.offline))
             folding = ReplyJob(memory, None, after=fold_ahead).start()  # the REPL waits for it before the next turn
 
 

@@ -191,7 +191,7 @@ class Settings:
 
     @property
     def limits(self) -> SessionLimits:
-        """The per-session caps, for ``ShortTermMemory(limits=...)``."""
+        """The per-session caps, for ``ShortTermMemory(caps=...)``."""
         return SessionLimits(self.max_message_chars, self.max_turns, self.max_session_tokens)
 
     @property
@@ -533,7 +533,7 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
         max_input_tokens=settings.max_input_tokens,
         max_recent_turns=settings.max_recent_turns,
         token_counter=token_counter or build_token_counter(settings, backend),
-        limits=settings.limits,
+        caps=settings.limits,
         max_reply_tokens=settings.max_reply_tokens,
         context_window=settings.context_window,
         fold_policy=settings.fold_policy,

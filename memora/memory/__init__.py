@@ -8,7 +8,7 @@ Read in this order:
 2. ``policies``: what a fold policy adds to the rule, one object per file (``window``, the article's; ``watermark``).
 3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds, sends, and commits
    or leaves no trace. Nothing else writes its state.
-4. ``server``: what the server's own counts teach the memory (``Budget``, its seam to the calibration), and one
+4. ``server``: what the memory knows of its model server (``Server``: the backend, and what its own counts teach), and one
    summary request, bounded both ways (``Summarizer``). ``backend``: what the memory asks of a model server (the
    ``Backend`` Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen
    values; ``hook``: the seams the app installs (``on_change``, the classroom's caps).

@@ -1,16 +1,16 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()`` calls
-``prepare``: it asks the one pure plan (``plan.plan_turn``) what must leave, folds it (``_fold``: one summary request
-each, ``server.Summarizer``), sends the context and commits the reply (``finish_turn``), or the turn leaves no trace.
-Between turns, ``prefold`` carries out the same plan made for the message expected next. Everything that decides
-is pure and lives in ``plan``; this class keeps the state (the ``History``, the ledger, the calibration) and does the
-I/O, and nothing else writes that state. Its seams: the backend (``backend``: what it asks of a model server), the
-budget (``server.Budget``: what the server's own counts teach, the calibration), the ledger
-(``memora.text.usage``), the classroom's caps (``limits``, a ``hook.Caps`` the app installs) and persistence
-(``on_change``, ``hook``). The article's Memora v0.7 names close the class, so that the article's main loop runs
-unchanged.
-"""
+``_prepare``: it asks the one pure plan (``plan.plan_turn``, through ``memory.plan``) what must leave, folds it
+(``_fold``: one summary request each, ``server.Summarizer``), sends the context and commits the reply
+(``finish_turn``), or the turn leaves no trace. Between turns, ``prefold`` carries out the plan made for the message
+expected next. Everything that decides is pure and lives in ``plan``; this class keeps the state and does the I/O,
+and nothing else writes that state: the ``conversation`` (a ``History``), the ``ledger`` (``memora.text.usage``),
+the ``server`` (``server.Server``: the backend, and what its own counts teach) and the ``limits`` (``values.Limits``:
+the budget, the window, the policy and the classroom's caps, a ``hook.Caps`` the app installs). ``configure``
+changes them, and installs the saver's hook (``hook.OnChange``). The article's Memora v0.7 names close the class, so
+that the article's main loop runs unchanged; the figures the page reads (``budget_in_force``, ``local_budget``...)
+are functions after it."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from memora.memory import plan, policies, server
 from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
-from memora.memory.server import Budget, Summarizer, check_summary, summary_texts
+from memora.memory.server import Server, Summarizer, check_summary, summary_texts
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -32,6 +33,7 @@ from memora.memory.values import (
     MAX_REPLY_TOKENS,
     MAX_SUMMARY_TOKENS,
     FoldPolicy,
+    Limits,
     PreparedContext,
     SummaryVersion,
     TurnStats,
@@ -43,59 +45,51 @@ from memora.text.usage import Ledger, Usage, UsageRecord
 
 
 class ShortTermMemory:
-    """The short-term memory of one conversation: its ``History`` (``conversation``), ledger and ``budget``.
-
-    ``client`` (the article's name): a memora backend, or the article's client that carries one (``ArticleClient``).
-    ``fold_policy``: a registered policy's name; ``max_reply_tokens``: each reply's cap (None: none); ``context_window``:
-    the server's, when known; ``limits``: the session's caps (None: none, as in the article); ``lock``: one turn at a time per session."""
-
-    on_change: OnChange | None = None
+    """One conversation's ``conversation`` (a ``History``), ``ledger``, ``server`` and ``limits`` (``values.Limits``
+    says what each argument is), and the requests that change them. ``client`` (the article's name): a memora backend,
+    or the article's client that carries one (``ArticleClient``). ``lock``: one turn at a time per session."""
 
     def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
                  summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
                  max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
-                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, limits: Caps | None = None,
+                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, caps: Caps | None = None,
                  max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
                  fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
-        self.system_prompt, self.summary_instructions = system_prompt, summary_instructions
-        self.max_summary_tokens, self.max_reply_tokens, self.context_window = max_summary_tokens, max_reply_tokens, context_window
-        self.switch_backend(backend_of(client), model, token_counter)
-        self.max_input_tokens, self.max_recent_turns, self.fold_policy = max_input_tokens, max_recent_turns, policies.DEFAULT
-        self.limits, self.lock = limits, threading.RLock()
-        self.update_limits(max_input_tokens=max_input_tokens, max_recent_turns=max_recent_turns, fold_policy=fold_policy)
+        self.system_prompt, self.summary_instructions, self.lock = system_prompt, summary_instructions, threading.RLock()
+        self.limits = Limits(max_input_tokens, max_recent_turns, policies.DEFAULT, max_summary_tokens, max_reply_tokens,
+                             context_window, caps)  # fmt: skip
+        self.server, self._on_change = Server(backend_of(client), model, self.limits.output, token_counter), None
         self.restore()
+        self.configure(fold_policy=fold_policy)  # checks the limits
 
-    def __getstate__(self) -> dict[str, Any]:
-        # A lock cannot be copied; a copy is not the conversation its hook saves, so it has none.
-        return {name: value for name, value in vars(self).items() if name not in ("lock", "on_change")}
+    def __getstate__(self) -> dict[str, Any]:  # a lock cannot be copied; a copy is not what the saver's hook saves
+        return {name: value for name, value in vars(self).items() if name not in ("lock", "_on_change")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        vars(self).update(state, lock=threading.RLock())
+        vars(self).update(state, lock=threading.RLock(), _on_change=None)
 
     def restore(self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (),
                 ledger: Sequence[UsageRecord] = (), last_context: Sequence[Message] = ()) -> None:  # fmt: skip
         """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
-        self.conversation = History(tuple(history), tuple(map(self.message_tokens, history)), tuple(summary_versions))
-        self.budget.see([*(m.content for m in history), self.summary])
+        self.conversation = History(tuple(history), tuple(map(self._message_tokens, history)), tuple(summary_versions))
+        self.server.see([*(m.content for m in history), self.summary])
         self.ledger, self.last_context = Ledger(ledger), list(last_context)
         self.last_prepared: PreparedContext | None = None
-        self.last_fold_plan: TurnPlan | None = None  # the plan of the last fold, for "why did it fold?"
 
-    def update_limits(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
-                      fold_policy: FoldPolicy | None = None) -> None:  # fmt: skip
-        """Changes the budget, the window or the fold policy from the next request; ValueError changes nothing."""
-        limit = self.max_input_tokens if max_input_tokens is None else max_input_tokens
-        recent = self.max_recent_turns if max_recent_turns is None else max_recent_turns
-        policy = self.fold_policy if fold_policy is None else policies.policy(fold_policy).name
-        plan.check_limits(limit, recent, self.minimum_budget(), self.budget.output, self.context_window)
-        self.max_input_tokens, self.max_recent_turns, self.fold_policy = limit, recent, policy
-
-    def switch_backend(self, backend: Backend, model: str, token_counter: TokenCounter | None = None) -> None:
-        """Continues on ``backend`` and ``model`` from the next request; the new server's count is learned afresh."""
-        output = max(self.max_reply_tokens or 0, self.max_summary_tokens)  # what one request may write, at most
-        self.backend, self.model, self.budget = backend, model, Budget(backend, model, output)
-        self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
+    def configure(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
+                  fold_policy: FoldPolicy | None = None, backend: Backend | None = None, model: str | None = None,
+                  token_counter: TokenCounter | None = None, on_change: OnChange | None = None) -> None:  # fmt: skip
+        """Changes, from the next request, the budget, the window or the fold policy (a ValueError changes nothing);
+        the backend and model (the new server's count is learned afresh); and the saver's hook (``hook.OnChange``)."""
+        changes = {"max_input_tokens": max_input_tokens, "max_recent_turns": max_recent_turns,
+                   "fold_policy": fold_policy and policies.policy(fold_policy).name}  # fmt: skip
+        limits = replace(self.limits, **{name: value for name, value in changes.items() if value is not None})
+        plan.check_limits(limits.max_input_tokens, limits.max_recent_turns, minimum_budget(self), limits.output,
+                          limits.context_window)  # fmt: skip
+        self.limits, self._on_change = limits, on_change or self._on_change
+        if backend is not None:
+            self.server = Server(backend, model or self.model, limits.output, token_counter)
 
     # -- a turn: the plan, its folds, the request, the commit ----------------------------------------------------
 
@@ -103,14 +97,18 @@ class ShortTermMemory:
         """One user turn that completes or leaves no trace in the history (see ``transaction``)."""
         return transaction(self, user_text)
 
-    def check_new_message(self, user_text: str) -> None:
-        """Refuses, before anything is kept or sent, a message no turn could take: ValueError for a blank one,
-        LimitReached for a session cap, ContextBudgetError when it is over the budget with the instructions alone."""
+    def plan(self, user_text: str | None = None) -> TurnPlan:
+        """What a turn with ``user_text`` would fold and send now; None: what the fold ahead folds between turns. Raises
+        ValueError (blank, or None while a message is pending), LimitReached (a cap) or ContextBudgetError (too big)."""
+        if user_text is None:
+            if self.conversation.pending:
+                raise ValueError("A user message is pending; its prepare() does the folding.")
+            return self._plan(None, None)
         check_caps(self, user_text)
-        self.budget.see([user_text])
-        self._plan(self.message_tokens(Message("user", user_text)), user_text)
+        self.server.see([user_text])
+        return self._plan(self._message_tokens(Message("user", user_text)), user_text)
 
-    def prepare(self) -> PreparedContext:
+    def _prepare(self) -> PreparedContext:
         """This turn's context, once the plan's folds are made. Raises ValueError without a pending user message, and
         ContextBudgetError when even the summary plus the message do not fit, by the server's count where it has one."""
         history = self.conversation
@@ -119,141 +117,100 @@ class ShortTermMemory:
                              else "The conversation history is empty.")  # fmt: skip
         current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
         turn_plan = self._plan(history.counts[current], history.messages[current].content)
-        self.last_fold_plan = turn_plan if turn_plan.fold else self.last_fold_plan  # the Status panel: why it folded
         while True:
             for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
-                self._fold(history.messages[slice(*span)], span)
+                self._fold(history.messages[slice(*span)], span, turn_plan)
             start = self.conversation.folded
             spent = sum(v.tokens for v in self.conversation.versions[versions:])
-            counter = None if isinstance(self.token_counter, LocalTokenCounter) else self.count_input_tokens
-            prepared = self.budget.counted(plan.context(self.conversation, self.backend.profile, self.system_prompt,
+            counter = None if isinstance(self.server.token_counter, LocalTokenCounter) else self.count_input_tokens
+            prepared = self.server.counted(plan.context(self.conversation, self.server.backend.profile, self.system_prompt,
                                                         start, current, (spent, start - pointer), counter))  # fmt: skip
             exact = prepared.server_input_tokens
-            if (prepared.input_tokens <= self.local_budget()) if exact is None else (exact <= self.budget_in_force()):
+            if (prepared.input_tokens <= local_budget(self)) if exact is None else (exact <= budget_in_force(self)):
                 self.last_prepared = prepared
                 return prepared
             if start == current:
-                raise plan.budget_error(self.budget.calibration, prepared.input_tokens, exact, self.budget_in_force())
+                raise plan.budget_error(self.server.calibration, prepared.input_tokens, exact, budget_in_force(self))
             turn_plan = self._plan(history.counts[current], None, at_least=2)  # the server disagreed: one more pair leaves
 
-    def fold_due(self) -> int:
-        """The history index a prefold folds through now; ``summarized_message_count`` when nothing is due.
-        Raises ValueError while a message is pending, ContextBudgetError when no message could fit."""
-        if self.conversation.pending:
-            raise ValueError("A user message is pending; its prepare() does the folding.")
-        return self.summarized_message_count + self._plan(None, None).fold
-
     def prefold(self) -> SummaryVersion | None:
-        """Folds now what the next turn is certain to fold, so that its reply waits for no summary: None (no request)
-        when nothing is due. Raises LimitReached, sending nothing, when a session cap would refuse the next turn; a
-        failed request leaves the memory as it was. Holds the memory's lock."""
+        """Folds now what the next turn is certain to fold, so that its reply waits for no summary; None when nothing is
+        due. Raises LimitReached, sending nothing, when a session cap would refuse the next turn. Holds the lock."""
         with self.lock:
-            if self.fold_due() == self.summarized_message_count:
+            ahead = self.plan()
+            if not ahead.fold:
                 return None
             # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
-            if self.limits is not None:
-                self.limits.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
-            ahead = self._plan(None, None)
+            if self.limits.caps is not None:
+                self.limits.caps.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
             for span in ahead.spans(self.summarized_message_count):
-                self._fold(self.conversation.messages[slice(*span)], span)
-            self.last_fold_plan = ahead  # only once something was folded: the Status panel says why
+                self._fold(self.conversation.messages[slice(*span)], span, ahead)
             return self.conversation.versions[-1]
 
-    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int]) -> SummaryVersion:
-        """One summary request folding ``messages`` (history ``span``, ``summarizer.summarize``): its record goes in the
-        ledger, its summary becomes the new version, and ``on_change`` hears of it. Raises BackendError, and
-        SummaryError (after the record) for an empty summary of new messages."""
-        sizes = self.sizes()
-        version, record = Summarizer(self.model, sizes.summary_instructions, self.max_summary_tokens).summarize(
-            self.backend, self.budget, self.summary, messages, span, sizes=sizes, turn=self.conversation.turn_number,
-            message_tokens=tuple(map(self.message_tokens, messages)), served_by=served_by(self),
-            max_input_tokens=self.max_input_tokens, plan_texts=self._plan_texts(),
+    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int], fold_plan: TurnPlan | None) -> SummaryVersion:
+        """One summary request folding ``messages`` (history ``span``) as ``fold_plan`` planned, recorded in the ledger.
+        Raises BackendError (nothing changes), and SummaryError (after the record) for an empty summary."""
+        sizes = request_sizes(self)
+        version, record = Summarizer(self.model, sizes.summary_instructions, self.limits.max_summary_tokens).summarize(
+            self.server, self.summary, messages, span, sizes=sizes, turn=self.conversation.turn_number,
+            message_tokens=tuple(map(self._message_tokens, messages)), served_by=served_by(self),
+            max_input_tokens=self.max_input_tokens, plan_texts=plan_texts(self),
         )  # fmt: skip
-        self.budget.record(self.ledger, record, summary_texts(self.summary, messages))
-        self.budget.see([version.text])
+        self.server.record(self.ledger, record, summary_texts(self.summary, messages))
+        self.server.see([version.text])
         check_summary(version, messages)
-        self.conversation = self.conversation.folding(version)
-        if self.on_change is not None:
-            self.on_change(self, "fold")
+        self.conversation = self.conversation.folding(version, fold_plan)
+        if self._on_change is not None:
+            self._on_change(self, "fold")
         return version
 
     def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *,
                     usage: Usage | None = None, latency_s: float = 0.0, cut: bool = False) -> TurnStats:  # fmt: skip
         """Completes the pending turn with ``assistant_reply``; records the request (``reply_record``); returns its
         stats. ``cut``: the reply stopped at its cap (kept, and marked). Raises ValueError when no user message is pending."""
-        if not self.has_pending_turn:
+        if not self.conversation.pending:
             raise ValueError("There is no pending user message to reply to.")
         record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
-        self.budget.record(self.ledger, record, [self._request_instructions(), *(m.content for m in context_messages)])
+        self.server.record(self.ledger, record, [request_instructions(self), *(m.content for m in context_messages)])
         self._add_message(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
-        if self.on_change is not None:
-            self.on_change(self, "turn")
+        if self._on_change is not None:
+            self._on_change(self, "turn")
         return TurnStats(record, self.session_total_tokens)
 
     def _plan(self, message: int | None, text: str | None, at_least: int = 0) -> TurnPlan:
         """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens and ``text`` (None, None: the one a
-        fold ahead expects), once its message is known to fit beside the instructions (``Budget.check_alone``)."""
-        history, sizes, budget = self.conversation, self.sizes(), self.local_budget()
+        fold ahead expects), once its message is known to fit beside the instructions (``Server.check_alone``)."""
+        history, sizes, budget = self.conversation, request_sizes(self), local_budget(self)
         turn_plan = plan.plan_turn(
             history.unfolded(history.finished), message=message, summary=plan.summary_tokens(self.summary),
             sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget), budget),
-            policy=policies.POLICIES[self.fold_policy], max_recent_turns=self.max_recent_turns, at_least=at_least,
+            policy=policies.POLICIES[self.limits.fold_policy], max_recent_turns=self.max_recent_turns, at_least=at_least,
         )  # fmt: skip
         if not at_least:
-            self.budget.check_alone(turn_plan, text, self.system_prompt, self.summary, self.budget_in_force())
+            self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, budget_in_force(self))
         return turn_plan
 
-    # -- the budget in force, in the server's tokens (``budget``: what the server's counts teach) ------------------
+    def _add_message(self, message: Message) -> None:  # its tokens counted once; the calibration sees its kind of text
+        self.server.see([message.content])
+        self.conversation = self.conversation.adding(message, self._message_tokens(message))
 
-    def budget_in_force(self) -> int:
-        return self.budget.in_force(self.max_input_tokens)
+    def _message_tokens(self, message: Message) -> int:
+        return self._tokens.message(message.role, message.content)  # its text tokenized once per conversation
 
-    def local_budget(self) -> int:
-        """``budget_in_force()`` in local tokens; where the server counts each request, for the texts one may carry."""
-        return self.budget.local(self.budget_in_force(), self._plan_texts())
+    # -- the article's API, name for name (``history`` is a copy: only the memory changes it) -------------------
 
-    def _plan_texts(self) -> list[str]:
-        return [self.system_prompt, self.summary, *(m.content for m in self.conversation.unfolded_messages)]
-
-    def minimum_budget(self) -> int:  # in the server's tokens, for a reply and for a summary request
-        return self.budget.calibration.server_estimate(self.sizes().minimum_budget)
-
-    def sizes(self) -> Sizes:
-        """The request sizes under the summary cap, whose word limit the summary instructions ask for."""
-        cap = self.max_summary_tokens
-        return plan.request_sizes(self.model, self.system_prompt, with_summary_cap(self.summary_instructions, cap), cap)
-
-    def _add_message(self, message: Message) -> None:
-        """Appends ``message`` to the history, its tokens counted once; the calibration sees its kind of text."""
-        self.budget.see([message.content])
-        self.conversation = self.conversation.adding(message, self.message_tokens(message))
-
-    # Views of the History and the ledger, read-only: every message in full (a copy: only the memory changes it),
-    # the summary's versions, whether a user message waits for its reply, and each finished turn's stats by the
-    # history index of its reply (the article's stats block, derived from the ledger).
+    model = property(lambda self: self.server.model)
+    max_input_tokens = property(lambda self: self.limits.max_input_tokens)
+    max_recent_turns = property(lambda self: self.limits.max_recent_turns)
     history = property(lambda self: list(self.conversation.messages))
-    summary_versions = property(lambda self: list(self.conversation.versions))
-    has_pending_turn = property(lambda self: self.conversation.pending)
-    turn_stats = property(lambda self: TurnStats.by_reply_index(self.ledger))
-
-    def message_tokens(self, message: Message) -> int:
-        """The local tokens ``message`` adds to a request, its text tokenized once per conversation."""
-        return self._tokens.message(message.role, message.content)
-
-    def full_history_tokens(self) -> int:
-        """What one request with every message in history would cost, instructions included."""
-        return self.sizes().fixed + self.conversation.tokens
-
-    # -- the article's API, name for name ------------------------------------------------------------------------
-
     summary = property(lambda self: self.conversation.summary)
     summarized_message_count = property(lambda self: self.conversation.folded)
     session_total_tokens = property(lambda self: self.ledger.total)
 
     def add_user_message(self, content: str) -> None:
         """Appends a user message. Raises ValueError if a user message is already pending."""
-        if self.has_pending_turn:
+        if self.conversation.pending:
             raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
         self._add_message(Message("user", content))
         self.last_prepared = None  # belongs to the previous turn
@@ -265,21 +222,19 @@ class ShortTermMemory:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
     def count_input_tokens(self, messages: Sequence[Message]) -> int:
-        return self.token_counter.count(self.model, self._request_instructions(), messages)
+        return self.server.token_counter.count(self.model, request_instructions(self), messages)
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
-        """Merges ``new_messages`` into the summary without moving the pointer; returns the request's tokens."""
-        return self._fold(tuple(new_messages), (self.summarized_message_count,) * 2).tokens
+        """Merges ``new_messages`` into the summary without moving the pointer (nor a new plan); returns its tokens."""
+        return self._fold(tuple(new_messages), (self.summarized_message_count,) * 2, self.conversation.fold_plan).tokens
 
     def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
         """Summary, window and message, in the wire's roles (``plan.lead_messages``)."""
-        return [*plan.lead_messages(self.backend.profile, self.system_prompt, self.summary), *recent_messages, current_user_message]
-
-    def _request_instructions(self) -> str:
-        return plan.request_instructions(self.backend.profile, self.system_prompt)
+        lead = plan.lead_messages(self.server.backend.profile, self.system_prompt, self.summary)
+        return [*lead, *recent_messages, current_user_message]
 
     def prepare_context(self) -> dict[str, Any]:
-        return self.prepare().as_dict()
+        return self._prepare().as_dict()
 
     def get_status(self) -> dict[str, int | bool]:
         return {
@@ -291,18 +246,57 @@ class ShortTermMemory:
         }
 
 
+# -- figures of a memory, read-only (the page's Status panel reads them too) ------------------------------------------
+
+
+def budget_in_force(memory: ShortTermMemory) -> int:
+    """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's window leaves less."""
+    return memory.server.in_force(memory.max_input_tokens)
+
+
+def local_budget(memory: ShortTermMemory) -> int:
+    """``budget_in_force`` in local tokens; where the server counts each request, for the texts one may carry."""
+    return memory.server.local(budget_in_force(memory), plan_texts(memory))
+
+
+def request_instructions(memory: ShortTermMemory) -> str:
+    """The instructions of a reply request, as the server's profile places them."""
+    return plan.request_instructions(memory.server.backend.profile, memory.system_prompt)
+
+
+def plan_texts(memory: ShortTermMemory) -> list[str]:
+    """The texts a request of ``memory`` may carry: its instructions, its summary and its unfolded messages."""
+    return [memory.system_prompt, memory.summary, *(m.content for m in memory.conversation.unfolded_messages)]
+
+
+def minimum_budget(memory: ShortTermMemory) -> int:
+    """The smallest budget, in the server's tokens, for a reply and for a summary request."""
+    return memory.server.calibration.server_estimate(request_sizes(memory).minimum_budget)
+
+
+def request_sizes(memory: ShortTermMemory) -> Sizes:
+    """The request sizes under the summary cap, whose word limit the summary instructions ask for."""
+    cap = memory.limits.max_summary_tokens
+    return plan.request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
+
+
+def full_history_tokens(memory: ShortTermMemory) -> int:
+    """What one request with every message in history would cost, instructions included."""
+    return request_sizes(memory).fixed + memory.conversation.tokens
+
+
 def check_caps(memory: ShortTermMemory, user_text: str) -> None:
     """Raises ValueError for a blank message, and the caps' error (LimitReached) when a session cap refuses it,
     before the message is tokenized: a pasted book is refused by its characters."""
     if not user_text.strip():
         raise ValueError("The message is empty.")
-    if memory.limits is not None:
-        memory.limits.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
+    if memory.limits.caps is not None:
+        memory.limits.caps.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
 
 
 def served_by(memory: ShortTermMemory) -> str:
     """The model the ledger names for a request of ``memory``: ``offline`` for the offline engine."""
-    return "offline" if memory.backend.offline else memory.model
+    return "offline" if memory.server.backend.offline else memory.model
 
 
 def backend_of(client: Any) -> Backend:
@@ -372,18 +366,18 @@ class Turn:
         """
         memory = self.memory
         for attempt in range(2):
-            self.prepared = prepared = memory.prepare()
+            self.prepared = prepared = memory._prepare()
             request = ReplyRequest(
                 model=memory.model,
                 instructions=prepared.instructions,
                 messages=prepared.context_messages,
                 counted_input_tokens=prepared.input_tokens,
-                input_budget=memory.budget_in_force(),
-                max_output_tokens=memory.max_reply_tokens,
+                input_budget=budget_in_force(memory),
+                max_output_tokens=memory.limits.max_reply_tokens,
             )
             began = time.perf_counter()
             try:
-                for item in memory.backend.stream_reply(request):
+                for item in memory.server.backend.stream_reply(request):
                     if isinstance(item, Completion):
                         self._commit(item, began)
                         return
@@ -392,8 +386,8 @@ class Turn:
                 # The server refuses before its first token, so nothing was yielded for this attempt.
                 if attempt:
                     raise server.overflow_error() from None
-                memory.budget.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
-                if memory.budget.too_small():
+                memory.server.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
+                if memory.server.too_small():
                     raise server.overflow_error() from None
                 continue
             raise BackendError("The model's stream ended before the response was complete.")
@@ -421,7 +415,7 @@ class Turn:
 def reply_record(
     memory: ShortTermMemory, context_messages: Sequence[Message], response_tokens: int, usage: Usage | None, *, latency_s: float, cut: bool
 ) -> UsageRecord:
-    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what ``prepare`` planned
+    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what ``_prepare`` planned
     for it (nothing when the article's loop sent a context of its own, then counted here). ``cut``: the reply stopped at
     its cap. Without ``usage`` (the article's ``finish_turn``) the record has only ``response_tokens``, as the total."""
     prepared = memory.last_prepared
@@ -432,7 +426,7 @@ def reply_record(
         "latency_s": latency_s,
         "cut": cut,
         "counted_input_tokens": prepared.input_tokens if prepared else memory.count_input_tokens(context_messages),
-        "full_history_tokens": memory.full_history_tokens(),
+        "full_history_tokens": full_history_tokens(memory),
         "input_budget": memory.max_input_tokens,
         "context_messages": len(context_messages),
         "newly_summarized": prepared.newly_summarized_count if prepared else 0,

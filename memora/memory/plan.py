@@ -2,7 +2,7 @@
 
 It works on token counts alone (no messages, no model, no state), so a student can read the article's rule in one
 place and test it with plain numbers. Everything that sends a request asks it: the memory before each reply
-(``ShortTermMemory.prepare``) and between turns (``ShortTermMemory.prefold``, the fold ahead), the what-if replay
+(``ShortTermMemory.plan``, before each reply) and between turns (``ShortTermMemory.prefold``, the fold ahead), the what-if replay
 (``memora.teaching.replay``) and the bench, through the memory. What a fold policy adds to the rule is its own object
 (``memora.memory.policies``); the budget inequality is the same for all of them.
 
@@ -38,11 +38,14 @@ class History:
     ``counts[i]`` is the local tokens ``messages[i]`` adds to a request (tokenized once, as it
     joined). ``versions`` are the summary's states, oldest first: ``messages[:folded]`` are
     folded into ``summary``, the other finished pairs are sent verbatim while they fit.
+    ``fold_plan`` is the plan that made the last version, for "why did it fold?" (None before
+    any fold in this session: a restored conversation keeps its versions, not their plans).
     """
 
     messages: tuple[Message, ...] = ()
     counts: tuple[int, ...] = ()
     versions: tuple[SummaryVersion, ...] = ()
+    fold_plan: TurnPlan | None = None
 
     @property
     def summary(self) -> str:
@@ -106,9 +109,9 @@ class History:
         """This history without its pending user message; itself when none is pending."""
         return replace(self, messages=self.messages[:-1], counts=self.counts[:-1]) if self.pending else self
 
-    def folding(self, version: SummaryVersion) -> History:
-        """This history with ``version`` as its summary."""
-        return replace(self, versions=(*self.versions, version))
+    def folding(self, version: SummaryVersion, fold_plan: TurnPlan | None) -> History:
+        """This history with ``version`` as its summary, written as ``fold_plan`` planned."""
+        return replace(self, versions=(*self.versions, version), fold_plan=fold_plan)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The memory's requests to its model server beyond the reply: what the server's counts teach, and the summary request.
+"""What the memory knows of its model server, and the summary requests it sends it.
 
-``Budget`` is the seam between the local tokens a plan counts and the server's. The memory owns one per backend
-(``memory.budget``); only what the server itself counted changes it: its tokenizer endpoint where it has one, the
-usage it reports, and the figures of a context-overflow error. Every computation is ``plan``'s (pure); a ``Budget``
-only keeps what was learned.
+``Server`` (``memory.server``) holds the backend and model, and is the seam between the local tokens a plan counts
+and the server's: the memory makes a new one for each backend, and only what the server itself counted changes it:
+its tokenizer endpoint where it has one, the usage it reports, and the figures of a context-overflow error. Every
+computation is ``plan``'s (pure); a ``Server`` only keeps what was learned.
 
 ``Summarizer`` sends one summary request: the old summary plus the messages to fold, bounded both ways. Its input
 fits the budget (the largest messages' middles are cut, with a marker, when they do not), and its output fits
@@ -26,12 +26,13 @@ from memora.memory.values import PreparedContext, SummaryError, SummaryVersion
 from memora.text.calibration import Calibration, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT
-from memora.text.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
+from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TokenCounter, clip_middle, count_message, count_once, truncate_text
 from memora.text.usage import Ledger, UsageRecord
 
 
-class Budget:
-    """What the server's own counts teach a memory, per backend: the seam between local tokens and the server's.
+class Server:
+    """What a memory knows of its model server: the ``backend`` and ``model`` it sends to, the ``token_counter`` of the
+    article's ``count_input_tokens``, and what the server's own counts teach, the seam between local tokens and its own.
 
     ``calibration`` turns the local o200k_base tokens a plan counts into the server's, per kind of text, learned only
     from figures the server itself counted (``memora.text.calibration``); ``server_window`` is the server's context
@@ -40,8 +41,9 @@ class Budget:
     itself (``Backend.count_request``), that count holds the budget and the plan only has to be close.
     """
 
-    def __init__(self, backend: Backend, model: str, output: int) -> None:
+    def __init__(self, backend: Backend, model: str, output: int, token_counter: TokenCounter | None = None) -> None:
         self.backend, self.model, self.output = backend, model, output
+        self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
@@ -177,8 +179,7 @@ class Summarizer:
 
     def summarize(
         self,
-        backend: Backend,
-        budget: Budget,
+        server: Server,
         summary: str,
         messages: tuple[Message, ...],
         span: tuple[int, int],
@@ -190,25 +191,25 @@ class Summarizer:
         max_input_tokens: int,
         plan_texts: Sequence[str],
     ) -> tuple[SummaryVersion, UsageRecord]:
-        """``fold`` within the budget in force, the room for messages from ``budget``'s local budget for ``plan_texts``.
+        """``fold`` within the budget in force, the room for messages from ``server``'s local budget for ``plan_texts``.
 
-        A context-overflow error teaches ``budget`` its figures, and the request is cut to the room they leave and sent
+        A context-overflow error teaches ``server`` its figures, and the request is cut to the room they leave and sent
         once more; ``overflow_error`` when no cut can fit the server's window, or on a second overflow. Every count
         the server made of a request is learned, even when the request then fails. Records nothing in the ledger."""
         counts: list[ServerCount] = []
 
         def send() -> tuple[SummaryVersion, UsageRecord]:
-            in_force = budget.in_force(max_input_tokens)
-            room = sizes.fold_room(budget.local(in_force, plan_texts))
-            return self.fold(backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
-                             served_by=served_by, input_budget=in_force, exact=budget.counter(), counts=counts)  # fmt: skip
+            in_force = server.in_force(max_input_tokens)
+            room = sizes.fold_room(server.local(in_force, plan_texts))
+            return self.fold(server.backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
+                             served_by=served_by, input_budget=in_force, exact=server.counter(), counts=counts)  # fmt: skip
 
         try:
             try:
                 return send()
             except ContextOverflowError as overflow:
-                budget.learn_overflow(overflow, sizes.summary_request + sum(message_tokens), summary_texts(summary, messages))
-            if budget.too_small():
+                server.learn_overflow(overflow, sizes.summary_request + sum(message_tokens), summary_texts(summary, messages))
+            if server.too_small():
                 raise overflow_error()
             try:
                 return send()
@@ -216,7 +217,7 @@ class Summarizer:
                 raise overflow_error() from None
         finally:
             for local, server, texts in counts:
-                budget.learn(local, server, texts)
+                server.learn(local, server, texts)
 
     def _fitted(
         self,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memora.memory.backend import BackendError
+from memora.memory.hook import Caps
 from memora.text.messages import Message
 from memora.text.usage import UsageRecord
 
@@ -28,6 +29,31 @@ MIN_FOLD_ROOM = 64
 FoldPolicy = str
 """A registered fold policy's name (``memora.memory.policies``): ``window``, the article's rule, a fixed recent
 window; ``watermark``, fold every pair older than the window once a request passes its high-water mark."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a memory may send and write, changed only through ``ShortTermMemory.configure`` (which validates them).
+
+    ``max_input_tokens`` is the input budget and ``max_recent_turns`` the recent window (the article's two);
+    ``fold_policy`` a registered policy's name; ``max_summary_tokens`` each summary's cap and ``max_reply_tokens``
+    each reply's (None: none); ``context_window`` the server's, when known; ``caps`` the classroom's caps on the
+    session (None: none, as in the article), which the app installs.
+    """
+
+    max_input_tokens: int
+    max_recent_turns: int
+    fold_policy: FoldPolicy
+    max_summary_tokens: int
+    max_reply_tokens: int | None
+    context_window: int | None
+    caps: Caps | None = None
+
+    @property
+    def output(self) -> int:
+        """The most one request may write: a reply or a summary."""
+        return max(self.max_reply_tokens or 0, self.max_summary_tokens)
+
 
 Source = Literal["instructions", "instructions_summary", "summary", "window", "current"]
 """Where a context message came from. ``instructions_summary`` is the one system

@@ -129,7 +129,7 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
 def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, last: int | None = None) -> tuple[SummaryAudit, ...]:
     """One ``SummaryAudit`` per version, oldest first.
 
-    ``summary_versions`` are ``memory.summary_versions`` and ``history`` is
+    ``summary_versions`` are ``memory.conversation.versions`` and ``history`` is
     ``memory.history``. A folded range that reaches past ``history`` (which a
     consistent memory never has) yields only the messages that exist.
     ``last`` keeps only the newest ``last`` versions, numbered as in the full
@@ -164,7 +164,7 @@ def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, l
 
 def audit_memory(memory) -> tuple[SummaryAudit, ...]:
     """``audit_summaries`` for a ``ShortTermMemory``."""
-    return audit_summaries(memory.summary_versions, memory.history)
+    return audit_summaries(memory.conversation.versions, memory.history)
 
 
 # Every character CommonMark (and Streamlit's :color[] directives) treats as markup.

@@ -350,15 +350,15 @@ def run_probe(
     return ProbeReport(
         scenario_id=scenario.id,
         scenario_title=scenario.title,
-        backend_label=memory.backend.label,
-        offline=bool(getattr(memory.backend, "offline", False)),
+        backend_label=memory.server.backend.label,
+        offline=bool(getattr(memory.server.backend, "offline", False)),
         model=model,
         filler_turns=filler,
         folded=memory.summarized_message_count >= planted_end,
         summary=summary,
         answer=answer,
         facts=tuple(FactResult(f, check_fact(f, summary), check_fact(f, answer)) for f in scenario.facts),
-        summary_versions=len(memory.summary_versions),
+        summary_versions=len(memory.conversation.versions),
         session_total_tokens=memory.session_total_tokens,
     )
 

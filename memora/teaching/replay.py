@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memora.memory import policies
+from memora.memory.core import local_budget
 from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, request_sizes, summary_tokens
 from memora.memory.values import FoldPolicy
 from memora.text.prompts import SUMMARY_PREAMBLE, with_summary_cap
@@ -255,11 +256,11 @@ def _check_pairs(counts: Sequence[int]) -> None:
 
 def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
     """``memory``'s fixed sizes, the same under either fold policy: both cap the summary at ``max_summary_tokens``."""
-    cap = memory.max_summary_tokens
+    cap = memory.limits.max_summary_tokens
     sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
     preamble = count_message("developer", SUMMARY_PREAMBLE)
     request = sizes.summary_request - cap - 1  # it reserves a full summary; a replay adds the real one
-    return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(memory.local_budget()))
+    return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(local_budget(memory)))
 
 
 def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
@@ -268,7 +269,7 @@ def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
     A version is matched to the first summary record after the previous match with its turn and total tokens
     (a request whose summary came back empty has a record and no version). Stops at a version with no record.
     """
-    versions = list(memory.summary_versions)
+    versions = list(memory.conversation.versions)
     records = [r for r in list(memory.ledger) if r.kind == "summary"]
     folds, index = [], 0
     for version in versions:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memora.memory import ShortTermMemory, policies
+from memora.memory.core import local_budget
 from memora.teaching.prices import ModelPrice, PriceTable
 from memora.teaching.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
 
@@ -59,15 +60,15 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
     A pending message (a reply in progress) is left out. Makes no request and changes nothing in ``memory``.
     """
     counts = memory.conversation.finished_counts
-    budget, recent = memory.local_budget(), memory.max_recent_turns
-    live = memory.fold_policy
+    budget, recent = local_budget(memory), memory.max_recent_turns
+    live = memory.limits.fold_policy
     sizes = replay_sizes(memory)
     runs = [
         replay(counts, live, sizes, budget=budget, max_recent_turns=recent, real_folds=real_folds(memory)),
         *(replay(counts, other, sizes, budget=budget, max_recent_turns=recent) for other in policies.names() if other != live),
         replay_full_history(counts, sizes.fixed, budget=budget),
     ]
-    price = None if memory.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)
+    price = None if memory.server.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)
     outcomes = tuple(Outcome(run, replay_cost(run, price) if price else None, run.strategy == live) for run in runs)
     return WhatIf(len(counts) // 2, outcomes, price.model if price else None, sizes.summary_cap)
 
@@ -76,12 +77,12 @@ def cache_key(memory: ShortTermMemory) -> Sequence[object]:
     """What a ``what_if`` depends on: the history's length, its folds and requests, and the settings it replays."""
     return (
         len(memory.history),
-        len(memory.summary_versions),
+        len(memory.conversation.versions),
         len(memory.ledger),
-        memory.fold_policy,
+        memory.limits.fold_policy,
         memory.max_input_tokens,
-        memory.local_budget(),
+        local_budget(memory),
         memory.max_recent_turns,
         memory.model,
-        memory.backend.offline,
+        memory.server.backend.offline,
     )

@@ -15,7 +15,7 @@ from memora.memory import ShortTermMemory
 
 def render_standing(memory: ShortTermMemory, lang: str) -> None:
     """The Status panel's line: spent (and held for replies in progress) of the cap, or that it cannot be read."""
-    ledger = getattr(memory.backend, "server_ledger", None)
+    ledger = getattr(memory.server.backend, "server_ledger", None)
     if ledger is None:
         return
     try:
@@ -36,7 +36,7 @@ def render_unsaved(keeper: ConversationKeeper | None, lang: str) -> None:
 
     Read from memory only: drawing it never touches the store that failed.
     """
-    if keeper is None or keeper.memory is None or getattr(keeper.memory.backend, "offline", False):
+    if keeper is None or keeper.memory is None or getattr(keeper.memory.server.backend, "offline", False):
         return  # the offline engine bills nothing; "could not be saved" says the rest
     unsaved = keeper.unsaved_tokens()
     if unsaved:

@@ -30,10 +30,10 @@ OLDER_PAGE = 20
 def render_header(memory: ShortTermMemory, lang: str) -> None:
     st.title(t(lang, "page.title"))
     render.caption(t(lang, "page.caption"))
-    if memory.backend.offline:
+    if memory.server.backend.offline:
         render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
     else:
-        render.caption(t(lang, "page.online_caption", backend=memory.backend.label, model=memory.model))
+        render.caption(t(lang, "page.online_caption", backend=memory.server.backend.label, model=memory.model))
 
 
 def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
@@ -63,8 +63,8 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
 
 
 def turn_stats(memory: ShortTermMemory) -> dict[int, TurnStats]:
-    """``memory.turn_stats``, derived from the ledger once per change of it, not once per message drawn."""
-    return derived("turn_stats", conversation_key(memory), lambda: memory.turn_stats)
+    """``TurnStats.by_reply_index(memory.ledger)``, derived from the ledger once per change of it, not once per message drawn."""
+    return derived("turn_stats", conversation_key(memory), lambda: TurnStats.by_reply_index(memory.ledger))
 
 
 def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, stats: TurnStats | None, lang: str) -> None:
@@ -72,8 +72,8 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
         if folded:
             render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
         render.markdown(message.content)
-        if stats is not None and stats.record.cut and memory.max_reply_tokens is not None:
-            render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.max_reply_tokens))
+        if stats is not None and stats.record.cut and memory.limits.max_reply_tokens is not None:
+            render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
         if stats is not None and stats.record.over_budget:
             render.alert(
                 "warning",
@@ -89,7 +89,7 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
         if stats is not None:
             with st.expander(t(lang, "chat.stats", turn=stats.record.turn), icon=":material/analytics:"):
                 render.markdown(stats_table(stats, lang))
-                if memory.backend.offline:
+                if memory.server.backend.offline:
                     render.caption(t(lang, "stats.offline_note"))
 
 

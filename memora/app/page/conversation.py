@@ -99,7 +99,7 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         session,
         owner=owner,
         locked=settings.locked,
-        token_counter=token_counter_for(settings, session.backend),
+        token_counter=token_counter_for(settings, session.server.backend),
         sweep=sweep,
     )
     if result.memory is not None:
@@ -116,7 +116,7 @@ def _continue_with(state: Any, result: Reopened) -> None:
     state[keys.MEMORY] = memory
     state[keys.BUDGET_INPUT] = memory.max_input_tokens
     state[keys.WINDOW_INPUT] = memory.max_recent_turns
-    state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
+    state[keys.FOLD_POLICY_INPUT] = memory.limits.fold_policy
     if result.language in LANGUAGES:
         state[keys.LANG] = result.language
     # As after an import: coming back sends no request; the next reply's prefold does what is due.

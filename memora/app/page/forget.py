@@ -93,9 +93,9 @@ def _start_empty(state: Any) -> None:
     state[keys.ADOPTED] = None  # a reply adopted from before a reload belonged to the deleted conversation
     old = state[keys.MEMORY]
     settings = state[keys.SETTINGS].with_changes(
-        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.fold_policy
+        model=old.model, max_input_tokens=old.max_input_tokens, max_recent_turns=old.max_recent_turns, fold_policy=old.limits.fold_policy
     )
-    state[keys.MEMORY] = new_memory(settings, backend=old.backend)
+    state[keys.MEMORY] = new_memory(settings, backend=old.server.backend)
     for key in (keys.PENDING_TEXT, keys.RESTORE_TEXT, keys.COMMAND, keys.SETTINGS_NOTICE):
         state[key] = None
     state[keys.DEFERRED_SETTINGS] = frozenset()

@@ -113,7 +113,9 @@ def finish(state: Any) -> None:
 
 def _copy(state: Any, flight: Flight, session: ShortTermMemory) -> Reopened | None:
     settings: Settings = state[keys.SETTINGS]
-    restored = reopen_live(flight.keeper, session, locked=settings.locked, token_counter=token_counter_for(settings, session.backend))
+    restored = reopen_live(
+        flight.keeper, session, locked=settings.locked, token_counter=token_counter_for(settings, session.server.backend)
+    )
     if restored is None or restored.memory is None:
         return None
     restored.keeper.attach(restored.memory)
@@ -125,7 +127,7 @@ def _use(state: Any, memory: ShortTermMemory, language: str | None) -> None:
     state[keys.MEMORY] = memory
     state[keys.BUDGET_INPUT] = memory.max_input_tokens
     state[keys.WINDOW_INPUT] = memory.max_recent_turns
-    state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
+    state[keys.FOLD_POLICY_INPUT] = memory.limits.fold_policy
     state[keys.PREFOLD_AT] = len(memory.history)  # as after a restore: opening it sends nothing
     if language in LANGUAGES:
         state[keys.LANG] = language

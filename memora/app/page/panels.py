@@ -60,7 +60,7 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:
     with st.expander(t(lang, "panel.summary"), icon=":material/summarize:"):
-        if not memory.summary_versions:
+        if not memory.conversation.versions:
             render.caption(t(lang, "panel.summary_empty"))
             return
         render.markdown(f"**{t(lang, 'panel.summary_current')}**")

@@ -113,7 +113,7 @@ def render_fold_policy(lang: str) -> None:
     while a reply is being written.
     """
     memory: ShortTermMemory = st.session_state[keys.MEMORY]
-    chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.fold_policy)
+    chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.limits.fold_policy)
     st.radio(
         t(lang, "settings.fold_policy"),
         options=list(FOLD_POLICIES),
@@ -219,7 +219,7 @@ def _apply_limits() -> None:
     if _refuse_when_locked() or _deferred_while_replying("limits"):
         return
     try:
-        memory.update_limits(
+        memory.configure(
             max_input_tokens=int(state[keys.BUDGET_INPUT]),
             max_recent_turns=int(state[keys.WINDOW_INPUT]),
             fold_policy=state[keys.FOLD_POLICY_INPUT],
@@ -228,7 +228,7 @@ def _apply_limits() -> None:
         state[keys.SETTINGS_NOTICE] = Notice("error", "settings.refused", {"reason": str(error)})
         state[keys.BUDGET_INPUT] = memory.max_input_tokens
         state[keys.WINDOW_INPUT] = memory.max_recent_turns
-        state[keys.FOLD_POLICY_INPUT] = memory.fold_policy
+        state[keys.FOLD_POLICY_INPUT] = memory.limits.fold_policy
     else:
         state[keys.SETTINGS_NOTICE] = None
 
@@ -265,7 +265,9 @@ def _apply_backend() -> None:
         state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
         state[keys.MODEL_INPUT] = memory.model
         return
-    memory.switch_backend(backend, model, token_counter_for(settings, backend))  # an API counter must follow its backend
+    memory.configure(
+        backend=backend, model=model, token_counter=token_counter_for(settings, backend)
+    )  # an API counter must follow its backend
     state[keys.SETTINGS] = settings
     state[keys.BACKEND_NAME] = name
     state[keys.MODEL_INPUT] = model

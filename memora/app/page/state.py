@@ -191,7 +191,7 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         API_KEY_INPUT: "",
         BUDGET_INPUT: memory.max_input_tokens,
         WINDOW_INPUT: memory.max_recent_turns,
-        FOLD_POLICY_INPUT: memory.fold_policy,
+        FOLD_POLICY_INPUT: memory.limits.fold_policy,
         OLDER_MESSAGES_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         CONTEXT_PANEL_OPEN: False,

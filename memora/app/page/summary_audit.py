@@ -22,7 +22,7 @@ VERSIONS_AUDITED = 5
 
 def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIONS_AUDITED) -> None:
     """The newest ``shown`` versions, newest first, each with tabs: changes, folded messages, full text."""
-    audits = audit_summaries(memory.summary_versions, memory.history, last=shown)
+    audits = audit_summaries(memory.conversation.versions, memory.history, last=shown)
     if not audits:
         return
     render.markdown(f"**{t(lang, 'audit.title')}**")
@@ -48,7 +48,7 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
                     render.caption(t(lang, "audit.no_folded"))
             with text:
                 render.plain(audit.text)  # no Markdown: the version exactly as the next request sent it
-    hidden = len(memory.summary_versions) - len(audits)
+    hidden = len(memory.conversation.versions) - len(audits)
     if hidden:
         render.caption(t(lang, "panel.summary_hidden", count=hidden))
 

@@ -71,7 +71,7 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
     to 14 requests outside the session caps, on the teacher's key, per click.
     """
     state = st.session_state
-    if state[keys.SETTINGS].locked and not memory.backend.offline:
+    if state[keys.SETTINGS].locked and not memory.server.backend.offline:
         render.caption(t(lang, "probe.locked"))
         return
     available = scenarios()
@@ -106,7 +106,7 @@ def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, to
         bar.progress(min(number / total, 1.0), text=t(lang, "probe.progress", number=number, total=total, text=shown))
 
     try:
-        report = run_probe(scenario, memory.backend, model=memory.model, on_turn=on_turn)
+        report = run_probe(scenario, memory.server.backend, model=memory.model, on_turn=on_turn)
     except Exception as error:  # a failed model request or budget: shown, the page stays up
         bar.empty()
         return error
@@ -199,7 +199,7 @@ def import_uploaded() -> None:
     try:
         transcript = parse_transcript(uploaded.getvalue())
         memory = continue_in_session(
-            transcript, old, locked=state[keys.SETTINGS].locked, token_counter=token_counter_for(state[keys.SETTINGS], old.backend)
+            transcript, old, locked=state[keys.SETTINGS].locked, token_counter=token_counter_for(state[keys.SETTINGS], old.server.backend)
         )
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
@@ -220,7 +220,9 @@ def import_uploaded() -> None:
     # As if the prefold had already run for this history: an import alone must send no request.
     state[keys.PREFOLD_AT] = len(memory.history)
     state[keys.IMPORT_NOTICE] = Notice(
-        "success", "transcript.imported", {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.summary_versions)}
+        "success",
+        "transcript.imported",
+        {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.conversation.versions)},
     )
 
 

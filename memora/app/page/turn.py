@@ -54,7 +54,7 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     ``busy``: a reply is being written (the input is disabled then, but a request can be crafted).
     The character cap comes before any tokenizing, so a pasted book is never counted, drawn or sent;
     commands are short, so it applies to them too, but the other checks only to messages
-    (``memory.check_new_message``: the session caps, then a message too big for the budget alone).
+    (``memory.plan(text)``: the session caps, then a message too big for the budget alone).
     A store cap refuses a message whose turn could not be saved at its largest: no reply is billed for it.
     A message that passes has that room booked in the store until its job ends (``start``).
     """
@@ -65,9 +65,9 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
         return Submission(text, command, Notice("warning", "notice.empty"))
     try:
         if command is None:
-            memory.check_new_message(text)
-        elif memory.limits is not None:
-            memory.limits.check(text, 0, 0)
+            memory.plan(text)
+        elif memory.limits.caps is not None:
+            memory.limits.caps.check(text, 0, 0)
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
     cap = None if command is not None or keeper is None else keeper.room(text)
@@ -161,7 +161,7 @@ def _fold_due(memory: ShortTermMemory) -> bool:
     # The memory's own answer, asked once; False where it refuses to plan (a message pending in another tab's job,
     # a budget too small for any message): the job's fold_ahead asks the session caps.
     try:
-        return memory.fold_due() > memory.summarized_message_count
+        return memory.plan().fold > 0
     except ValueError:
         return False
 

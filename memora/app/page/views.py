@@ -14,6 +14,7 @@ import pandas as pd
 
 from memora.app.page.i18n import t
 from memora.memory import ShortTermMemory
+from memora.memory.core import budget_in_force, full_history_tokens, local_budget
 from memora.teaching.prices import format_usd
 from memora.teaching.what_if import WhatIf
 from memora.text.messages import Message
@@ -82,7 +83,7 @@ def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
 def bounded_note(memory: ShortTermMemory, lang: str) -> str:
     """What the full history would cost now, beside what the last request sent; a conversation restored
     or imported has sent nothing in this session yet, and says so rather than "0 tokens"."""
-    full = f"{memory.full_history_tokens():,}"
+    full = f"{full_history_tokens(memory):,}"
     if memory.last_prepared is None and memory.history:
         return t(lang, "status.bounded_none", full=full, budget=f"{memory.max_input_tokens:,}")
     sent = memory.last_prepared.input_tokens if memory.last_prepared else 0
@@ -94,8 +95,8 @@ def fold_note(memory: ShortTermMemory, lang: str) -> str:
 
     A restored or imported conversation keeps its summary but not the reason of its last fold: it says
     how many messages had been folded before, not that nothing was."""
-    note = t(lang, f"policy.{memory.fold_policy}_note")
-    plan = memory.last_fold_plan
+    note = t(lang, f"policy.{memory.limits.fold_policy}_note")
+    plan = memory.conversation.fold_plan
     if plan is None and memory.summarized_message_count:
         return note + " " + t(lang, "fold.before_opened", count=memory.summarized_message_count)
     if plan is None:
@@ -107,21 +108,21 @@ def calibration_note(memory: ShortTermMemory, lang: str) -> str:
     """Which count the budget uses, in one sentence: offline, o200k_base with no server to count or bill;
     o200k_base (the server's own), the server's tokenizer (exact), or local counts with each kind of text's margin,
     learned or still the worst known."""
-    calibration = memory.budget.calibration
-    if memory.backend.offline:
+    calibration = memory.server.calibration
+    if memory.server.backend.offline:
         return t(lang, "calibration.offline")
     if calibration.exact:
         return t(lang, "calibration.exact")
-    source = memory.budget.source()
+    source = memory.server.source()
     if source is not None:
-        return t(lang, "calibration.server", source=source, budget=f"{memory.budget_in_force():,}")
+        return t(lang, "calibration.server", source=source, budget=f"{budget_in_force(memory):,}")
     learned = dict(calibration.learned)
     ratios = ", ".join(
         f"{t(lang, f'calibration.kind.{kind}')} {calibration.kind_ratio(kind):.2f}× "
         f"({t(lang, 'calibration.kind.learned' if kind in learned else 'calibration.kind.worst')})"
         for kind in sorted(calibration.seen | {"latin"})
     )
-    return t(lang, "calibration.kinds", ratios=ratios, local=f"{memory.local_budget():,}", budget=f"{memory.budget_in_force():,}")
+    return t(lang, "calibration.kinds", ratios=ratios, local=f"{local_budget(memory):,}", budget=f"{budget_in_force(memory):,}")
 
 
 @dataclass(frozen=True)

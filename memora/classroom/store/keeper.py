@@ -78,7 +78,7 @@ class ConversationKeeper:
     def attach(self, memory: ShortTermMemory) -> None:
         """Saves ``memory`` after each of its committed turns and folds, from now on."""
         self.memory = memory
-        memory.on_change = self.on_change
+        memory.configure(on_change=self.on_change)
 
     def on_change(self, memory: ShortTermMemory, change: Change) -> None:
         # A memory left behind by a deletion or an import may still finish a turn in another thread: it is no longer this id's.
@@ -176,7 +176,7 @@ class ConversationKeeper:
 
     def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
         """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
-        return (self.language, memory.max_input_tokens, memory.max_recent_turns, memory.fold_policy)
+        return (self.language, memory.max_input_tokens, memory.max_recent_turns, memory.limits.fold_policy)
 
     def save_changed_choices(self) -> bool:
         """Saves when a saved conversation's choices changed since its last save (no turn would save them

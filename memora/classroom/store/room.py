@@ -75,10 +75,10 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
     """
     history = memory.history
     unfolded = history[memory.summarized_message_count :]
-    summary = memory.max_summary_tokens * BYTES_PER_TOKEN
+    summary = memory.limits.max_summary_tokens * BYTES_PER_TOKEN
     ledger_row = _ledger_row(memory)
     sent = 2 * (escaped(message) + _MESSAGE_FRAME)
-    reply = (memory.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN + _MESSAGE_FRAME + ledger_row
+    reply = (memory.limits.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN + _MESSAGE_FRAME + ledger_row
     folds = (len(unfolded) // 2 + 1) * (summary + _VERSION_FRAME + ledger_row)
     context = summary + _MESSAGE_FRAME + sum(escaped(m.content) + _MESSAGE_FRAME for m in unfolded)
     return sent + reply + folds + context

@@ -75,7 +75,7 @@ def dumps_saved(memory: ShortTermMemory, language: str, *, now: datetime | None 
         "format": SAVED_FORMAT,
         "version": SAVED_VERSION,
         "language": language,
-        "fold_policy": memory.fold_policy,
+        "fold_policy": memory.limits.fold_policy,
         "transcript": export_transcript(memory, now=now),
     }
     if pending_message is not None:

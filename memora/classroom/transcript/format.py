@@ -43,6 +43,7 @@ from memora.classroom.limits import SessionLimits
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion
+from memora.memory.values import Limits
 from memora.text.messages import Message
 from memora.text.tokens import count_text
 from memora.text.usage import UsageRecord
@@ -199,7 +200,7 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
     A user message still waiting for its reply is left out, so the export is
     always complete pairs; its stats and context stay as of the last finished turn.
     """
-    completed = len(memory.history) - (1 if memory.has_pending_turn else 0)
+    completed = len(memory.history) - (1 if memory.conversation.pending else 0)
     created = (now or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="seconds")
     return {
         "format": TRANSCRIPT_FORMAT,
@@ -209,11 +210,11 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
             "model": memory.model,
             "max_input_tokens": memory.max_input_tokens,
             "max_recent_turns": memory.max_recent_turns,
-            "max_summary_tokens": memory.max_summary_tokens,
-            "offline": bool(getattr(memory.backend, "offline", False)),
+            "max_summary_tokens": memory.limits.max_summary_tokens,
+            "offline": bool(getattr(memory.server.backend, "offline", False)),
         },
         "history": [_message(m) for m in memory.history[:completed]],
-        "summary_versions": [{**asdict(v), "folded": list(v.folded)} for v in memory.summary_versions],
+        "summary_versions": [{**asdict(v), "folded": list(v.folded)} for v in memory.conversation.versions],
         "ledger": [asdict(record) for record in memory.ledger],
         "last_context": [_message(m) for m in memory.last_context],
     }
@@ -278,14 +279,12 @@ def restore_memory(
     Raises TranscriptError ``bad_settings`` when the budget cannot hold
     this installation's instructions and summary.
     """
-    s: TranscriptSettings | ShortTermMemory = transcript.settings
-    if settings_from is not None:
-        s = settings_from
-        model = settings_from.model
+    s: TranscriptSettings | Limits = transcript.settings if settings_from is None else settings_from.limits
+    model = settings_from.model if settings_from is not None else model or transcript.settings.model
     try:
         memory = ShortTermMemory(
             client,
-            model=model or s.model,
+            model=model,
             max_input_tokens=s.max_input_tokens,
             max_recent_turns=s.max_recent_turns,
             max_summary_tokens=s.max_summary_tokens,
@@ -318,17 +317,17 @@ def continue_in_session(
     """
     if from_outside:
         # A memory built without caps (not the page's: its caps come from the settings) holds an import to none.
-        check_caps(transcript, session.limits or SessionLimits(None), session.max_summary_tokens)
+        check_caps(transcript, session.limits.caps or SessionLimits(None), session.limits.max_summary_tokens)
     return restore_memory(
         transcript,
-        session.backend,
+        session.server.backend,
         model=session.model,
         settings_from=session if locked else None,
         token_counter=token_counter,
-        limits=session.limits,
-        max_reply_tokens=session.max_reply_tokens,
-        context_window=session.context_window,
-        fold_policy=session.fold_policy if locked or fold_policy is None else fold_policy,
+        caps=session.limits.caps,
+        max_reply_tokens=session.limits.max_reply_tokens,
+        context_window=session.limits.context_window,
+        fold_policy=session.limits.fold_policy if locked or fold_policy is None else fold_policy,
     )
 
 
