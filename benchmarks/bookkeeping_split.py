@@ -52,7 +52,7 @@ class EncodeClock:
             return tokens
 
         encoding.encode_ordinary = timed  # type: ignore[method-assign]
-        for name in ("summarize", "count_input_tokens"):
+        for name in ("summarize", "count_request"):
             setattr(RecordingBackend, name, self._inside(getattr(RecordingBackend, name)))
         stream = RecordingBackend.stream_reply
 

@@ -25,7 +25,6 @@ from memora.teaching.prices import cost_summary, format_usd
 from memora.teaching.probe import bundled_scenarios
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
-from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
 
@@ -142,7 +141,7 @@ def test_a_failed_prefold_changes_nothing_warns_and_the_next_turn_folds_instead(
     send(at, "Second question.")
 
     assert len(backend.summaries) == 1, "the prefold was tried"
-    assert memory.conversation.versions == [] and memory.summarized_message_count == 0
+    assert memory.conversation.versions == () and memory.summarized_message_count == 0
     assert [m.content for m in memory.history] == [B1, "reply 1", "Second question.", "reply 2"]
     assert [r.kind for r in memory.ledger] == ["reply", "reply"]
     status = at.sidebar.status[0]
@@ -234,7 +233,7 @@ def test_export_never_holds_the_key_and_api_token_counting_reaches_the_server(do
     with ResponsesServer() as server:
         at = new_app(OPENAI_API_KEY=key, OPENAI_BASE_URL=server.url, MEMORA_TOKEN_COUNTING="api")
         memory: ShortTermMemory = at.session_state[keys.MEMORY]
-        assert isinstance(memory.server.token_counter, ApiTokenCounter)
+        assert memory.server.source() == "OpenAI responses.input_tokens.count"
         send(at, B1)
         send(at, "How do I ask for directions?")
         exported = downloads["memora-conversation.json"]()
@@ -249,9 +248,9 @@ def test_export_never_holds_the_key_and_api_token_counting_reaches_the_server(do
     assert data["settings"]["offline"] is False and data["settings"]["model"] == "gpt-5-mini"
     assert len(data["ledger"]) == len(memory.ledger)
 
-    # Switching to the offline engine drops the API counter, which would keep calling the server.
+    # Switching to the offline engine drops the API count with its backend, which would keep calling the server.
     at.selectbox(key=keys.BACKEND_INPUT).select("offline").run()
-    assert isinstance(at.session_state[keys.MEMORY].server.token_counter, LocalTokenCounter)
+    assert at.session_state[keys.MEMORY].server.source() is None
 
 
 def test_import_starts_a_new_memory_that_keeps_chatting_from_the_file(downloads):

@@ -14,7 +14,6 @@ import openai
 import pytest
 
 from benchmarks.harness.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
-from memora.app.settings import build_token_counter, load_settings
 from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_errors import ModelServerError
@@ -136,15 +135,14 @@ def test_responses_reasoning_and_cached_tokens_reach_the_ledger() -> None:
 
 def test_responses_api_token_counting_asks_the_count_endpoint() -> None:
     with ResponsesServer(input_overhead=9) as server:
-        settings = load_settings(environ={"OPENAI_API_KEY": OPENAI_KEY, "MEMORA_TOKEN_COUNTING": "api"})
-        backend = OpenAIResponsesBackend(_client(server.url, OPENAI_KEY))
-        memory = ShortTermMemory(backend, token_counter=build_token_counter(settings, backend))
+        memory = ShortTermMemory(OpenAIResponsesBackend(_client(server.url, OPENAI_KEY), count_remotely=True))
         stream(memory, "Hello!")
         count_body = next(r.body for r in server.requests if r.path.endswith("/responses/input_tokens"))
 
     assert count_body == {"model": memory.model, "instructions": SYSTEM_PROMPT, "input": [{"role": "user", "content": "Hello!"}]}
     record = memory.ledger[-1]
-    assert record.counted_input_tokens == record.input_tokens  # the server counted what it billed
+    assert record.server_counted_input_tokens == record.input_tokens  # the server counted what it billed
+    assert record.counted_input_tokens == record.input_tokens - 9  # the local count, without the server's overhead
 
 
 def test_chat_request_sends_one_system_message_with_the_summary_and_asks_for_usage() -> None:

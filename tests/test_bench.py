@@ -38,7 +38,7 @@ def article_turn(memory: ArticleMemory, backend, text: str) -> None:
 
 
 def test_article_port_counts_once_per_try_and_summarizes_once_per_folded_pair():
-    backend = ScriptedBackend(summary_text=lambda request: "The user sent long texts.")
+    backend = ScriptedBackend(summary_text=lambda request: "The user sent long texts.", count_remotely=True)
     long_text = "apple " * 120
     user, reply = Message("user", long_text), Message("assistant", "reply 1")
     # Three long messages fit with no summary, not beside one: the fourth turn must fold

@@ -350,6 +350,8 @@ def test_the_guard_is_a_backend_by_name_and_passes_nothing_else_through() -> Non
     # What the fake records is the fake's own: reaching it through the guard would hide a missing forward.
     with pytest.raises(AttributeError):
         guarded.replies  # noqa: B018
-    # The article's remote count passes where the inner backend has one, and only there.
-    assert guarded.count_input_tokens("m", "", ()) == inner.count_input_tokens("m", "", ())
-    assert getattr(GuardedBackend(OfflineBackend()), "count_input_tokens", None) is None
+    # Counting by the server passes through, as the inner backend declares it; counting is never booked.
+    inner.count_remotely = True
+    assert guarded.count_request("m", "", ()) == inner.count_request("m", "", ()) and len(inner.counts) == 2
+    assert guarded.counting_source("m") == inner.counting_source("m") == "the scripted server's count"
+    assert GuardedBackend(OfflineBackend()).count_request("m", "", ()) is None

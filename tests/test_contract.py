@@ -122,7 +122,7 @@ def test_summary_request_matches_the_spec(client: openai.OpenAI, model: str) -> 
 
 
 def test_input_token_count_request_matches_the_spec(client: openai.OpenAI) -> None:
-    counted = OpenAIResponsesBackend(client).count_input_tokens("gpt-5-mini", SYSTEM_PROMPT, CONTEXT)
+    counted = OpenAIResponsesBackend(client, count_remotely=True).count_request("gpt-5-mini", SYSTEM_PROMPT, CONTEXT)
     assert isinstance(counted, int) and counted >= 0
 
 

@@ -34,7 +34,6 @@ from benchmarks.harness.servers import ChatServer, ResponsesServer
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
-from memora.text.tokens import ApiTokenCounter
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, RAISED, SCRIPTED_KINDS, SCRIPTED_STEP, STEPS, arm_http, heal_http
 from tests.support.memory import assert_consistent, stream
@@ -55,9 +54,8 @@ class Cell:
 
 
 def _scripted_cell(step: str, kind: str) -> Iterator[Cell]:
-    backend = ScriptedBackend()
-    counter = ApiTokenCounter(backend) if step == "count" else None
-    memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
+    backend = ScriptedBackend(count_remotely=step == "count")
+    memory = ShortTermMemory(backend, max_recent_turns=1)
     yield Cell(
         memory,
         backend.billed,
@@ -70,9 +68,8 @@ def _http_cell(step: str, kind: str, api: str) -> Iterator[Cell]:
     server_class, backend_class = (ResponsesServer, OpenAIResponsesBackend) if api == "responses" else (ChatServer, ChatCompletionsBackend)
     with server_class(input_overhead=3) as server:
         client = openai.OpenAI(api_key=KEY, base_url=server.url, timeout=10.0, max_retries=0)
-        backend = backend_class(client)
-        counter = ApiTokenCounter(backend) if step == "count" else None
-        memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=counter)
+        backend = backend_class(client, count_remotely=True) if step == "count" else backend_class(client)
+        memory = ShortTermMemory(backend, max_recent_turns=1)
 
         yield Cell(
             memory,
@@ -125,7 +122,7 @@ def test_fault_matrix_cell(cell: Cell, request) -> None:
     assert_consistent(memory)
     # Summary and pointer: a failed fold changes neither; a fold that completed before the fault stays.
     if step in ("fold", "prefold"):
-        assert (memory.summary, memory.summarized_message_count, memory.conversation.versions) == ("", 0, [])
+        assert (memory.summary, memory.summarized_message_count, memory.conversation.versions) == ("", 0, ())
     else:
         assert memory.summarized_message_count == 2 and memory.summary == cell.summary_text()
         assert memory.conversation.versions[-1].folded == (0, 2)

@@ -84,7 +84,7 @@ def test_the_summary_instructions_ask_for_the_words_that_fit_the_cap(backend):
     article = ShortTermMemory(ScriptedBackend(), max_input_tokens=1000, max_recent_turns=1)
     for turn in range(12):
         chat(article, f"message {turn} " + "word " * 60)
-    assert article.backend.summaries[-1].instructions == SUMMARY_INSTRUCTIONS
+    assert article.server.backend.summaries[-1].instructions == SUMMARY_INSTRUCTIONS
 
 
 def test_the_watermark_policy_summarizes_less_and_every_request_fits_the_budget():
@@ -112,10 +112,10 @@ def test_the_watermark_keeps_the_window_verbatim_after_a_fold(backend):
 
 def test_the_page_the_repl_and_the_articles_constructor_all_default_to_the_window(backend):
     assert load_settings(environ={}).fold_policy == "window"
-    assert build_memory(Settings(), backend=backend).fold_policy == "window"
+    assert build_memory(Settings(), backend=backend).limits.fold_policy == "window"
     assert ShortTermMemory(backend).limits.fold_policy == "window"
     assert load_settings(environ={"MEMORA_FOLD_POLICY": "watermark"}).fold_policy == "watermark"
-    assert build_memory(Settings(fold_policy="watermark"), backend=backend).fold_policy == "watermark"
+    assert build_memory(Settings(fold_policy="watermark"), backend=backend).limits.fold_policy == "watermark"
 
 
 def test_a_bad_fold_policy_names_the_variable():

@@ -10,7 +10,7 @@ from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
 from memora.memory.core import full_history_tokens, minimum_budget
 from memora.memory.values import TurnStats
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
-from memora.text.tokens import ApiTokenCounter, LocalTokenCounter, count_text
+from memora.text.tokens import LocalTokenCounter, count_text
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import assert_consistent, chat
 
@@ -172,7 +172,8 @@ def test_empty_summary_from_the_model_is_refused():
 @pytest.mark.parametrize("step", ["count", "summary", "reply", "reply_midstream"])
 @pytest.mark.parametrize("fault", [lambda: BackendError("down"), lambda: TimeoutError("slow"), lambda: FakeStop()])
 def test_any_failure_at_any_step_leaves_the_memory_consistent(backend, step, fault):
-    memory = ShortTermMemory(backend, max_recent_turns=1, token_counter=ApiTokenCounter(backend))
+    backend.count_remotely = True
+    memory = ShortTermMemory(backend, max_recent_turns=1)
     chat(memory, "a", "b")
     before = [m.content for m in memory.history]
     backend.fail_next(step, fault)
@@ -226,7 +227,8 @@ def test_ledger_has_one_record_per_request(backend):
 
 
 def test_api_counting_mode_asks_the_backend(backend):
-    memory = ShortTermMemory(backend, token_counter=ApiTokenCounter(backend))
+    backend.count_remotely = True
+    memory = ShortTermMemory(backend)
     chat(memory, "hello")
     assert backend.counts == [(SYSTEM_PROMPT, (Message("user", "hello"),))]
 

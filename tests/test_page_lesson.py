@@ -30,7 +30,7 @@ def defaults(monkeypatch):
 
 def test_the_page_and_the_repl_default_to_the_articles_window(defaults, backend):
     assert Settings().fold_policy == load_settings(environ={}).fold_policy == "window"
-    assert build_memory(load_settings(environ={}), backend=backend).fold_policy == "window"  # what memora.app.repl builds
+    assert build_memory(load_settings(environ={}), backend=backend).limits.fold_policy == "window"  # what memora.app.repl builds
     assert FOLD_POLICIES[0] == "window", "the page's radio lists the default first"
     assert load_settings(environ={"MEMORA_FOLD_POLICY": "watermark"}).fold_policy == "watermark"
 

@@ -28,7 +28,6 @@ from memora.classroom.transcript.format import dumps_transcript, import_transcri
 from memora.memory import ShortTermMemory
 from memora.memory.core import minimum_budget
 from memora.teaching.ledger import ledger_frame
-from memora.text.tokens import ApiTokenCounter
 from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, open_panels, send, texts, tree_text
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
@@ -76,7 +75,7 @@ def test_page_fault_restores_the_text_and_says_why(step: str, kind: str, server:
         memory = ShortTermMemory(backend, max_recent_turns=1)
         billed = backend.billed
     if step == "count":
-        memory.server.token_counter = ApiTokenCounter(backend)
+        backend.count_remotely = True  # as MEMORA_TOKEN_COUNTING=api makes it
     at = new_app(memory)
     send(at, "My name is Ana.")
     send(at, "My level is B1.")

@@ -121,7 +121,7 @@ def test_a_failed_after_leaves_the_reply_committed_and_says_why(gated: GatedBack
     job = ReplyJob(memory, "Second question.", after=ShortTermMemory.prefold).start()
     assert job.wait(JOB_WAIT_S)
     assert job.progress.phase == "done" and str(job.progress.after_error) == "scripted failure"
-    assert [m.content for m in memory.history][-1] == "reply 2" and memory.conversation.versions == []
+    assert [m.content for m in memory.history][-1] == "reply 2" and memory.conversation.versions == ()
 
 
 def test_a_job_without_a_turn_only_runs_after(gated: GatedBackend) -> None:
@@ -147,13 +147,16 @@ def test_fold_ahead_leaves_a_fold_the_caps_refuse_to_the_next_message_and_report
     assert job.wait(JOB_WAIT_S)
     # Not a failure to show: the next message is refused, with the cap's reason, before anything is sent.
     assert job.progress.phase == "done" and job.progress.after_error is None
-    assert gated.summaries == [] and memory.conversation.versions == []
+    assert gated.summaries == [] and memory.conversation.versions == ()
 
-    memory.limits.caps = SessionLimits()
+    # Without the cap, the same fold ahead is sent; its failure is the job's to report.
+    memory = ShortTermMemory(gated, max_recent_turns=0)
+    with memory.turn("One.") as turn:
+        turn.run()
     gated.fail_next("summary")
     job = ReplyJob(memory, None, after=fold_ahead).start()
     assert job.wait(JOB_WAIT_S)
-    assert str(job.progress.after_error) == "scripted failure" and memory.conversation.versions == []
+    assert str(job.progress.after_error) == "scripted failure" and memory.conversation.versions == ()
     assert len(gated.summaries) == 1
 
 

@@ -1,4 +1,4 @@
-"""load_settings: precedence (secrets, then environment, then defaults) and errors; build_backend; build_token_counter."""
+"""load_settings: precedence (secrets, then environment, then defaults) and errors; build_backend and its API token count."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from memora.app.settings import (
     Settings,
     SettingsError,
     build_backend,
-    build_token_counter,
     configured_memory,
     load_settings,
     shown_url,
@@ -27,7 +26,6 @@ from memora.backends import OfflineBackend
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.memory import DEFAULT_MODEL
-from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
 from tests.support.settings import MALFORMED, settings_read
 
 OLLAMA = {"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1", "MEMORA_MODEL": "llama3.2"}
@@ -106,13 +104,12 @@ def test_page_changes_select_the_same_backends() -> None:
     assert isinstance(build_backend(chat), ChatCompletionsBackend)
 
 
-def test_token_counter_follows_the_setting() -> None:
-    api = load_settings({}, {"OPENAI_API_KEY": "sk-x", "MEMORA_TOKEN_COUNTING": "API"})
-    backend = build_backend(api)
-    assert isinstance(build_token_counter(api, backend), ApiTokenCounter)
-    assert isinstance(build_token_counter(load_settings({}, OLLAMA), OfflineBackend()), LocalTokenCounter)
+def test_api_token_counting_is_the_openai_backends_own_count() -> None:
+    api = build_backend(load_settings({}, {"OPENAI_API_KEY": "sk-x", "MEMORA_TOKEN_COUNTING": "API"}))
+    assert api.counting_source("gpt-5-mini") == "OpenAI responses.input_tokens.count"
+    assert build_backend(load_settings({}, {"OPENAI_API_KEY": "sk-x"})).counting_source("gpt-5-mini") is None
     with pytest.raises(SettingsError, match="needs MEMORA_BACKEND=openai"):
-        build_token_counter(api, OfflineBackend())
+        load_settings({}, {"MEMORA_TOKEN_COUNTING": "api"})
 
 
 @pytest.mark.parametrize(

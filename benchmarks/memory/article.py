@@ -3,8 +3,9 @@
 Ported from the article's ``ShortTermMemory`` (seed/000_fd38596620b781c3.txt),
 loop for loop. Two changes of plumbing only, so it runs against a memora backend:
 
-- ``count_input_tokens`` calls ``backend.count_input_tokens`` where the article
-  calls ``client.responses.input_tokens.count``: one model call of kind "count";
+- ``count_input_tokens`` calls ``backend.count_request`` where the article
+  calls ``client.responses.input_tokens.count``: one model call of kind "count"
+  (the backend must count requests: ``RecordingBackend(count_remotely=True)``);
 - ``update_summary`` calls ``backend.summarize`` where the article calls
   ``client.responses.create`` with the summary instructions; the request's input
   text is the article's, byte for byte (``memora.memory.server.summary_request``).
@@ -58,11 +59,14 @@ class ArticleMemory:
             self.history.pop()
 
     def count_input_tokens(self, messages: list[dict[str, str]]) -> int:
-        return self.backend.count_input_tokens(  # type: ignore[attr-defined]
+        counted = self.backend.count_request(
             self.model,
             self.system_prompt,
             [Message(m["role"], m["content"]) for m in messages],  # type: ignore[arg-type]
         )
+        if counted is None:
+            raise TypeError("the article counts each try with its server: give it a backend that counts requests")
+        return counted
 
     def update_summary(self, new_messages: list[dict[str, str]]) -> int:
         completion = self.backend.summarize(

@@ -95,6 +95,7 @@ class RecordingBackend:
     calls: list[Call] = field(default_factory=list)
     said: list[tuple[Message, Message]] = field(default_factory=list)
     busy_s: float = 0.0
+    count_remotely: bool = False
     _next_reply: int = 0
     _counter: LocalTokenCounter = field(default_factory=LocalTokenCounter)
     _due: list[tuple[Probed, ...]] = field(default_factory=list)
@@ -139,14 +140,14 @@ class RecordingBackend:
         self.busy_s += time.perf_counter() - began
         return Completion(text, usage)
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
-        """None: no tokenizer endpoint; local counts are this server's own."""
-        return None
-
     def counting_source(self, model: str) -> str | None:
-        return None
+        return "the recorder's count endpoint" if self.count_remotely else None
 
-    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        """Where ``count_remotely`` (the article's API count), a recorded call of kind "count" that waits like any other;
+        None otherwise: no count endpoint, local counts are this server's own."""
+        if not self.count_remotely:
+            return None
         began = time.perf_counter()
         counted = self._counter.count(model, instructions, messages)
         self.calls.append(Call(self.turn, "count", counted, 0))

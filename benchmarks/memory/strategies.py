@@ -77,6 +77,7 @@ class Article:
     def __init__(self, backend: RecordingBackend, limits: Limits) -> None:
         self.name = "article-v0.7"
         self.backend = backend
+        backend.count_remotely = True  # the article counts each try with the API's count endpoint
         self.memory = ArticleMemory(
             backend,
             DEFAULT_MODEL,

@@ -196,7 +196,7 @@ def repl(
     write(f"Memora {__version__} (the article's v0.7 loop)")
     server = memory.server
     model = "" if server.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {server.backend.label}{model} · counting: {server.token_counter.label} · budget counted by: {server.words}")
+    write(f"Backend: {server.backend.label}{model} · budget counted by: {server.words}")
     write("Commands: " + ", ".join(COMMANDS))
     folding: ReplyJob | None = None
     while True:

@@ -94,7 +94,6 @@ from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX
 if TYPE_CHECKING:
     from memora.backends.base import Backend
     from memora.classroom.postgres_ledger import PostgresServerLedger
-    from memora.text.tokens import TokenCounter
 
 BackendName = Literal["offline", "openai", "chat"]
 BACKENDS: tuple[BackendName, ...] = ("offline", "openai", "chat")
@@ -485,8 +484,8 @@ def build_backend(settings: Settings) -> Backend:
         max_retries=settings.max_retries,
     )
     if settings.base_url and urlsplit(settings.base_url).hostname != OPENAI_HOST:
-        return OpenAIResponsesBackend(client, profile=PROXY_PROFILE)
-    return OpenAIResponsesBackend(client)
+        return OpenAIResponsesBackend(client, profile=PROXY_PROFILE, count_remotely=settings.token_counting == "api")
+    return OpenAIResponsesBackend(client, count_remotely=settings.token_counting == "api")
 
 
 def _timeout(settings: Settings) -> Any:  # -> openai.Timeout
@@ -505,25 +504,9 @@ def shown_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def build_token_counter(settings: Settings, backend: Backend) -> TokenCounter:
-    """The ShortTermMemory's ``token_counter``: local o200k_base, or the server's count endpoint.
-
-    Raises SettingsError for ``api`` counting with a backend that cannot count.
-    """
-    from memora.text.tokens import ApiTokenCounter, LocalTokenCounter
-
-    if settings.token_counting == "local":
-        return LocalTokenCounter()
-    if not callable(getattr(backend, "count_input_tokens", None)):
-        raise SettingsError("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; this backend cannot count remotely.")
-    return ApiTokenCounter(backend)  # type: ignore[arg-type]
-
-
-def build_memory(settings: Settings, backend: Backend | None = None, token_counter: TokenCounter | None = None) -> ShortTermMemory:
-    """A fresh ShortTermMemory as ``settings`` describe it: backend, model, budget, window, counting and caps.
-
-    ``backend`` defaults to ``build_backend(settings)``; ``token_counter`` to
-    ``build_token_counter(settings, backend)``. Raises SettingsError or
+def build_memory(settings: Settings, backend: Backend | None = None) -> ShortTermMemory:
+    """A fresh ShortTermMemory as ``settings`` describe it: backend (which counts as ``MEMORA_TOKEN_COUNTING`` says),
+    model, budget, window and caps. ``backend`` defaults to ``build_backend(settings)``. Raises SettingsError or
     ValueError (a budget too small, say) when the settings are unusable.
     """
     backend = backend if backend is not None else build_backend(settings)
@@ -532,7 +515,6 @@ def build_memory(settings: Settings, backend: Backend | None = None, token_count
         model=settings.model,
         max_input_tokens=settings.max_input_tokens,
         max_recent_turns=settings.max_recent_turns,
-        token_counter=token_counter or build_token_counter(settings, backend),
         caps=settings.limits,
         max_reply_tokens=settings.max_reply_tokens,
         context_window=settings.context_window,
@@ -544,12 +526,12 @@ LIMIT_SETTINGS = ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_REPLY_TOKENS", "MEMORA_
 """The settings whose values must fit together (``memora.memory.plan.check_limits``), each well-formed on its own."""
 
 
-def configured_memory(settings: Settings, backend: Backend | None = None, token_counter: TokenCounter | None = None) -> ShortTermMemory:
+def configured_memory(settings: Settings, backend: Backend | None = None) -> ShortTermMemory:
     """``build_memory`` for the settings a server starts with: its ValueError (a budget below what the instructions
     need, or a budget plus reply cap over the context window) becomes a SettingsError naming the variables to fix,
     so the page and the REPL refuse to start on it like on any malformed value."""
     try:
-        memory = build_memory(settings, backend, token_counter)
+        memory = build_memory(settings, backend)
     except SettingsError:
         raise
     except ValueError as error:

@@ -45,12 +45,10 @@ class _InputTokens:
         self._backend = backend
 
     def count(self, *, model: str, instructions: str, input: Iterable[Mapping[str, str]] | str) -> InputTokenCount:
-        """Counts with the backend's server where it can, else locally with o200k_base."""
+        """Counts with the backend's server where it can (``count_request``), else locally with o200k_base."""
         messages = _messages(input)
-        counter = getattr(self._backend, "count_input_tokens", None)
-        if counter is not None:
-            return InputTokenCount(counter(model, instructions, messages))
-        return InputTokenCount(LocalTokenCounter().count(model, instructions, messages))
+        counted = self._backend.count_request(model, instructions, messages)
+        return InputTokenCount(LocalTokenCounter().count(model, instructions, messages) if counted is None else counted)
 
 
 class _Responses:

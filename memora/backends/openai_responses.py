@@ -99,10 +99,14 @@ class OpenAIResponsesBackend:
 
     offline = False
 
-    def __init__(self, client: openai.OpenAI, label: str = "OpenAI Responses", profile: ServerProfile = OPENAI_PROFILE) -> None:
+    def __init__(self, client: openai.OpenAI, label: str = "OpenAI Responses", profile: ServerProfile = OPENAI_PROFILE, *,
+                 count_remotely: bool = False) -> None:  # fmt: skip
+        """``count_remotely``: count each request with ``responses.input_tokens.count`` before it is sent, as the article
+        does (``MEMORA_TOKEN_COUNTING=api``): a network call a request, where o200k_base counts OpenAI's way locally."""
         self.client = client
         self.label = label
         self.profile = profile
+        self.count_remotely = count_remotely
 
     # -- request bodies ---------------------------------------------------------
 
@@ -186,21 +190,19 @@ class OpenAIResponsesBackend:
         estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
         return Completion(text, usage_of(response.usage, estimate, **self._reporter(streamed=False)), cut=stopped_at_cap(response))
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> None:
-        """None: OpenAI bills with o200k_base, the memory's own local count. (``MEMORA_TOKEN_COUNTING=api`` asks
-        ``count_input_tokens`` instead, as the article does, through ``memora.text.tokens.ApiTokenCounter``.)"""
-        return None
-
-    def counting_source(self, model: str) -> None:
-        return None
-
-    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
-        """The server's count of this request's input (``responses.input_tokens.count``)."""
+    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+        """The server's count of this request's input (``responses.input_tokens.count``) where ``count_remotely``, a
+        BackendError when it fails; None otherwise: OpenAI bills with o200k_base, the memory's own local count."""
+        if not self.count_remotely:
+            return None
         try:
             counted = self.client.responses.input_tokens.count(**self.count_params(model, instructions, messages))
         except openai.OpenAIError as error:
             raise self._explain(error) from None
         return counted.input_tokens
+
+    def counting_source(self, model: str) -> str | None:
+        return "OpenAI responses.input_tokens.count" if self.count_remotely else None
 
     # -- helpers ------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ across deltas. The offline engine costs nothing and is never counted or refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
@@ -37,8 +37,8 @@ still has its bill recorded; only then can the total pass the cap, by that one r
 
 
 class GuardedBackend:
-    """``inner`` with the safeguards above. It is a ``Backend``: every member of the Protocol is forwarded by name,
-    and so is the article's remote count (``count_input_tokens``) where ``inner`` has it; nothing else passes through."""
+    """``inner`` with the safeguards above. It is a ``Backend``: every member of the Protocol is forwarded by name
+    (counting a request by the server, ``count_request``, among them, never booked); nothing else passes through."""
 
     def __init__(self, inner: Backend, secrets: Iterable[str | None] = (), server_ledger: CappedSpend | None = None) -> None:
         self.inner = inner.inner if isinstance(inner, GuardedBackend) else inner
@@ -52,12 +52,6 @@ class GuardedBackend:
     @property
     def profile(self) -> ServerProfile:
         return self.inner.profile
-
-    @property
-    def count_input_tokens(self) -> Callable[[str, str, Sequence[Message]], int]:
-        """The inner backend's ``count_input_tokens`` (``MEMORA_TOKEN_COUNTING=api``); AttributeError where it has none,
-        so ``getattr(backend, "count_input_tokens", None)`` tells as it would unguarded. Counting is never booked."""
-        return self.inner.count_input_tokens  # type: ignore[attr-defined]
 
     @property
     def offline(self) -> bool:

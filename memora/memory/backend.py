@@ -131,8 +131,9 @@ class Backend(Protocol):
 
     def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
         """The server's own count of a request's input tokens, as it will render it (template included), before it
-        is sent; None where it cannot count (no tokenizer endpoint, or it failed): the memory then plans with its
-        local count and a learned margin. Never raises."""
+        is sent; None where it cannot count (no tokenizer endpoint, or one that failed): the memory then plans with its
+        local count and a learned margin. Only a count endpoint the user asked for raises, ``BackendError`` when it
+        fails (OpenAI's, ``MEMORA_TOKEN_COUNTING=api``, as the article's count does): the turn then leaves no trace."""
         ...
 
     def counting_source(self, model: str) -> str | None:

@@ -40,7 +40,7 @@ from memora.memory.values import (
 )
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
-from memora.text.tokens import LocalTokenCounter, TextTokens, TokenCounter
+from memora.text.tokens import LocalTokenCounter, TextTokens
 from memora.text.usage import Ledger, Usage, UsageRecord
 
 
@@ -51,14 +51,13 @@ class ShortTermMemory:
 
     def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
                  summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
-                 max_recent_turns: int = MAX_RECENT_TURNS, *, token_counter: TokenCounter | None = None,
-                 max_summary_tokens: int = MAX_SUMMARY_TOKENS, caps: Caps | None = None,
+                 max_recent_turns: int = MAX_RECENT_TURNS, *, max_summary_tokens: int = MAX_SUMMARY_TOKENS, caps: Caps | None = None,
                  max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
                  fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
         self.system_prompt, self.summary_instructions, self.lock = system_prompt, summary_instructions, threading.RLock()
         self.limits = Limits(max_input_tokens, max_recent_turns, policies.DEFAULT, max_summary_tokens, max_reply_tokens,
                              context_window, caps)  # fmt: skip
-        self.server, self._on_change = Server(backend_of(client), model, self.limits.output, token_counter), None
+        self.server, self._on_change = Server(backend_of(client), model, self.limits.output), None
         self.restore()
         self.configure(fold_policy=fold_policy)  # checks the limits
 
@@ -79,7 +78,7 @@ class ShortTermMemory:
 
     def configure(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
                   fold_policy: FoldPolicy | None = None, backend: Backend | None = None, model: str | None = None,
-                  token_counter: TokenCounter | None = None, on_change: OnChange | None = None) -> None:  # fmt: skip
+                  on_change: OnChange | None = None) -> None:  # fmt: skip
         """Changes, from the next request, the budget, the window or the fold policy (a ValueError changes nothing);
         the backend and model (the new server's count is learned afresh); and the saver's hook (``hook.OnChange``)."""
         changes = {"max_input_tokens": max_input_tokens, "max_recent_turns": max_recent_turns,
@@ -89,7 +88,7 @@ class ShortTermMemory:
                           limits.context_window)  # fmt: skip
         self.limits, self._on_change = limits, on_change or self._on_change
         if backend is not None:
-            self.server = Server(backend, model or self.model, limits.output, token_counter)
+            self.server = Server(backend, model or self.model, limits.output)
 
     # -- a turn: the plan, its folds, the request, the commit ----------------------------------------------------
 
@@ -102,7 +101,7 @@ class ShortTermMemory:
         ValueError (blank, or None while a message is pending), LimitReached (a cap) or ContextBudgetError (too big)."""
         if user_text is None:
             if self.conversation.pending:
-                raise ValueError("A user message is pending; its prepare() does the folding.")
+                raise ValueError("A user message is pending; its turn does the folding.")
             return self._plan(None, None)
         check_caps(self, user_text)
         self.server.see([user_text])
@@ -122,9 +121,8 @@ class ShortTermMemory:
                 self._fold(history.messages[slice(*span)], span, turn_plan)
             start = self.conversation.folded
             spent = sum(v.tokens for v in self.conversation.versions[versions:])
-            counter = None if isinstance(self.server.token_counter, LocalTokenCounter) else self.count_input_tokens
             prepared = self.server.counted(plan.context(self.conversation, self.server.backend.profile, self.system_prompt,
-                                                        start, current, (spent, start - pointer), counter))  # fmt: skip
+                                                        start, current, (spent, start - pointer)))  # fmt: skip
             exact = prepared.server_input_tokens
             if (prepared.input_tokens <= local_budget(self)) if exact is None else (exact <= budget_in_force(self)):
                 self.last_prepared = prepared
@@ -221,8 +219,9 @@ class ShortTermMemory:
     def format_messages(self, messages: Sequence[Message]) -> str:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
-    def count_input_tokens(self, messages: Sequence[Message]) -> int:
-        return self.server.token_counter.count(self.model, request_instructions(self), messages)
+    def count_input_tokens(self, messages: Sequence[Message]) -> int:  # the server's count where it counts requests
+        exact = self.server.exact(request_instructions(self), messages)
+        return LocalTokenCounter().count(self.model, request_instructions(self), messages) if exact is None else exact
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
         """Merges ``new_messages`` into the summary without moving the pointer (nor a new plan); returns its tokens."""

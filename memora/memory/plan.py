@@ -16,12 +16,12 @@ is a pure function of its arguments or a frozen value: the memory (``core``) kee
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 
-from memora.memory.backend import Backend, ContextOverflowError, ServerProfile
+from memora.memory.backend import ContextOverflowError, ServerProfile
 from memora.memory.policies import FoldReason, Policy
 from memora.memory.values import MIN_FOLD_ROOM, MIN_MESSAGE_ROOM, ContextBudgetError, PreparedContext, Source, SummaryVersion
 from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
@@ -346,19 +346,18 @@ def context(
     start: int,
     current: int,
     folding: tuple[int, int],
-    count: Callable[[Sequence[Message]], int] | None = None,
 ) -> PreparedContext:
     """The reply request with ``history.messages[start:current]`` as its window and ``[current]`` as its message, in the
     wire's roles; ``folding`` is this turn's summary tokens so far and the messages it newly folded.
     Counted locally, each history message at its kept count and the lead message (summary, or the one system
-    message) here; or by ``count`` where the memory asks the server (``MEMORA_TOKEN_COUNTING=api``)."""
+    message) here; the server's own count, where it counts requests, is the memory's to add (``Server.counted``)."""
     spent, folded = folding
     lead = lead_messages(profile, system_prompt, history.summary)
     messages = (*lead, *history.messages[start : current + 1])
     tokens = (*(count_message(m.role, m.content) for m in lead), *history.counts[start : current + 1])
     instructions = request_instructions(profile, system_prompt)
     origins = sources(profile, history.summary, len(lead), current - start)
-    input_tokens = local_input_tokens(instructions, tokens) if count is None else count(messages)
+    input_tokens = local_input_tokens(instructions, tokens)
     return PreparedContext(instructions, messages, origins, tokens, input_tokens, spent, folded)
 
 
@@ -400,18 +399,6 @@ def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | N
         for kind, tokens in kind_tokens(text).items():
             kinds[kind] = kinds.get(kind, 0) + tokens
     return math.floor(budget / calibration.mix_ratio(kinds))
-
-
-def exact_source(backend: Backend, model: str, calibration: Calibration) -> str | None:
-    """The server's tokenizer endpoint that counts each request (``"llama.cpp /apply-template + /tokenize"``), or None;
-    None too where local counts are the server's own (o200k_base)."""
-    return None if calibration.exact else backend.counting_source(model)
-
-
-def exact_counter(backend: Backend, calibration: Calibration) -> Callable[[str, str, Sequence[Message]], int | None] | None:
-    """The backend's ``count_request(model, instructions, messages)``, a capability every backend declares; None where
-    the local count is already exact (o200k_base is the server's tokenizer)."""
-    return None if calibration.exact else backend.count_request
 
 
 def counting_words(source: str | None, calibration: Calibration, offline: bool = False) -> str:

@@ -26,13 +26,13 @@ from memora.memory.values import PreparedContext, SummaryError, SummaryVersion
 from memora.text.calibration import Calibration, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT
-from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, TokenCounter, clip_middle, count_message, count_once, truncate_text
+from memora.text.tokens import REPLY_PRIMING_TOKENS, clip_middle, count_message, count_once, truncate_text
 from memora.text.usage import Ledger, UsageRecord
 
 
 class Server:
-    """What a memory knows of its model server: the ``backend`` and ``model`` it sends to, the ``token_counter`` of the
-    article's ``count_input_tokens``, and what the server's own counts teach, the seam between local tokens and its own.
+    """What a memory knows of its model server: the ``backend`` and ``model`` it sends to, and what the server's own
+    counts teach, the seam between local tokens and its own.
 
     ``calibration`` turns the local o200k_base tokens a plan counts into the server's, per kind of text, learned only
     from figures the server itself counted (``memora.text.calibration``); ``server_window`` is the server's context
@@ -41,9 +41,8 @@ class Server:
     itself (``Backend.count_request``), that count holds the budget and the plan only has to be close.
     """
 
-    def __init__(self, backend: Backend, model: str, output: int, token_counter: TokenCounter | None = None) -> None:
+    def __init__(self, backend: Backend, model: str, output: int) -> None:
         self.backend, self.model, self.output = backend, model, output
-        self.token_counter: TokenCounter = token_counter or LocalTokenCounter()
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
@@ -59,8 +58,9 @@ class Server:
         return plan.local_budget(self.calibration, budget, texts if self.source() is not None else None)
 
     def source(self) -> str | None:
-        """The server's endpoint that counts each request; None where local counts must do, or are its own."""
-        return plan.exact_source(self.backend, self.model, self.calibration)
+        """The server's endpoint that counts each request before it is sent (``"llama.cpp /apply-template + /tokenize"``,
+        or OpenAI's count endpoint where asked to): a capability every backend declares; None where it has none."""
+        return self.backend.counting_source(self.model)
 
     @property
     def words(self) -> str:
@@ -68,7 +68,13 @@ class Server:
         return plan.counting_words(self.source(), self.calibration, self.backend.offline)
 
     def counter(self) -> Callable[[str, str, Sequence[Message]], int | None] | None:
-        return plan.exact_counter(self.backend, self.calibration)
+        """The backend's ``count_request(model, instructions, messages)`` where it has a ``source``; None otherwise."""
+        return None if self.source() is None else self.backend.count_request
+
+    def summary_counter(self) -> Callable[[str, str, Sequence[Message]], int | None] | None:
+        """``counter`` for a summary request, except where local counts are the server's own (o200k_base): the reply
+        request is the one the article counts, and a summary request is bounded by the exact local count."""
+        return None if self.calibration.exact else self.counter()
 
     def exact(self, instructions: str, messages: Sequence[Message]) -> int | None:
         """The server's own count of a request, template included; None where local counts must do."""
@@ -202,7 +208,7 @@ class Summarizer:
             in_force = server.in_force(max_input_tokens)
             room = sizes.fold_room(server.local(in_force, plan_texts))
             return self.fold(server.backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
-                             served_by=served_by, input_budget=in_force, exact=server.counter(), counts=counts)  # fmt: skip
+                             served_by=served_by, input_budget=in_force, exact=server.summary_counter(), counts=counts)  # fmt: skip
 
         try:
             try:

@@ -179,24 +179,3 @@ class LocalTokenCounter:
         if instructions:
             total += count_message("system", instructions)
         return total
-
-
-class CountsTokensRemotely(Protocol):
-    """A backend whose server can count a request's input tokens."""
-
-    def count_input_tokens(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
-
-
-class ApiTokenCounter:
-    """Asks the model's server (the Responses API's ``input_tokens.count``), as the article does.
-
-    Each count is a network call; errors from the server propagate to the caller.
-    """
-
-    label = "API input_tokens.count"
-
-    def __init__(self, backend: CountsTokensRemotely) -> None:
-        self._backend = backend
-
-    def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
-        return self._backend.count_input_tokens(model, instructions, messages)

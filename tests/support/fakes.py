@@ -24,7 +24,9 @@ class ScriptedBackend:
     whose tokenizer counts more), or ``reported_input`` when set (a server that
     reports what it likes). ``reply_text`` replaces the numbered replies;
     ``cut_replies`` and ``cut_summaries`` make the server report that it stopped
-    at the output cap. ``fail_next`` queues faults by step name
+    at the output cap. ``count_remotely``: the server counts each request before it is sent
+    (``count_request``, as OpenAI's count endpoint with ``MEMORA_TOKEN_COUNTING=api``), with o200k_base,
+    each count recorded in ``counts``. ``fail_next`` queues faults by step name
     (``"reply"``, ``"reply_midstream"``, ``"summary"``, ``"count"``); each is
     raised once, at that step, and recorded like any other call.
     """
@@ -38,6 +40,7 @@ class ScriptedBackend:
     cut_summaries: bool = False
     input_scale: float = 1.0
     reported_input: int | None = None
+    count_remotely: bool = False
     replies: list[ReplyRequest] = field(default_factory=list)
     summaries: list[SummaryRequest] = field(default_factory=list)
     counts: list[tuple[str, tuple]] = field(default_factory=list)
@@ -82,16 +85,15 @@ class ScriptedBackend:
         return self.reported_input if self.reported_input is not None else math.ceil(counted * self.input_scale)
 
     def count_request(self, model: str, instructions: str, messages: Any) -> int | None:
-        """None: no tokenizer endpoint; local counts are this server's own."""
-        return None
-
-    def counting_source(self, model: str) -> str | None:
-        return None
-
-    def count_input_tokens(self, model, instructions, messages) -> int:
+        """None without ``count_remotely``: no count endpoint; local counts are this server's own."""
+        if not self.count_remotely:
+            return None
         self.counts.append((instructions, tuple(messages)))
         self._maybe_fail("count")
         return LocalTokenCounter().count(model, instructions, messages)
+
+    def counting_source(self, model: str) -> str | None:
+        return "the scripted server's count" if self.count_remotely else None
 
 
 GATE_WAIT_S = 30.0

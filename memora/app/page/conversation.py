@@ -30,7 +30,7 @@ from memora.app.page import handover, render
 from memora.app.page import state as keys
 from memora.app.page.browser import browser_secret, remember_browser
 from memora.app.page.i18n import LANGUAGES, error_message, t
-from memora.app.page.state import Notice, token_counter_for
+from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen
@@ -99,7 +99,6 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         session,
         owner=owner,
         locked=settings.locked,
-        token_counter=token_counter_for(settings, session.server.backend),
         sweep=sweep,
     )
     if result.memory is not None:

@@ -30,7 +30,7 @@ import streamlit as st
 
 from memora.app.page import state as keys
 from memora.app.page.i18n import LANGUAGES
-from memora.app.page.state import Notice, token_counter_for
+from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.flights import FLIGHTS, Flight
 from memora.classroom.job import ReplyJob
@@ -113,9 +113,7 @@ def finish(state: Any) -> None:
 
 def _copy(state: Any, flight: Flight, session: ShortTermMemory) -> Reopened | None:
     settings: Settings = state[keys.SETTINGS]
-    restored = reopen_live(
-        flight.keeper, session, locked=settings.locked, token_counter=token_counter_for(settings, session.server.backend)
-    )
+    restored = reopen_live(flight.keeper, session, locked=settings.locked)
     if restored is None or restored.memory is None:
         return None
     restored.keeper.attach(restored.memory)

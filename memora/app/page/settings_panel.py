@@ -18,7 +18,7 @@ import streamlit as st
 from memora.app.page import render
 from memora.app.page import state as keys
 from memora.app.page.i18n import LANGUAGES, backend_label, t
-from memora.app.page.state import Notice, guarded, token_counter_for
+from memora.app.page.state import Notice, guarded
 from memora.app.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
 from memora.classroom.job import ReplyJob
 from memora.memory import ShortTermMemory
@@ -161,7 +161,7 @@ def _refuse_when_locked() -> bool:
         return False
     state = st.session_state
     _inputs_from_memory()
-    state[keys.FOLD_POLICY_INPUT] = state[keys.MEMORY].fold_policy
+    state[keys.FOLD_POLICY_INPUT] = state[keys.MEMORY].limits.fold_policy
     state[keys.SETTINGS_NOTICE] = Notice("error", "settings.locked_refused")
     return True
 
@@ -265,9 +265,7 @@ def _apply_backend() -> None:
         state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
         state[keys.MODEL_INPUT] = memory.model
         return
-    memory.configure(
-        backend=backend, model=model, token_counter=token_counter_for(settings, backend)
-    )  # an API counter must follow its backend
+    memory.configure(backend=backend, model=model)  # a new server's count is learned afresh
     state[keys.SETTINGS] = settings
     state[keys.BACKEND_NAME] = name
     state[keys.MODEL_INPUT] = model

@@ -20,13 +20,11 @@ from memora.app.settings import (
     SettingsError,
     build_backend,
     build_memory,
-    build_token_counter,
     configured_memory,
     load_settings,
 )
 from memora.classroom.guard import GuardedBackend
 from memora.memory import ShortTermMemory
-from memora.text.tokens import LocalTokenCounter, TokenCounter
 
 # Session keys. The *_INPUT keys belong to widgets; their values are seeded here.
 MEMORY = "memory"
@@ -132,7 +130,7 @@ def key_source(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> KeySou
 def new_memory(settings: Settings, backend: Any | None = None) -> ShortTermMemory:
     """A fresh memory for ``settings``, its backend guarded. Raises SettingsError or ValueError when they are unusable."""
     backend = guarded(settings, backend if backend is not None else build_backend(settings))
-    return build_memory(settings, backend, token_counter_for(settings, backend))
+    return build_memory(settings, backend)
 
 
 def guarded(settings: Settings, backend: Any) -> GuardedBackend:
@@ -140,25 +138,12 @@ def guarded(settings: Settings, backend: Any) -> GuardedBackend:
     return GuardedBackend(backend, secrets=settings.redacted_secrets, server_ledger=settings.server_ledger)
 
 
-def token_counter_for(settings: Settings, backend: Any) -> TokenCounter:
-    """``MEMORA_TOKEN_COUNTING``'s counter for ``backend``; local o200k_base when it cannot count remotely.
-
-    ``load_settings`` already refuses ``api`` counting without the ``openai``
-    backend; the fallback covers a backend switched on the page afterwards,
-    where a counter bound to the old backend would keep calling it.
-    """
-    try:
-        return build_token_counter(settings, backend)
-    except SettingsError:
-        return LocalTokenCounter()
-
-
 def _initial_memory(environ: Mapping[str, str]) -> tuple[Settings, ShortTermMemory, KeySource | None]:
     """The configured settings and a memory on them; raises SettingsError, never falls back to defaults."""
     secrets = read_secrets()
     settings = load_settings(secrets, environ)
     backend = guarded(settings, build_backend(settings))
-    memory = configured_memory(settings, backend, token_counter_for(settings, backend))
+    memory = configured_memory(settings, backend)
     return settings, memory, key_source(secrets, environ)
 
 

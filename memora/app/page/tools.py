@@ -21,7 +21,7 @@ from memora.app.page import conversation, render
 from memora.app.page import state as keys
 from memora.app.page.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.app.page.settings_panel import discard_job
-from memora.app.page.state import Notice, token_counter_for
+from memora.app.page.state import Notice
 from memora.classroom.transcript.format import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
@@ -198,9 +198,7 @@ def import_uploaded() -> None:
     old: ShortTermMemory = state[keys.MEMORY]
     try:
         transcript = parse_transcript(uploaded.getvalue())
-        memory = continue_in_session(
-            transcript, old, locked=state[keys.SETTINGS].locked, token_counter=token_counter_for(state[keys.SETTINGS], old.server.backend)
-        )
+        memory = continue_in_session(transcript, old, locked=state[keys.SETTINGS].locked)
     except TranscriptError as error:
         state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
         return

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from memora.classroom.store.base import (
     CapReached,
@@ -318,7 +318,6 @@ def reopen(
     *,
     owner: str,
     locked: bool,
-    token_counter: Any = None,
     sweep: IdleSweep | None = None,
 ) -> Reopened:
     """``owner``'s conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
@@ -343,7 +342,7 @@ def reopen(
         return Reopened("missing", fresh, requested_id=requested_id)
     try:
         saved = parse_saved(row.payload)
-        memory = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+        memory = restore_saved(saved, session, locked=locked)
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
@@ -351,9 +350,7 @@ def reopen(
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
 
 
-def reopen_live(
-    live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, token_counter: Any = None, wait_s: float = 5.0
-) -> Reopened | None:
+def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, wait_s: float = 5.0) -> Reopened | None:
     """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``; sends no request.
 
     For a reload while the conversation is newer here than in the store (a reply just committed, or a
@@ -376,7 +373,7 @@ def reopen_live(
         memory.lock.release()
     try:
         saved = parse_saved(payload)
-        restored = restore_saved(saved, session, locked=locked, token_counter=token_counter)
+        restored = restore_saved(saved, session, locked=locked)
     except SavedConversationError:
         return None
     keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)

@@ -104,15 +104,13 @@ def parse_saved(raw: str | bytes) -> SavedConversation:
     return SavedConversation(transcript, file.language, file.fold_policy, file.pending_message)
 
 
-def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool, token_counter: Any = None) -> ShortTermMemory:
+def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool) -> ShortTermMemory:
     """The saved conversation as a memory continuing ``session`` (its backend, model and caps); sends no request.
 
     The import caps are not checked (see the module docstring); the session's caps apply to its next turn.
     Raises SavedConversationError when it cannot continue here at all (``bad_settings``).
     """
     try:
-        return continue_in_session(
-            saved.transcript, session, locked=locked, token_counter=token_counter, fold_policy=saved.fold_policy, from_outside=False
-        )
+        return continue_in_session(saved.transcript, session, locked=locked, fold_policy=saved.fold_policy, from_outside=False)
     except TranscriptError as error:
         raise SavedConversationError(error.code, str(error), error.path, **error.details) from None

@@ -301,7 +301,6 @@ def continue_in_session(
     session: ShortTermMemory,
     *,
     locked: bool,
-    token_counter: Any = None,
     fold_policy: FoldPolicy | None = None,
     from_outside: bool = True,
 ) -> ShortTermMemory:
@@ -310,7 +309,7 @@ def continue_in_session(
     A file from outside must fit the session's caps (``check_caps``); ``from_outside=False`` is for a
     conversation this server saved itself as the page built it (``memora.classroom.store.saved``), already held to
     the caps turn by turn, which must come back whole. The new memory keeps the session's
-    backend, model, token counter, caps, reply cap and context window. Unlocked, it takes the
+    backend (which counts as it counts), model, caps, reply cap and context window. Unlocked, it takes the
     transcript's budget and window (and ``fold_policy``, when given); ``locked`` (MEMORA_LOCK_SETTINGS),
     it keeps the session's, and the transcript brings only the conversation. Sends no request.
     Raises TranscriptError, and ``session`` is left as it was.
@@ -323,7 +322,6 @@ def continue_in_session(
         session.server.backend,
         model=session.model,
         settings_from=session if locked else None,
-        token_counter=token_counter,
         caps=session.limits.caps,
         max_reply_tokens=session.limits.max_reply_tokens,
         context_window=session.limits.context_window,
