@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,8 +95,11 @@ def test_repl_chats_through_the_responses_api_with_server_counting() -> None:
         )
         paths = server.paths()
     assert f"Memora: {server.reply_text}" in out
-    assert "counting: API input_tokens.count" in out
-    assert "Estimate gap (counted - actual): +0 tokens" in out  # the server counted what it billed
+    assert "budget counted by: the server's tokenizer, exact (OpenAI responses.input_tokens.count)" in out
+    # The local count misses the server's 6 tokens of overhead; the server's own count, which held the budget, does not.
+    assert "Estimate gap (counted - actual): -6 tokens" in out
+    server_count = re.search(r"Input tokens by the server's tokenizer: (\d+)", out)
+    assert server_count is not None and f"Actual input tokens: {server_count.group(1)} " in out
     assert paths == ["/v1/responses/input_tokens", "/v1/responses"]
 
 

@@ -35,6 +35,12 @@ class BrokenBackend:
             raise RuntimeError(f"could not open {SERVER_PATH}")
         return "Broken"
 
+    def count_request(self, model: str, instructions: str, messages: object) -> None:
+        return None
+
+    def counting_source(self, model: str) -> None:
+        return None
+
 
 def crashed_page(locked: bool, monkeypatch) -> AppTest:
     from memora.app.page.state import new_memory
