@@ -2,7 +2,7 @@
 
 It works on token counts alone (no messages, no model, no state), so a student can read the article's rule in one
 place and test it with plain numbers. Everything that sends a request asks it: the memory before each reply
-(``ShortTermMemory.plan``, before each reply) and between turns (``ShortTermMemory.prefold``, the fold ahead), the what-if replay
+and between turns (``ShortTermMemory.plan``; ``prefold`` carries out the fold ahead), the what-if replay
 (``memora.teaching.replay``) and the bench, through the memory. What a fold policy adds to the rule is its own object
 (``memora.memory.policies``); the budget inequality is the same for all of them.
 
