@@ -125,3 +125,20 @@ def test_the_cli_plays_each_row_and_writes_each_rows_summaries(tmp_path, monkeyp
     middleware = written["LangChain v1 SummarizationMiddleware (keep tokens=300)"]
     assert middleware and all(w["text"].startswith("<facts><fact>model summary") for w in middleware)
     assert len(middleware) == rows["LangChain v1 SummarizationMiddleware (keep tokens=300)"][-1]["summaries"]
+
+
+def test_the_table_reads_the_seed_from_each_files_name_or_says_it_cannot(tmp_path, capsys):
+    from benchmarks.memory.real_table import cells, table
+    from benchmarks.memory.real_table import main as table_main
+
+    (tmp_path / "a-11-w.json").write_text(json.dumps({"Memora": [{"so_far": 0.25, "answered_so_far": 0.5, "asked": 4}]}))
+    (tmp_path / "a-12-w.json").write_text(json.dumps({"Memora": [{"so_far": 0.0, "answered_so_far": None, "asked": 0}]}))
+    peer = {"so_far": 0.5, "answered_so_far": 1.0, "asked": 2, "usd_per_100_turns": 0.04, "summaries_over_budget": 2}
+    (tmp_path / "a-12-p.json").write_text(json.dumps({"Peer": [{**peer, "largest_summary_input": 1200}]}))
+    found = cells([str(tmp_path / n) for n in ("a-11-w.json", "a-12-w.json", "a-12-p.json")])
+    lines = table(found).splitlines()
+    assert lines[2] == "| Memora | 0.25 / 0.50 (4) | $0.0000 | 0 / 0 (0) | 0.00 / n/a (0) | $0.0000 | 0 / 0 (0) |"
+    assert lines[3] == "| Peer | - | - | - | 0.50 / 1.00 (2) | $0.0400 | 0 / 2 (1,200) |"
+    (tmp_path / "noseed.json").write_text("{}")
+    assert table_main([str(tmp_path / "noseed.json")]) == 2
+    assert "no seed in the name" in capsys.readouterr().err
