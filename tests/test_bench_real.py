@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import openai
 
 from benchmarks.harness.llama_server import N_CTX, llama_server
+from benchmarks.memory.probing import ProbingBackend, WrittenSummary
 from benchmarks.memory.questions import ANSWER_TOKENS, QUESTIONS
-from benchmarks.memory.real import ProbingBackend, WrittenSummary, main, play, play_without_memory
+from benchmarks.memory.real import main, play, play_without_memory
 from benchmarks.memory.retention import carries
 from benchmarks.memory.script import FACTS, make_script
 from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain

@@ -15,8 +15,9 @@ import re
 import pytest
 
 from benchmarks.memory import peers
+from benchmarks.memory.probing import uncopied
 from benchmarks.memory.questions import QUESTIONS
-from benchmarks.memory.real import main, uncopied
+from benchmarks.memory.real import main
 from benchmarks.memory.script import make_script
 from benchmarks.memory.strategies import Limits
 from memora.backends.base import CHAT_SERVER_PROFILE

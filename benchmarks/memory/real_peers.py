@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.memory.peers import PEERS, installed_peers, missing_libraries
-from benchmarks.memory.real import Checkpoint, ProbingBackend, WrittenSummary, checkpoint
+from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, checkpoint
 from benchmarks.memory.script import Script
 from benchmarks.memory.strategies import Limits
 from memora.backends.base import Backend, BackendError, ReplyRequest, drain
