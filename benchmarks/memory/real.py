@@ -7,16 +7,18 @@ or more turns earlier (``retention.py``). Prints the recall at each checkpoint:
 at that turn's request, and over every request so far. With ``--ask`` the model is
 also asked each fact due at a checkpoint (``questions.py``): whether it answers with
 the latest value from what it was sent. With ``--rows`` the same script is also played
-with the full history (the ceiling) and with the window only, no summary (the floor). With
-``--summaries`` the summaries the model wrote for Memora's row are saved, to read what it kept.
-Example, a llama.cpp server on port 8080::
+with the full history (the ceiling) and with the window only, no summary (the floor). ``--policy`` takes
+several fold policies (``watermark,window``; empty: no Memora row), and ``--peers`` adds the peer libraries
+(``real_peers.py``: each sends its own summary prompt to the same server; ``all``: every installed one). Every
+row's reply and summary requests are priced as the bench prices a replay. With ``--summaries`` the summaries the
+model wrote are saved, by row, to read what it kept. Example, a llama.cpp server on port 8080::
 
     python -m benchmarks.memory.real --base-url http://127.0.0.1:8080/v1 --model smollm2 --turns 24 --every 8
 
 The API key, when the server needs one, is read from the variable that ``--api-key-env``
 names (default ``MEMORA_API_KEY``) and never printed. Costs real requests: about
 ``--turns`` replies and a summary every few turns; ``--ask``, one more a fact due at each
-checkpoint; ``--rows``, two more plays without a memory.
+checkpoint; ``--rows``, two more plays without a memory; each policy and peer, one more play.
 """
 
 from __future__ import annotations
