@@ -58,6 +58,7 @@ MODULE_TIERS = {
             "test_audit",
             "test_bench",
             "test_bench_peers",
+            "test_bench_real_peers",
             "test_classroom_settings",
             "test_cli",
             "test_i18n",

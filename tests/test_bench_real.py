@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import openai
 
 from benchmarks.harness.llama_server import N_CTX, llama_server
+from benchmarks.memory.probing import ProbingBackend, WrittenSummary
 from benchmarks.memory.questions import ANSWER_TOKENS, QUESTIONS
-from benchmarks.memory.real import ProbingBackend, WrittenSummary, main, play, play_without_memory
+from benchmarks.memory.real import main, play, play_without_memory
 from benchmarks.memory.retention import carries
 from benchmarks.memory.script import FACTS, make_script
 from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
@@ -52,7 +53,7 @@ def test_the_retention_probe_runs_against_a_real_openai_compatible_server(tmp_pa
     # Memora always sends the user's current message.
     assert last["without_current"] == 0
     # The summaries the model wrote are saved, one per summary request, in turn order.
-    written = json.loads((tmp_path / "summaries.json").read_text(encoding="utf-8"))
+    written = json.loads((tmp_path / "summaries.json").read_text(encoding="utf-8"))["Memora, window policy"]
     assert len(written) == last["summaries"] and [w["turn"] for w in written] == sorted(w["turn"] for w in written)
     printed = capsys.readouterr().out
     assert "| 6 |" in printed and "smollm2" in printed and "answered correctly" in printed and "### full history" in printed

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from benchmarks.memory.recording import Call, RecordingBackend, cut_summary, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
@@ -117,6 +117,19 @@ def _fixed_tokens() -> int:
 
 def _role(kind: str) -> str:
     return {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant", "system": "system"}.get(kind, "user")
+
+
+class Summarizer(Protocol):
+    """What writes a peer's summaries: each library's fake model hands it the library's own summary prompt.
+
+    The bench's ``SummaryRecorder`` answers with its extractive summary, which the fakes reshape where a library
+    expects another form (LlamaIndex's facts); any other summarizer (a real model, ``real_peers``) is returned to
+    the library as it wrote it.
+    """
+
+    def user_said(self, text: str) -> None: ...
+
+    def summarize(self, messages: Sequence[Message]) -> str: ...
 
 
 @dataclass
@@ -195,7 +208,7 @@ def _lc_token_counter(messages: Iterable[Any]) -> int:
     return sum(count_message(m.role, m.content) for m in _lc_to_memora(messages))
 
 
-def _langchain_fake(recorder: SummaryRecorder) -> Any:
+def _langchain_fake(recorder: Summarizer) -> Any:
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
     class RecordingFakeListChatModel(FakeListChatModel):
@@ -214,7 +227,7 @@ def _as_facts(lines: Iterable[str]) -> str:
     return "<facts>" + "".join(f"<fact>{line}</fact>" for line in lines) + "</facts>"
 
 
-def _llama_fake(recorder: SummaryRecorder, facts: bool = False) -> Any:
+def _llama_fake(recorder: Summarizer, facts: bool = False) -> Any:
     """LlamaIndex's ``MockLLM``, recording; with ``facts``, it answers a ``FactExtractionMemoryBlock``'s prompts.
 
     Extraction gets the summary's lines that are not yet facts; condensing gets the summary's lines,
@@ -228,7 +241,7 @@ def _llama_fake(recorder: SummaryRecorder, facts: bool = False) -> Any:
     def answer(messages: Sequence[Any]) -> str:
         sent = [Message(_role(str(m.role.value)), str(m.content or "")) for m in messages]
         summary = recorder.summarize(sent)
-        if not facts:
+        if not facts or not isinstance(recorder, SummaryRecorder):
             return summary
         lines = [line.removeprefix("- ") for line in summary.splitlines()]
         prompt = sent[-1].content
@@ -260,10 +273,10 @@ class _Peer:
     knob_name = ""
     tunable = True
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         self.backend = backend
         self.limits = limits
-        self.recorder = SummaryRecorder(backend)
+        self.recorder: Summarizer = SummaryRecorder(backend) if summarizer is None else summarizer
         self.knob = self.default_knob(limits) if knob is None else knob
         self.name = f"{self.label} ({self.knob_name}={self.knob:,})" if self.knob_name else self.label
 
@@ -301,8 +314,8 @@ class LangmemSummarize(_Peer):
         # langmem raises "`max_summary_tokens` must be less than `max_tokens`".
         return knob > cap
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
-        super().__init__(backend, limits, knob)
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
+        super().__init__(backend, limits, knob, summarizer)
         self.model = _langchain_fake(self.recorder)
         self.messages: list[Any] = []
         self.running: Any = None
@@ -334,10 +347,10 @@ class LangchainMiddleware(_Peer):
     label = "LangChain v1 SummarizationMiddleware"
     knob_name = "keep tokens"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         from langchain.agents.middleware import SummarizationMiddleware
 
-        super().__init__(backend, limits, knob)
+        super().__init__(backend, limits, knob, summarizer)
         self.middleware = SummarizationMiddleware(
             _langchain_fake(self.recorder),
             trigger=("tokens", limits.max_input_tokens - _fixed_tokens()),
@@ -371,12 +384,12 @@ class LangchainSummaryBuffer(_Peer):
     label = "LangChain ConversationSummaryBufferMemory (deprecated)"
     knob_name = "max_token_limit"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         import warnings
 
         from langchain_classic.memory import ConversationSummaryBufferMemory
 
-        super().__init__(backend, limits, knob)
+        super().__init__(backend, limits, knob, summarizer)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # its deprecation, which the label states
             self.memory = ConversationSummaryBufferMemory(
@@ -415,12 +428,12 @@ class LlamaChatSummary(_LlamaIndexPeer):
     label = "LlamaIndex ChatSummaryMemoryBuffer (deprecated)"
     knob_name = "token_limit"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         import warnings
 
         from llama_index.core.memory import ChatSummaryMemoryBuffer
 
-        super().__init__(backend, limits, knob)
+        super().__init__(backend, limits, knob, summarizer)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.memory = ChatSummaryMemoryBuffer.from_defaults(
@@ -438,10 +451,10 @@ class LlamaMemory(_LlamaIndexPeer):
     label = "LlamaIndex Memory + FactExtractionMemoryBlock"
     knob_name = "token_limit"
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         from llama_index.core.memory import FactExtractionMemoryBlock, Memory
 
-        super().__init__(backend, limits, knob)
+        super().__init__(backend, limits, knob, summarizer)
         block = FactExtractionMemoryBlock(llm=_llama_fake(self.recorder, facts=True), max_facts=max(2, backend.summary_cap // FACT_TOKENS))
         self.memory = Memory.from_defaults(
             token_limit=self.knob, token_flush_size=max(1, self.knob // 10), memory_blocks=[block], tokenizer_fn=_o200k_ids
@@ -454,11 +467,11 @@ class AgentsTrimmingSession(_Peer):
     label = "OpenAI Agents SDK trimming session"
     tunable = False
 
-    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None) -> None:
+    def __init__(self, backend: RecordingBackend, limits: Limits, knob: int | None = None, summarizer: Summarizer | None = None) -> None:
         from agents import SQLiteSession
         from agents.memory import SessionSettings
 
-        super().__init__(backend, limits, knob)
+        super().__init__(backend, limits, knob, summarizer)
         self.session = SQLiteSession("bench", session_settings=SessionSettings(limit=2 * limits.max_recent_turns))
         self.loop = asyncio.new_event_loop()
 
