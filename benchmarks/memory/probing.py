@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -179,6 +179,25 @@ class Checkpoint:
 
 def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
+
+
+def play_script(
+    probing: ProbingBackend, checkpoints: Sequence[int], play_turn: Callable[[str], object], refusal: type[Exception]
+) -> list[Checkpoint]:
+    """Plays ``probing.script``'s user messages, one ``play_turn(text)`` a turn, and returns the ``checkpoint`` at each
+    turn of ``checkpoints``. A turn that raises ``refusal`` is counted as refused and the play goes on; the memory
+    keeps whatever state it had reached, as an app that caught the error would."""
+    out = []
+    refused = 0
+    for number, text in enumerate(probing.script.user_messages, start=1):
+        probing.turn = number
+        try:
+            play_turn(text)
+        except refusal:
+            refused += 1
+        if number in checkpoints:
+            out.append(checkpoint(probing, number, refused))
+    return out
 
 
 def checkpoint(probing: ProbingBackend, number: int, refused: int) -> Checkpoint:

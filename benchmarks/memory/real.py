@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import partial
 
-from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, checkpoint
+from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, play_script
 from benchmarks.memory.run import PRICED_MODEL
 from benchmarks.memory.script import Script, make_script
 from memora.backends.base import Backend, BackendError, ReplyRequest, drain
@@ -58,20 +58,14 @@ def play(
     if written is not None:
         probing.written = written
     memory = ShortTermMemory(probing, model=model, **memory_options)  # type: ignore[arg-type]
-    out = []
-    refused = 0
-    for number, text in enumerate(script.user_messages, start=1):
-        probing.turn = number
-        try:
-            with memory.turn(text) as turn:
-                turn.run()
-        except ContextBudgetError:
-            # A pasted paragraph can pass a small budget by the server's own count; the memory keeps the
-            # conversation as it was, as the page does, and the probe says how many turns were refused.
-            refused += 1
-        if number in checkpoints:
-            out.append(checkpoint(probing, number, refused))
-    return out
+
+    def play_turn(text: str) -> None:
+        with memory.turn(text) as turn:
+            turn.run()
+
+    # A pasted paragraph can pass a small budget by the server's own count; the memory keeps the conversation as it
+    # was, as the page does, and the probe says how many turns were refused.
+    return play_script(probing, checkpoints, play_turn, ContextBudgetError)
 
 
 def play_without_memory(
@@ -92,21 +86,14 @@ def play_without_memory(
     """
     probing = ProbingBackend(backend, script, ask_at=frozenset(checkpoints) if ask_questions else frozenset(), budget=budget)
     history: list[Message] = []
-    out = []
-    refused = 0
-    for number, text in enumerate(script.user_messages, start=1):
-        probing.turn = number
+
+    def play_turn(text: str) -> None:
         kept = history if recent_turns is None else history[len(history) - 2 * recent_turns :] if recent_turns else []
         request = ReplyRequest(model, SYSTEM_PROMPT, (*kept, Message("user", text)), max_output_tokens=reply_tokens)
-        try:
-            reply = drain(probing.stream_reply(request))
-        except BackendError:
-            refused += 1
-        else:
-            history += [Message("user", text), Message("assistant", reply.text)]
-        if number in checkpoints:
-            out.append(checkpoint(probing, number, refused))
-    return out
+        reply = drain(probing.stream_reply(request))
+        history.extend([Message("user", text), Message("assistant", reply.text)])
+
+    return play_script(probing, checkpoints, play_turn, BackendError)
 
 
 def markdown(checkpoints: Sequence[Checkpoint]) -> str:
@@ -213,8 +200,14 @@ def play_rows(
     checkpoints = sorted({*range(args.every, args.turns + 1, args.every), args.turns})
     plays: dict[str, Callable[[list[WrittenSummary]], list[Checkpoint]]] = {}
     for policy in args.policy:
-        options = {"max_input_tokens": args.budget, "max_recent_turns": args.recent_turns, "max_summary_tokens": args.summary_tokens,
-                   "max_reply_tokens": args.reply_tokens, "context_window": args.context_window, "fold_policy": policy}
+        options = {
+            "max_input_tokens": args.budget,
+            "max_recent_turns": args.recent_turns,
+            "max_summary_tokens": args.summary_tokens,
+            "max_reply_tokens": args.reply_tokens,
+            "context_window": args.context_window,
+            "fold_policy": policy,
+        }
         plays[f"Memora, {policy} policy"] = partial(play, backend, args.model, script, checkpoints, args.ask, **options)
     if args.peers:
         from benchmarks.memory.real_peers import peer_plays

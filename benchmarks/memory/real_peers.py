@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from benchmarks.memory.peers import PEERS, installed_peers, missing_libraries
-from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, checkpoint
+from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, play_script
 from benchmarks.memory.script import Script
 from benchmarks.memory.strategies import Limits
 from memora.backends.base import Backend, BackendError, ReplyRequest, drain
@@ -102,8 +102,13 @@ def play_peer(
     state it had reached, as an app that caught the error would.
     """
     probing = ProbingBackend(
-        backend, script, ask_at=frozenset(checkpoints) if ask_questions else frozenset(), model=model,
-        reply_tokens=reply_tokens, summary_cap=summary_cap, budget=limits.max_input_tokens,
+        backend,
+        script,
+        ask_at=frozenset(checkpoints) if ask_questions else frozenset(),
+        model=model,
+        reply_tokens=reply_tokens,
+        summary_cap=summary_cap,
+        budget=limits.max_input_tokens,
     )
     if written is not None:
         probing.written = written
@@ -111,17 +116,7 @@ def play_peer(
     if summarizer is not None:
         summarizer.append(writer)
     peer = PEERS[key][1](probing, limits, knob, writer)  # type: ignore[arg-type]
-    out = []
-    refused = 0
-    for number, text in enumerate(script.user_messages, start=1):
-        probing.turn = number
-        try:
-            peer.play_turn(text)
-        except BackendError:
-            refused += 1
-        if number in checkpoints:
-            out.append(checkpoint(probing, number, refused))
-    return out
+    return play_script(probing, checkpoints, peer.play_turn, BackendError)
 
 
 def peer_plays(
@@ -135,8 +130,16 @@ def peer_plays(
         cls, knob = PEERS[key][1], knobs.get(key)
         label = f"{cls.label} ({cls.knob_name}={knob:,})" if cls.tunable and knob is not None else cls.label
         plays[label] = lambda texts, key=key, knob=knob: play_peer(
-            backend, args.model, script, checkpoints, key, knob, limits,
-            summary_cap=args.summary_tokens, reply_tokens=args.reply_tokens, ask_questions=args.ask, written=texts,
+            backend,
+            args.model,
+            script,
+            checkpoints,
+            key,
+            knob,
+            limits,
+            summary_cap=args.summary_tokens,
+            reply_tokens=args.reply_tokens,
+            ask_questions=args.ask,
+            written=texts,
         )
     return plays
-

@@ -57,8 +57,13 @@ def cells(paths: Sequence[str]) -> dict[str, dict[int, Cell]]:
         for row, checkpoints in rows.items():
             last = checkpoints[-1]
             out.setdefault(row, {})[seed] = Cell(
-                last["so_far"], last["answered_so_far"], last["asked"], last.get("usd_per_100_turns", 0.0),
-                last.get("replies_over_budget", 0), last.get("summaries_over_budget", 0), last.get("largest_summary_input", 0),
+                last["so_far"],
+                last["answered_so_far"],
+                last["asked"],
+                last.get("usd_per_100_turns", 0.0),
+                last.get("replies_over_budget", 0),
+                last.get("summaries_over_budget", 0),
+                last.get("largest_summary_input", 0),
             )
     return out
 
