@@ -59,8 +59,17 @@ def test_a_peers_own_summary_prompt_goes_to_the_server_and_its_text_comes_back_t
     script = make_script(24, seed=11)
     writers: list = []
     checkpoints = real_peers.play_peer(
-        server, "qwen", script, [12, 24], key, real_peers.TUNED_AT_1000[key], Limits(1000, 3),
-        summary_cap=150, reply_tokens=48, ask_questions=True, summarizer=writers,
+        server,
+        "qwen",
+        script,
+        [12, 24],
+        key,
+        real_peers.TUNED_AT_1000[key],
+        Limits(1000, 3),
+        summary_cap=150,
+        reply_tokens=48,
+        ask_questions=True,
+        summarizer=writers,
     )
     (writer,) = writers
     summaries = [r for r in server.replies if r.instructions != SYSTEM_PROMPT]
