@@ -14,7 +14,6 @@ import hashlib
 from collections.abc import Sequence
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Protocol
 
 import tiktoken
 
@@ -157,18 +156,8 @@ def clip_middle(text: str, max_tokens: int) -> str:
     return o200k_base().decode(tokens[:head]) + marker(len(tokens) - room) + o200k_base().decode(tokens[len(tokens) - tail :])
 
 
-class TokenCounter(Protocol):
-    """Counts what one request's instructions plus input cost."""
-
-    label: str
-
-    def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int: ...
-
-
 class LocalTokenCounter:
     """Counts offline with o200k_base; no network, and repeated messages are cached."""
-
-    label = "local o200k_base"
 
     def count(self, model: str, instructions: str, messages: Sequence[Message]) -> int:
         """Instructions count as one system message; an empty instruction string adds nothing.
