@@ -220,8 +220,9 @@ class ShortTermMemory:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
     def count_input_tokens(self, messages: Sequence[Message]) -> int:  # the server's count where it counts requests
-        exact = self.server.exact(request_instructions(self), messages)
-        return LocalTokenCounter().count(self.model, request_instructions(self), messages) if exact is None else exact
+        instructions = request_instructions(self)
+        exact = self.server.exact(instructions, messages)
+        return LocalTokenCounter().count(self.model, instructions, messages) if exact is None else exact
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
         """Merges ``new_messages`` into the summary without moving the pointer (nor a new plan); returns its tokens."""
