@@ -10,7 +10,9 @@ while the folder is still out is refused before anything is sent, its text kept.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from memora.app.settings import Settings
 from memora.backends.base import ReplyRequest
 from memora.classroom.store import ConversationStore
 from memora.classroom.store.saved import parse_saved
-from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts, tree_text
+from tests.support.app import APP, CLASSROOM_KEY, JOB_WAIT_S, finish, send, texts, tree_text
 from tests.support.budget import fill, remount, small_tmpfs
 from tests.support.fakes import ScriptedBackend
 
@@ -39,14 +41,22 @@ def fresh_store_cache():
     shared_store.clear()
 
 
+@dataclass
 class FaultOnReply(ScriptedBackend):
-    """A recording fake whose next reply runs ``fault`` once it has been sent (booked, and now being billed)."""
+    """A recording fake whose next reply runs ``fault`` once it has been sent (booked, and now being billed).
+
+    The reply runs in the page's reply thread while the run that started it is still drawing the page, and
+    that run opens the budget file for a moment at a time; Linux refuses a read-only remount while any file
+    is open for writing. So the fault waits for ``page_drawn``, which the test sets when that run has ended.
+    """
 
     fault: Callable[[], None] | None = None
+    page_drawn: threading.Event = field(default_factory=threading.Event)
 
     def stream_reply(self, request: ReplyRequest):
         fault, self.fault = self.fault, None
         if fault is not None:
+            assert self.page_drawn.wait(JOB_WAIT_S), "the page's run never ended"
             fault()
         yield from super().stream_reply(request)
 
@@ -89,8 +99,11 @@ def storage_fault_drill(tmp_path: Path, caplog, break_folder: Callable[[Path, Co
 
         mend: list[Callable[[], None]] = []
         backend.fault = lambda: mend.append(break_folder(data, keeper.store))
-        send(at, "I live in Porto.")
+        at.chat_input[0].set_value("I live in Porto.").run()
+        backend.page_drawn.set()
+        finish(at)
         assert not at.exception
+        assert mend, "the folder was broken (a failure to break it reads as the model's error)"
         memory = at.session_state[keys.MEMORY]
         assert [m.content for m in memory.history][2:] == ["I live in Porto.", "reply 2"], "the billed reply is kept"
         page = texts(at)
