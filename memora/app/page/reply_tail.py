@@ -20,6 +20,10 @@ from memora.classroom.job import Progress, ReplyJob
 TAIL_INTERVAL_S = 0.3
 """How often the tail redraws a reply in progress: often enough to read as streaming, each redraw costs the server a fragment run."""
 
+WATCH_INTERVAL_S = 1.0
+"""How often the page looks at a job that has nothing to draw (its summary on the way, after the reply): the input is
+enabled by then, so only the sidebar's summary waits for it, and a third of the tail's runs is a third of their cost."""
+
 
 def render_tail(progress: Progress | None, lang: str) -> None:
     """The job's turn as ``progress`` saw it, redrawn by a fragment until its phase changes; nothing without a job.
@@ -27,24 +31,26 @@ def render_tail(progress: Progress | None, lang: str) -> None:
     A job that had finished when ``progress`` was read reruns the page at once,
     whose ``turn.settle`` shows its outcome. One that finishes after is caught by the
     fragment's first run. Either way the page never waits, input disabled, for
-    a click to show what the job did.
+    a click to show what the job did. A reply is redrawn every ``TAIL_INTERVAL_S``; a summary
+    on the way, which draws nothing here, is watched every ``WATCH_INTERVAL_S``.
     """
     job: ReplyJob | None = st.session_state[keys.REPLY_JOB]
     if job is None or progress is None:
         return
     if progress.finished:
         st.rerun(scope="app")
-    _tail(job, progress.phase, lang)
+    if progress.phase == "replying" and progress.user_text is not None:
+        _tail(job, lang)
+    else:
+        _watch(job, progress.phase)
 
 
 @st.fragment(run_every=TAIL_INTERVAL_S)
-def _tail(job: ReplyJob, drawn_phase: str, lang: str) -> None:
+def _tail(job: ReplyJob, lang: str) -> None:
     progress = job.progress
-    if progress.phase != drawn_phase:
+    if progress.phase != "replying" or progress.user_text is None:
         # The reply is committed, failed or stopped: the whole page follows (history, panels, input box).
         st.rerun(scope="app")
-    if progress.phase != "replying" or progress.user_text is None:
-        return
     with st.chat_message("user"):
         render.markdown(progress.user_text)
     with st.chat_message("assistant"):
@@ -53,3 +59,9 @@ def _tail(job: ReplyJob, drawn_phase: str, lang: str) -> None:
             render.markdown(progress.reply)
         else:
             render.caption(t(lang, "chat.waiting"))
+
+
+@st.fragment(run_every=WATCH_INTERVAL_S)
+def _watch(job: ReplyJob, drawn_phase: str) -> None:
+    if job.progress.phase != drawn_phase:
+        st.rerun(scope="app")  # the summary is in, or why not: the sidebar and the status follow
