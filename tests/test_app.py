@@ -62,6 +62,8 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
     # The offline reply reports the summary it would have sent, so the fact is on the page.
     assert "B1" in at.chat_message[-1].markdown[0].value
 
+    at.session_state[keys.SUMMARY_PANEL_OPEN] = True  # drawn only while open
+    at.run()
     panel = expander(at, "Conversation summary")
     assert any("B1" in m.value for m in panel.markdown)
     at.session_state[keys.CONTEXT_PANEL_OPEN] = True
@@ -120,6 +122,8 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     # One pair folded after each reply from turn 4 on, ahead of the turn that needs it (prefold).
     assert len(memory.conversation.versions) == 3
 
+    at.session_state[keys.SUMMARY_PANEL_OPEN] = True  # drawn only while open
+    at.run()
     summary = expander(at, "Conversation summary")
     labels = [c.value for c in summary.caption if c.value.startswith("Version")]
     assert labels[0].startswith("Version 3, turn 6: folded messages 5–6 (2 messages)")
@@ -348,6 +352,8 @@ def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(bac
     at = new_app(memory)
     # Opening the page folds the pair the next turn needs (prefold): a ninth version.
     assert len(memory.conversation.versions) == 9
+    at.session_state[keys.SUMMARY_PANEL_OPEN] = True  # drawn only while open
+    at.run()
     panel = expander(at, "Conversation summary")
     captions = [c.value for c in panel.caption]
     labels = [c for c in captions if c.startswith("Version")]

@@ -79,6 +79,8 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
         send(at, text)
     assert [v.folded for v in memory.conversation.versions] == [(0, 2), (2, 4)]
 
+    at.session_state[keys.SUMMARY_PANEL_OPEN] = True  # drawn only while open
+    at.run()
     panel = expander(at, "Conversation summary")
     labels = [c.value for c in panel.caption if c.value.startswith("Version")]
     second, first = memory.conversation.versions[1], memory.conversation.versions[0]
@@ -102,6 +104,9 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
     assert tab(panel, "Full text").text[0].value == "Level B2, goal travel. Name Mina."
 
     at.radio(key=keys.LANG).set_value("zh-TW").run()
+    # Streamlit counts a renamed expander as a new one, so the switch closed the panel: the teacher opens it again.
+    at.session_state[keys.SUMMARY_PANEL_OPEN] = True
+    at.run()
     panel = expander(at, "對話摘要")
     assert [x.label for x in panel.tabs][:3] == ["變更", "摺疊的訊息", "全文"]
     assert panel.caption[1].value.startswith("第 2 版，第 3 輪：摺疊了訊息 3–4（2 則）")

@@ -59,7 +59,10 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "panel.summary"), icon=":material/summarize:"):
+    # Drawn only while open: its audit of every version grows with the conversation and cost every run of every page.
+    with render.lazy_panel(lang, "panel.summary", keys.SUMMARY_PANEL_OPEN, ":material/summarize:") as opened:
+        if not opened:
+            return
         if not memory.conversation.versions:
             render.caption(t(lang, "panel.summary_empty"))
             return

@@ -45,6 +45,7 @@ BUDGET_INPUT = "budget_input"
 WINDOW_INPUT = "window_input"
 FOLD_POLICY_INPUT = "fold_policy_input"
 OLDER_MESSAGES_OPEN = "older_messages_open"
+SUMMARY_PANEL_OPEN = "summary_panel_open"
 HISTORY_PANEL_OPEN = "history_panel_open"
 CONTEXT_PANEL_OPEN = "context_panel_open"
 USAGE_PANEL_OPEN = "usage_panel_open"
@@ -178,6 +179,7 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         WINDOW_INPUT: memory.max_recent_turns,
         FOLD_POLICY_INPUT: memory.limits.fold_policy,
         OLDER_MESSAGES_OPEN: False,
+        SUMMARY_PANEL_OPEN: False,
         HISTORY_PANEL_OPEN: False,
         CONTEXT_PANEL_OPEN: False,
         USAGE_PANEL_OPEN: False,
