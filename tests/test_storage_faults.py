@@ -45,9 +45,9 @@ def fresh_store_cache():
 class FaultOnReply(ScriptedBackend):
     """A recording fake whose next reply runs ``fault`` once it has been sent (booked, and now being billed).
 
-    The reply runs in the page's reply thread while the run that started it is still drawing the page, and
-    that run opens the budget file for a moment at a time; Linux refuses a read-only remount while any file
-    is open for writing. So the fault waits for ``page_drawn``, which the test sets when that run has ended.
+    The reply runs on the page's reply thread, and the run that started it may still be drawing the page; that
+    run can open the store and the budget file, and Linux refuses a read-only remount while any file is open
+    for writing. So the fault waits for ``page_drawn``, which the test sets when that run has ended.
     """
 
     fault: Callable[[], None] | None = None

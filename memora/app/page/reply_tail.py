@@ -22,7 +22,7 @@ TAIL_INTERVAL_S = 0.3
 
 WATCH_INTERVAL_S = 1.0
 """How often the page looks at a job that has nothing to draw (its summary on the way, after the reply): the input is
-enabled by then, so only the sidebar's summary waits for it, and a third of the tail's runs is a third of their cost."""
+enabled by then and only the sidebar waits for the summary, so it is looked for about a third as often as a reply."""
 
 
 def render_tail(progress: Progress | None, lang: str) -> None:
