@@ -207,7 +207,8 @@ def test_every_panel_draws_hostile_markdown_with_no_image_left(monkeypatch) -> N
             send(at, f"Message {n} " + HOSTILE)
         memory = at.session_state[keys.MEMORY]
         assert memory.summary.startswith("Summary") and HOSTILE_URL in memory.history[1].content
-        at.session_state[keys.HISTORY_PANEL_OPEN] = at.session_state[keys.USAGE_PANEL_OPEN] = True
+        for panel in (keys.SUMMARY_PANEL_OPEN, keys.HISTORY_PANEL_OPEN, keys.USAGE_PANEL_OPEN):
+            at.session_state[panel] = True
         at.run()
         bodies = drawn_markdown(at)
         assert sum(HOSTILE_URL in b for b in bodies) >= 5, "the hostile text was drawn: 2 messages, 2 replies, the summary"
@@ -262,7 +263,8 @@ def test_a_key_in_any_form_is_redacted_from_errors_stream_events_replies_summari
         send(at, "Echo it.")
         send(at, "Fold it.")
         memory = at.session_state[keys.MEMORY]
-        at.session_state[keys.HISTORY_PANEL_OPEN] = at.session_state[keys.USAGE_PANEL_OPEN] = True
+        for panel in (keys.SUMMARY_PANEL_OPEN, keys.HISTORY_PANEL_OPEN, keys.USAGE_PANEL_OPEN):
+            at.session_state[panel] = True
         at.run()
         assert len(memory.history) == 4 and memory.summary.startswith("Summary with")
         seen = "\n".join([tree_text(at), *(m.content for m in memory.history), memory.summary, dumps_transcript(memory).decode()])
