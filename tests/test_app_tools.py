@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 from streamlit.runtime.media_file_manager import MediaFileManager
@@ -71,6 +73,13 @@ def scripted_summaries(*texts: str):
 # -- summary audit ---------------------------------------------------------------
 
 
+def test_a_language_switch_keeps_every_panel_that_remembers_being_open() -> None:
+    """``PANELS_OPEN`` names every key that holds an expander's open state, so the switch carries each one over."""
+    page = Path(keys.__file__).parent
+    used = {name for module in page.glob("*.py") for name in re.findall(r"keys\.(\w+_OPEN)\b", module.read_text())}
+    assert {getattr(keys, name) for name in used - {"PANELS_OPEN"}} == set(keys.PANELS_OPEN)
+
+
 def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff():
     backend = ScriptedBackend(summary_text=scripted_summaries("Level B1, goal travel.", "Level B2, goal travel. Name Mina."))
     memory = ShortTermMemory(backend, max_recent_turns=1)
@@ -104,10 +113,7 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
     assert tab(panel, "Full text").text[0].value == "Level B2, goal travel. Name Mina."
 
     at.radio(key=keys.LANG).set_value("zh-TW").run()
-    # Streamlit counts a renamed expander as a new one, so the switch closed the panel: the teacher opens it again.
-    at.session_state[keys.SUMMARY_PANEL_OPEN] = True
-    at.run()
-    panel = expander(at, "對話摘要")
+    panel = expander(at, "對話摘要")  # still open: the switch renamed it, and Streamlit would have closed a renamed expander
     assert [x.label for x in panel.tabs][:3] == ["變更", "摺疊的訊息", "全文"]
     assert panel.caption[1].value.startswith("第 2 版，第 3 輪：摺疊了訊息 3–4（2 則）")
     assert tab(panel, "變更").caption[0].value == "相較第 1 版，新增 3 個字詞、刪除 1 個。"

@@ -74,7 +74,7 @@ def test_a_real_stop_mid_reply_redraws_the_page_with_the_text_back_and_a_notice(
 def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: ResponsesServer) -> None:
     """Issue 14's red-team clicks while a reply drips: open *Token usage*, switch the language, change
     the budget. The reply goes on and is kept; the budget applies once it has finished, and says so
-    meanwhile; the translated radios keep their values after the switch."""
+    meanwhile; the translated radios keep their values after the switch, and the open panel stays open."""
     require_browser()
     model.queue_for("reply", drip(0.3))  # 60 events, 0.3 s apart: about 18 s in flight
     # The watermark, which is not the radio's first option: a translated radio must keep a choice that is not its default.
@@ -86,6 +86,8 @@ def test_clicks_during_a_reply_let_it_finish_and_a_setting_waits_for_it(model: R
         sidebar.locator("summary").filter(has_text="Token usage").click()
         sidebar.get_by_text("繁體中文").click()
         sidebar.locator("summary").filter(has_text="設定").wait_for()
+        # Streamlit counts a renamed expander as a new one, closed; the switch keeps the open panel open.
+        sidebar.locator("details[open]").filter(has=page.locator("summary").filter(has_text="Token 用量")).wait_for()
         sidebar.locator("summary").filter(has_text="設定").click()
         budget = sidebar.get_by_role("spinbutton", name="輸入 Token 預算（max_input_tokens）")
         budget.fill("1500")

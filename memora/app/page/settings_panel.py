@@ -31,7 +31,15 @@ def render_language() -> None:
         format_func=LANGUAGES.__getitem__,
         key=keys.LANG,
         horizontal=True,
+        on_change=_keep_panels_open,
     )
+
+
+def _keep_panels_open() -> None:
+    """Sets each panel's open state anew, so the renamed panels of the next run open as they were, not closed."""
+    state = st.session_state
+    for key in keys.PANELS_OPEN:
+        state[key] = bool(state.get(key, False))
 
 
 def chosen_option(key: str, options: Sequence[str], label: Callable[[str, str], str], fallback: str) -> None:

@@ -71,6 +71,18 @@ WHAT_IF_PANEL_OPEN = "what_if_panel_open"
 TOOLS_PANEL_OPEN = "tools_panel_open"
 SETTINGS_PANEL_OPEN = "settings_panel_open"
 WHAT_IF = "what_if"
+PANELS_OPEN = (
+    OLDER_MESSAGES_OPEN,
+    SUMMARY_PANEL_OPEN,
+    CONTEXT_PANEL_OPEN,
+    HISTORY_PANEL_OPEN,
+    USAGE_PANEL_OPEN,
+    WHAT_IF_PANEL_OPEN,
+    TOOLS_PANEL_OPEN,
+    SETTINGS_PANEL_OPEN,
+)
+"""Every expander whose open state the page keeps. A language switch renames them, and Streamlit counts a renamed
+expander as a new one, closed: the switch carries their state over (``settings_panel.render_language``)."""
 # Conversation persistence (memora/app/page/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
