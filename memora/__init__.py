@@ -28,6 +28,7 @@ def __getattr__(name: str) -> object:
 
         return Message
     if name in ("ContextBudgetError", "ShortTermMemory", "Turn"):
+        import memora.backends  # registers the adapter that takes the article's OpenAI() client
         import memora.memory
 
         return getattr(memora.memory, name)

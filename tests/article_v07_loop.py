@@ -1,11 +1,11 @@
-# The article's Memora v0.7 main loop, pasted unchanged except for two things:
-# the ShortTermMemory class is imported from memora instead of defined here,
-# and the client is memora's offline engine behind an article-style client.
-from memora import ShortTermMemory
-from memora.backends import OfflineBackend
-from memora.backends.compat import ArticleClient
+# The article's Memora v0.7 program, pasted unchanged except for one thing: the ShortTermMemory class is imported
+# from memora instead of defined here. The client is the article's own, ``OpenAI()``: its address and key come from
+# OPENAI_BASE_URL and OPENAI_API_KEY, as the SDK reads them.
+from openai import OpenAI
 
-client = ArticleClient(OfflineBackend())
+from memora import ShortTermMemory
+
+client = OpenAI()
 
 MODEL = "gpt-5-mini"
 

@@ -105,6 +105,7 @@ MODULE_TIERS = {
     ),
     **dict.fromkeys(
         (
+            "test_article_program",
             "test_backends_http",
             "test_bench_real",
             "test_bounded_requests",

@@ -272,14 +272,14 @@ def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, c
 
 def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_before_it_is_sent():
     from memora.backends.base import CHAT_SERVER_PROFILE
-    from memora.memory.server import Summarizer
+    from memora.memory.server import ServerCount, Summarizer
     from memora.text.tokens import LocalTokenCounter, count_message
     from tests.support.fakes import ScriptedBackend
 
     def exact(model, instructions, messages):  # a tokenizer counting three times o200k_base
         return 3 * LocalTokenCounter().count(model, instructions, messages)
 
-    taught: list[tuple[int, int, list[str]]] = []
+    taught: list[ServerCount] = []
     fake = ScriptedBackend(profile=CHAT_SERVER_PROFILE, summary_text=lambda request: "- 美玲想翻譯公司簡介。")
     messages = (Message("user", PASTED), Message("assistant", "Sure. Here it is in English."))
     summarizer = Summarizer("m", "Summarize the conversation.", 40)
@@ -289,5 +289,70 @@ def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_befo
     )  # fmt: skip
     sent = fake.summaries[-1]
     assert exact("m", sent.instructions, [Message("user", sent.input_text)]) == record.server_counted_input_tokens <= 500
-    assert taught and taught[0][1] > 500  # the first count, over the budget, taught the calibration
+    assert taught and taught[0].server_tokens > 500  # the first count, over the budget, taught the calibration
     assert version.clipped == 1  # the pasted paragraph's middle was cut, with a marker
+
+
+# -- a summary request the server counts over the budget is cut again, and its turn goes on --------------------------
+
+VOCABULARY = "\n".join(
+    f"{english} - {chinese}"
+    for english, chinese in (
+        ("luggage", "行李"),
+        ("boarding pass", "登機證"),
+        ("aisle seat", "走道座位"),
+        ("customs", "海關"),
+        ("receipt", "收據"),
+        ("platform", "月台"),
+        ("return ticket", "來回票"),
+        ("delay", "延誤"),
+        ("gate", "登機門"),
+        ("check-in", "報到"),
+    )
+)
+TRAVEL = (
+    f"Please quiz me on these words:\n{VOCABULARY}",
+    "How do I ask for directions to the British Museum?\nPlease give two ways.",
+    f"Again, a shorter list this time:\n{VOCABULARY[:120]}",
+)
+
+
+def english_and_chinese(turns: int) -> list[str]:
+    """A learner who alternates vocabulary lists, one word a line, with Chinese paragraphs to translate."""
+    texts = [text for pair in zip(TRAVEL * 2, (PASTED, *FOLLOW_UPS), strict=False) for text in pair]
+    return [texts[i % len(texts)] for i in range(turns)]
+
+
+def summary_counts(server: ChatServer) -> int:
+    """How many times the server's tokenizer counted a summary request (vLLM's /tokenize of its messages)."""
+    return sum(r.path == "/tokenize" and "New messages:" in str(r.body) for r in server.side_requests)
+
+
+@pytest.mark.parametrize("fold_ahead", [False, True], ids=["folding in the turn", "folding ahead"])
+@pytest.mark.parametrize(
+    "tokenizer",
+    [{"newline_tokens": 24}, {"han_ratio": 2.5, "newline_tokens": 24}, {"han_ratio": 3.0, "newline_tokens": 24}],
+    ids=["line breaks", "Chinese at 2.5x", "Chinese at 3x"],
+)
+def test_a_summary_request_cut_again_for_the_servers_count_never_fails_the_turn_it_was_billed_for(tokenizer, fold_ahead):
+    # vLLM's /tokenize here charges 24 tokens for each line break, which the o200k_base plan cannot know: a summary
+    # request of one-word-a-line lists is counted over the budget, cut again and sent. That path once crashed every
+    # such turn after its summary was billed.
+    budget, turns = 1000, 12
+    texts = english_and_chinese(turns)
+    summary = "- 美玲 plans a trip to London.\n- She wants natural English."
+    reply = ("Sure.\n", "Here:\n", "1. luggage\n2. gate\n")
+    with ChatServer(tokenizer="vllm", summary_text=summary, deltas=reply, **tokenizer) as server:
+        memory = ShortTermMemory(backend(server), model="m", max_input_tokens=budget, max_recent_turns=2, max_reply_tokens=64)
+        for text in texts:
+            chat(memory, text)  # a failed turn raises here
+            if fold_ahead:
+                memory.prefold()
+        replies, summaries = server_counts(server, "reply"), server_counts(server, "summary")
+        recounted = summary_counts(server) - len(summaries)
+    assert len(replies) == turns and [m.content for m in memory.history[::2]] == texts
+    assert max(replies) <= budget and max(summaries) <= budget, (replies, summaries)
+    assert recounted > 0, "not vacuous: some summary request was counted over the budget and cut again"
+    # Every summary the server billed is in the ledger, and the ledger is the bill.
+    assert [r.kind for r in memory.ledger].count("summary") == len(summaries)
+    assert memory.session_total_tokens == sum(tokens for _, tokens in server.billed)

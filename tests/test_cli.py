@@ -1,4 +1,4 @@
-"""The terminal REPL and the article's own main loop, both offline."""
+"""The terminal REPL, offline (the article's own main loop is in tests/test_article_program.py)."""
 
 import os
 import subprocess
@@ -115,27 +115,6 @@ def test_python_m_memora_help_and_version_answer_without_starting_the_repl():
         assert "Bye!" not in result.stdout and "You:" not in result.stdout
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "version" in project["dynamic"], "one version string: memora.__version__"
-
-
-def test_the_articles_main_loop_runs_against_the_package():
-    turns = [f"Turn {i}: I am practising travel English." for i in range(1, 7)]
-    script = "\n".join([*turns, "history", "context", "summary", "status", "exit"]) + "\n"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "article_v07_loop.py")],
-        input=script,
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
-    assert "Request failed" not in out
-    assert out.count("--- Memory Status ---") == 6
-    assert "History messages: 12" in out
-    assert "Summarized messages: 4" in out
-    assert "Last context messages: 8" in out
-    assert "- Turn 1: I am practising travel English." in out
 
 
 def test_python_m_memora_applies_the_session_caps():

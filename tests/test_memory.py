@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from memora import ContextBudgetError, Message, ShortTermMemory
@@ -247,18 +250,35 @@ def test_limits_are_validated_and_applied_live(backend):
     assert (memory.max_input_tokens, memory.max_recent_turns) == (2000, 1)
 
 
-def test_the_memory_takes_a_backend_and_names_the_wrapper_for_an_openai_client():
+def test_the_memory_takes_a_backend_as_it_is_and_wraps_the_articles_openai_client():
     import openai
 
     from memora.backends.openai_responses import OpenAIResponsesBackend
 
     client = openai.OpenAI(api_key="sk-test-not-real", base_url="http://127.0.0.1:9")
-    memory = ShortTermMemory(OpenAIResponsesBackend(client))
-    assert isinstance(memory.server.backend, OpenAIResponsesBackend) and not hasattr(memory, "client")
-    with pytest.raises(TypeError, match="OpenAIResponsesBackend"):
-        ShortTermMemory(client)
-    with pytest.raises(TypeError):
+    wrapped = OpenAIResponsesBackend(client)
+    assert ShortTermMemory(wrapped).server.backend is wrapped
+    memory = ShortTermMemory(client)
+    assert isinstance(memory.server.backend, OpenAIResponsesBackend) and memory.server.backend.client is client
+    assert not hasattr(memory, "client")
+    with pytest.raises(TypeError, match="not object"):
         ShortTermMemory(object())
+
+
+def test_the_memory_part_alone_names_what_registers_the_openai_adapter():
+    # The memory imports no SDK: a client is recognised through the adapters a part above registers.
+    code = (
+        "import openai\n"
+        "from memora.memory.core import ShortTermMemory\n"
+        "try:\n"
+        "    ShortTermMemory(openai.OpenAI(api_key='sk-test', base_url='http://127.0.0.1:9'))\n"
+        "except TypeError as error:\n"
+        "    print(error)\n"
+        "import memora.backends\n"
+        "print(type(ShortTermMemory(openai.OpenAI(api_key='sk-test', base_url='http://127.0.0.1:9')).server.backend).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "import memora.backends first" in out and out.rstrip().endswith("OpenAIResponsesBackend")
 
 
 def test_full_history_cost_follows_a_rollback_and_a_different_message(backend):

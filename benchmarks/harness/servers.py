@@ -438,7 +438,8 @@ class ChatServer(ModelServer):
 
     With ``han_ratio`` set, it counts like a local model's tokenizer (``han_weighted_count``) over the chatml
     prompt, in its usage and its tokenizer endpoint; ``tokenizer="llama.cpp"`` serves llama.cpp's
-    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``), ``"litellm-provider"`` or
+    ``/apply-template`` and ``/tokenize`` (recorded in ``side_requests``), ``"vllm"`` vLLM's ``/tokenize`` of chat
+    messages, ``"litellm-provider"`` or
     ``"litellm-estimate"`` LiteLLM's ``/utils/token_counter`` with that ``count_source``. ``context_window`` refuses a
     prompt of that many tokens or more as llama-cpp-python 0.3.36 does: a streamed request gets a stream
     that ends with nothing in it, a non-streamed one HTTP 400 with the figures.
@@ -448,6 +449,7 @@ class ChatServer(ModelServer):
     han_ratio: float | None = None
     tokenizer: str | None = None
     context_window: int | None = None
+    newline_tokens: int = 0
     overflows: int = 0
 
     def routes(self, path: str) -> bool:
@@ -455,14 +457,20 @@ class ChatServer(ModelServer):
 
     def prompt_tokens(self, messages: Sequence[dict[str, str]]) -> int:
         """The server's own count of a chat request's prompt."""
-        return han_weighted_count(chatml(messages), self.han_ratio or 1.0)
+        return self.count(chatml(messages))
+
+    def count(self, text: str) -> int:
+        """The server's own count of ``text``, as its tokenizer endpoints and its usage give it."""
+        return han_weighted_count(text, self.han_ratio or 1.0) + self.newline_tokens * text.count("\n")
 
     def answer(self, handler: Handler, request: Recorded) -> None:
         if self.tokenizer == "llama.cpp" and request.path == "/apply-template":
             handler.send_json(200, {"prompt": chatml(request.body["messages"])})
         elif self.tokenizer == "llama.cpp" and request.path == "/tokenize":
-            count = han_weighted_count(request.body["content"], self.han_ratio or 1.0)
-            handler.send_json(200, {"tokens": list(range(count))})
+            handler.send_json(200, {"tokens": list(range(self.count(request.body["content"])))})
+        elif self.tokenizer == "vllm" and request.path == "/tokenize":
+            count = self.prompt_tokens(request.body["messages"])
+            handler.send_json(200, {"count": count, "max_model_len": 4096, "tokens": list(range(count))})
         elif self.tokenizer and self.tokenizer.startswith("litellm") and request.path == "/utils/token_counter":
             # LiteLLM 1.108.7's answer: "provider" when the upstream counted, else its own "local_estimate".
             source = "provider" if self.tokenizer == "litellm-provider" else "local_estimate"
@@ -540,7 +548,7 @@ class ChatServer(ModelServer):
         # Bill as the Responses server does: the leading system message is the instructions.
         instructions = messages[0].content if messages and messages[0].role == "system" else ""
         billed = self.billed_input(instructions, messages[1:] if instructions else messages)
-        if self.han_ratio is not None:
+        if self.han_ratio is not None or self.newline_tokens:
             billed = self.prompt_tokens(request.body["messages"])
         output = count_text(text) + self.reasoning_tokens
         self.bill(request, billed + output)

@@ -1,30 +1,28 @@
-"""Model backends behind one small Protocol (see ``base.Backend``)."""
+"""Model backends behind one small Protocol (see ``base.Backend``).
+
+Importing this package registers the adapter that lets ``ShortTermMemory(client=OpenAI())`` run as the article
+writes it (``openai_client_backend``): the memory itself imports no SDK.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
 from memora.backends.offline import OfflineBackend
+from memora.memory.backend import register_client_adapter
 
-__all__ = ["Backend", "BackendError", "Completion", "OfflineBackend", "ReplyRequest", "SummaryRequest", "as_backend"]
+__all__ = ["Backend", "BackendError", "Completion", "OfflineBackend", "ReplyRequest", "SummaryRequest", "openai_client_backend"]
 
 
-def as_backend(client: Any) -> Backend:
-    """The backend for what the article calls ``client``.
+def openai_client_backend(client: object) -> Backend | None:
+    """An ``openai.OpenAI`` client, or any OpenAI-compatible one (it has ``responses.create``), as the Responses
+    backend in the article's layout: instructions apart, the summary as a ``developer`` message, counted locally with
+    o200k_base. None for anything else. A proxy over a local model needs ``PROXY_PROFILE``: build that backend
+    yourself (``memora.backends.openai_responses``), as the app's settings do."""
+    if not callable(getattr(getattr(client, "responses", None), "create", None)):
+        return None
+    from memora.backends.openai_responses import OpenAIResponsesBackend
 
-    A memora backend is returned as it is; an article-style client made by
-    ``memora.backends.compat.ArticleClient`` gives its backend back; anything with a
-    ``responses`` attribute (an ``openai.OpenAI`` client) is wrapped. The memory itself takes only the first two
-    (``memora.memory.core.backend_of``): it imports no SDK.
-    Raises TypeError for anything else.
-    """
-    if isinstance(client, Backend):
-        return client
-    if isinstance(getattr(client, "backend", None), Backend):
-        return client.backend
-    if hasattr(client, "responses"):
-        from memora.backends.openai_responses import OpenAIResponsesBackend
+    return OpenAIResponsesBackend(client)  # type: ignore[arg-type]
 
-        return OpenAIResponsesBackend(client)
-    raise TypeError(f"expected a memora backend or an openai.OpenAI client, got {type(client).__name__}")
+
+register_client_adapter(openai_client_backend)

@@ -1,12 +1,13 @@
 """The memory's seam to a model server: the ``Backend`` Protocol it calls, what it sends and gets back, and its errors.
 
 The memory defines what it needs; ``memora.backends`` holds one module per server that implements it, and raises
-these errors. Nothing here imports an SDK: the memory is taught without one.
+these errors. Nothing here imports an SDK: the memory is taught without one. A client the article passes (an
+``openai.OpenAI``) becomes a ``Backend`` through an adapter that a part above registers (``register_client_adapter``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -140,3 +141,36 @@ class Backend(Protocol):
         """Which endpoint ``count_request`` asks, in words for the Status panel and the REPL
         (``"llama.cpp /apply-template + /tokenize"``); None where the server has none."""
         ...
+
+
+ClientAdapter = Callable[[object], "Backend | None"]
+"""Turns a client it recognises into a ``Backend``; None for any other client."""
+
+_client_adapters: list[ClientAdapter] = []
+
+
+def register_client_adapter(adapter: ClientAdapter) -> None:
+    """Lets a part above the memory hand it the clients it knows: ``memora.backends`` registers the one for
+    ``openai.OpenAI`` and OpenAI-compatible clients when it is imported. Registering the same adapter twice is a no-op."""
+    if adapter not in _client_adapters:
+        _client_adapters.append(adapter)
+
+
+def backend_of(client: object) -> Backend:
+    """The backend behind what the article calls ``client``.
+
+    A memora ``Backend`` is taken as it is; any other client goes to the registered adapters, and the first that
+    recognises it gives the backend (an ``openai.OpenAI`` client, once ``memora.backends`` is imported, which
+    ``from memora import ShortTermMemory`` does).
+    Raises TypeError, naming the type, for anything else.
+    """
+    if isinstance(client, Backend):
+        return client
+    for adapter in _client_adapters:
+        backend = adapter(client)
+        if backend is not None:
+            return backend
+    hint = "" if _client_adapters else " (import memora.backends first: it registers the OpenAI client's adapter)"
+    raise TypeError(
+        f"ShortTermMemory needs a memora backend or an OpenAI client (with responses.create), not {type(client).__name__}{hint}"
+    )

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from memora.memory import plan, policies, server
-from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest
+from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest, backend_of
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
 from memora.memory.server import Server, Summarizer, check_summary, summary_texts
@@ -46,8 +46,14 @@ from memora.text.usage import Ledger, Usage, UsageRecord
 
 class ShortTermMemory:
     """One conversation's ``conversation`` (a ``History``), ``ledger``, ``server`` and ``limits`` (``values.Limits``
-    says what each argument is), and the requests that change them. ``client`` (the article's name): a memora backend,
-    or the article's client that carries one (``ArticleClient``). ``lock``: one turn at a time per session."""
+    says what each argument is), and the requests that change them. ``lock``: one turn at a time per session.
+
+    ``client`` is what the article passes, ``OpenAI()``: any ``openai.OpenAI`` or OpenAI-compatible client (one with
+    ``responses.create``), sent to through the Responses API in the article's layout. A memora backend
+    (``memora.backends``) is taken as it is.
+    The memory imports no SDK: it recognises a client through the adapters a part above registers
+    (``memora.memory.backend.backend_of``); ``from memora import ShortTermMemory`` registers the OpenAI one. Raises
+    TypeError for anything else."""
 
     def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
                  summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
@@ -297,20 +303,6 @@ def check_caps(memory: ShortTermMemory, user_text: str) -> None:
 def served_by(memory: ShortTermMemory) -> str:
     """The model the ledger names for a request of ``memory``: ``offline`` for the offline engine."""
     return "offline" if memory.server.backend.offline else memory.model
-
-
-def backend_of(client: Any) -> Backend:
-    """The backend behind what the article calls ``client``: a memora backend as it is, or the one an article-style
-    client (``memora.backends.compat.ArticleClient``) carries. Raises TypeError for anything else, an
-    ``openai.OpenAI`` client included: wrap it (``memora.backends.openai_responses.OpenAIResponsesBackend``)."""
-    if isinstance(client, Backend):
-        return client
-    if isinstance(getattr(client, "backend", None), Backend):
-        return client.backend
-    raise TypeError(
-        f"expected a memora backend (memora.backends), not {type(client).__name__}; "
-        "wrap an openai.OpenAI client in memora.backends.openai_responses.OpenAIResponsesBackend"
-    )
 
 
 # -- one turn: prepare, stream, commit or leave no trace ------------------------------------------------------------

@@ -157,7 +157,7 @@ class Summarizer:
         none is tokenized again). ``turn``, ``served_by`` and ``input_budget`` go into the ledger record.
         ``exact`` is the server's own count of a request (its tokenizer endpoint): a request it counts
         over ``input_budget`` is cut further before anything is sent, and each such count is appended to
-        ``counts`` (local tokens, server tokens, the request's texts), for the memory to learn from, even on failure.
+        ``counts`` (a ``ServerCount``), for the memory to learn from, even on failure.
         Returns the new version and the request's record. Raises BackendError when
         the request fails or cannot be cut to fit (nothing is recorded then), and SummaryError,
         after the record, when the model returned no summary for new messages.
@@ -202,28 +202,40 @@ class Summarizer:
         A context-overflow error teaches ``server`` its figures, and the request is cut to the room they leave and sent
         once more; ``overflow_error`` when no cut can fit the server's window, or on a second overflow. Every count
         the server made of a request is learned, even when the request then fails. Records nothing in the ledger."""
-        counts: list[ServerCount] = []
-
         def send() -> tuple[SummaryVersion, UsageRecord]:
             in_force = server.in_force(max_input_tokens)
             room = sizes.fold_room(server.local(in_force, plan_texts))
-            return self.fold(server.backend, summary, messages, span, room, message_tokens=message_tokens, turn=turn,
-                             served_by=served_by, input_budget=in_force, exact=server.summary_counter(), counts=counts)  # fmt: skip
+            counts: list[ServerCount] = []
+            try:
+                return self.fold(
+                    server.backend,
+                    summary,
+                    messages,
+                    span,
+                    room,
+                    message_tokens=message_tokens,
+                    turn=turn,
+                    served_by=served_by,
+                    input_budget=in_force,
+                    exact=server.summary_counter(),
+                    counts=counts,
+                )
+            finally:
+                # What the server counted is learned even when the request then fails or is refused.
+                for count in counts:
+                    server.learn(count.local_tokens, count.server_tokens, count.texts)
 
         try:
-            try:
-                return send()
-            except ContextOverflowError as overflow:
-                server.learn_overflow(overflow, sizes.summary_request + sum(message_tokens), summary_texts(summary, messages))
-            if server.too_small():
-                raise overflow_error()
-            try:
-                return send()
-            except ContextOverflowError:
-                raise overflow_error() from None
-        finally:
-            for local, server, texts in counts:
-                server.learn(local, server, texts)
+            return send()
+        except ContextOverflowError as overflow:
+            local = sizes.summary_request + sum(message_tokens)
+            server.learn_overflow(overflow, local, summary_texts(summary, messages))
+        if server.too_small():
+            raise overflow_error()
+        try:
+            return send()
+        except ContextOverflowError:
+            raise overflow_error() from None
 
     def _fitted(
         self,
@@ -244,7 +256,7 @@ class Summarizer:
             if server_count is None or server_count <= input_budget:
                 return request, counted, server_count
             if counts is not None:
-                counts.append((counted, server_count, [request.instructions, request.input_text]))
+                counts.append(ServerCount(counted, server_count, (request.instructions, request.input_text)))
             # The room shrinks by the share the server counted over, and a little more: counts are not proportional.
             # From what the messages take now, not from the room, which they may not have filled.
             taken = min(room, sum(message_tokens))
@@ -276,8 +288,17 @@ def summary_request(model: str, instructions: str, summary: str, messages: Seque
 ExactCount = Callable[[str, str, Sequence[Message]], "int | None"]
 """A backend's ``count_request(model, instructions, messages)``: the server's own count of a request."""
 
-ServerCount = tuple[int, int, list[str]]
-"""A count the server made of a request: its local tokens, the server's, and the texts it carried."""
+
+@dataclass(frozen=True)
+class ServerCount:
+    """A count the server made of a summary request before it was sent: for the calibration to learn from."""
+
+    local_tokens: int
+    """The request's local (o200k_base) count."""
+    server_tokens: int
+    """The server's own count of the same request."""
+    texts: tuple[str, ...]
+    """The texts the request carried, for the calibration's kinds of text."""
 
 MAX_RECUTS = 4
 RECUT_SPARE = 8
