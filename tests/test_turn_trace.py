@@ -11,7 +11,6 @@ The README's "How the memory works" quotes these figures.
 from __future__ import annotations
 
 import ast
-import inspect
 import sys
 from pathlib import Path
 from types import FrameType
@@ -74,19 +73,6 @@ def test_a_turn_with_a_fold_runs_through_few_files_and_no_two_call_each_other():
     assert len(files) <= MAX_FILES, sorted(files)
     assert len(memory_files) <= MAX_MEMORY_FILES, memory_files
     assert both_ways == []
-
-
-MAX_PUBLIC_NAMES, MAX_CLASS_LINES = 30, 200
-"""Issue 29's goal for ``ShortTermMemory``: about the article's size (its class has 20 names: 11 attributes and 9 methods)."""
-
-
-def test_the_memory_class_is_about_the_articles_size():
-    memory = build_memory(load_settings({}, {}))
-    public = sorted({name for name in dir(memory) if not name.startswith("_")})
-    lines, _ = inspect.getsourcelines(ShortTermMemory)
-    print(f"\nShortTermMemory: {len(public)} public names, {len(lines)} lines: {public}")
-    assert len(public) <= MAX_PUBLIC_NAMES, public
-    assert len(lines) <= MAX_CLASS_LINES
 
 
 STATE = frozenset(name for name in vars(ShortTermMemory(OfflineBackend())) if name != "lock")
