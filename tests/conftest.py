@@ -72,6 +72,7 @@ MODULE_TIERS = {
             "test_recent_window_guarantee",
             "test_replay",
             "test_settings",
+            "test_settings_empty",
             "test_store",
             "test_token_calibration",
             "test_tiers",

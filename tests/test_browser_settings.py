@@ -46,7 +46,7 @@ def test_a_locked_classroom_with_one_bad_setting_refuses_every_student_and_logs_
     settings = {"OPENAI_API_KEY": CLASSROOM_KEY, "MEMORA_LOCK_SETTINGS": "true", "MEMORA_DATA_DIR": str(data)}
     if where == "environment":
         env = bare_env(tmp_path, **settings, MEMORA_MAX_STORE_MB="0")
-        problems = ["MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0"]
+        problems = ["MEMORA_MAX_STORE_MB must be a whole number from 1 to 1000000000, not 0"]
     else:
         (tmp_path / ".streamlit").mkdir()
         lines = [f'{name} = "{value}"' for name, value in settings.items()] + ["MEMORA_MAX_STORE_MB = 1_024_"]

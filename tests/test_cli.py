@@ -180,7 +180,7 @@ def test_python_m_memora_refuses_malformed_settings_listing_each_and_never_start
         "  - MEMORA_BASE_URL must be an http:// or https:// URL with a host, such as http://localhost:11434/v1"
         " (the value is not shown: it may hold a password)",
         "  - MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'",
-        "  - MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0",
+        "  - MEMORA_MAX_STORE_MB must be a whole number from 1 to 1000000000, not 0",
     ]
     assert key not in result.stderr
     assert not (tmp_path / ".memora").exists(), "nothing was opened on the default data folder"

@@ -44,12 +44,13 @@ def test_a_key_alone_selects_openai() -> None:
     assert settings.backend == "openai" and settings.has_key
 
 
-def test_secrets_win_over_the_environment_and_empty_values_count_as_unset() -> None:
+def test_secrets_win_over_the_environment() -> None:
+    # An empty secret is refused rather than falling through to the environment: tests/test_settings_empty.py.
     environ = {"OPENAI_API_KEY": "sk-env", "MEMORA_MODEL": "gpt-env", "MEMORA_TIMEOUT": "5", "MEMORA_MAX_RETRIES": "4"}
-    secrets = {"OPENAI_API_KEY": "sk-secret", "MEMORA_MODEL": "", "MEMORA_TIMEOUT": 12.5, "MEMORA_MAX_RETRIES": 0}
+    secrets = {"OPENAI_API_KEY": "sk-secret", "MEMORA_TIMEOUT": 12.5, "MEMORA_MAX_RETRIES": 0}
     settings = load_settings(secrets, environ)
     assert settings.api_key == "sk-secret"
-    assert settings.model == "gpt-env"  # the empty secret falls through to the environment
+    assert settings.model == "gpt-env"  # not in secrets: the environment's
     assert settings.timeout_s == 12.5
     assert settings.max_retries == 0  # zero is a value, not "unset"
 
@@ -205,7 +206,7 @@ def test_the_issues_classroom_is_refused_not_opened_on_defaults() -> None:
     }
     with pytest.raises(SettingsError) as refused:
         load_settings({}, environ)
-    assert refused.value.problems == ("MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0",)
+    assert refused.value.problems == ("MEMORA_MAX_STORE_MB must be a whole number from 1 to 1000000000, not 0",)
     assert "sk-classroom" not in str(refused.value)
 
 
@@ -214,15 +215,15 @@ def test_the_issues_classroom_is_refused_not_opened_on_defaults() -> None:
     [
         ({}, {"MEMORA_LOCK_SETTINGS": "ture"}, "MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'"),
         ({}, {"MEMORA_MAX_CONVERSATION_KB": "8193"}, "MEMORA_MAX_CONVERSATION_KB must be a whole number from 1 to 8192, not 8193"),
-        ({}, {"MEMORA_MAX_RETRIES": "٢"}, "MEMORA_MAX_RETRIES must be a whole number, at least 0, not '٢'"),  # int() takes it
+        ({}, {"MEMORA_MAX_RETRIES": "٢"}, "MEMORA_MAX_RETRIES must be a whole number from 0 to 10, not '٢'"),  # int() takes it
         ({}, {"MEMORA_FOLD_POLICY": "windows"}, "MEMORA_FOLD_POLICY must be one of window, watermark, not 'windows'"),
         (
             {},
             {"MEMORA_SHUTDOWN_GRACE_S": "inf"},
-            "MEMORA_SHUTDOWN_GRACE_S must be a number of seconds above 0 (such as 5 or 0.5), not 'inf'",
+            "MEMORA_SHUTDOWN_GRACE_S must be a number of seconds above 0 and at most 3600 (such as 5 or 0.5), not 'inf'",
         ),
-        ({"MEMORA_MAX_TURNS": True}, {}, "MEMORA_MAX_TURNS must be a whole number, at least 1, not True"),  # int(True) is 1
-        ({"MEMORA_MAX_TURNS": 2.5}, {}, "MEMORA_MAX_TURNS must be a whole number, at least 1, not 2.5"),
+        ({"MEMORA_MAX_TURNS": True}, {}, "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not True"),  # int(True) is 1
+        ({"MEMORA_MAX_TURNS": 2.5}, {}, "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not 2.5"),
         ({"MEMORA_LOCK_SETTINGS": ["true"]}, {}, "MEMORA_LOCK_SETTINGS must be one value in secrets.toml, not a table or a list"),
         ({"MEMORA_MODEL": 5}, {}, "MEMORA_MODEL must be a model's name on one line, without control characters, not 5"),
         ({}, {"MEMORA_DATA_DIR": "/srv/\x1b[2Jmemora"}, "MEMORA_DATA_DIR must be a folder on one line"),
@@ -279,4 +280,6 @@ def test_a_misspelled_memora_variable_is_refused_with_the_names_it_is_close_to()
     ]
     # Every variable the module documents is one it reads; the test suite's and the benchmarks' own are not settings.
     documented = set(re.findall(r"``(MEMORA_[A-Z_]+)``", settings_module.__doc__))
-    load_settings({}, {**{name: "" for name in documented}, "MEMORA_TEST_POSTGRES_URL": "x", "MEMORA_LLAMA_MODEL": "y"})
+    with pytest.raises(SettingsError) as refused:
+        load_settings({}, {**dict.fromkeys(documented, "?"), "MEMORA_TEST_POSTGRES_URL": "x", "MEMORA_LLAMA_MODEL": "y"})
+    assert [problem for problem in refused.value.problems if "is not a setting" in problem] == []

@@ -52,8 +52,8 @@ def test_the_issues_locked_classroom_with_one_bad_cap_is_refused_on_the_page_and
     at = opened(caplog)
     assert_refused(at)
     problems = [
-        "MEMORA_MAX_TURNS must be a whole number, at least 1, not 'forty'",
-        "MEMORA_MAX_STORE_MB must be a whole number, at least 1, not 0",
+        "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not 'forty'",
+        "MEMORA_MAX_STORE_MB must be a whole number from 1 to 1000000000, not 0",
     ]
     assert "the 2 setting problem(s) below" in at.error[0].value
     assert at.code[0].value == "\n".join(f"- {problem}" for problem in problems)
@@ -108,3 +108,23 @@ def test_a_secrets_file_that_cannot_be_parsed_is_refused_without_quoting_it(tmp_
     assert_refused(at)
     assert at.code[0].value == "- secrets.toml could not be read (TOMLDecodeError (at line 2, column 24)): fix it or remove it"
     assert CLASSROOM_KEY not in tree_text(at) and CLASSROOM_KEY not in caplog.text
+
+
+def test_the_issues_empty_lock_key_cap_and_store_are_each_named_on_the_page_and_in_the_log(tmp_path, monkeypatch, caplog) -> None:
+    """Issue 39: a file whose values were lost on the way (given, but empty) opened unlocked, offline, uncapped and on
+    ~/.memora. Each is a setting to fix, listed at once, and nothing is opened."""
+    for name in ("MEMORA_LOCK_SETTINGS", "OPENAI_API_KEY", "MEMORA_MAX_SERVER_TOKENS", "MEMORA_STORE_URL"):
+        monkeypatch.setenv(name, " ")
+    monkeypatch.setenv("MEMORA_CONVERSATION_IDLE_DAYS", "1000000000")
+    at = opened(caplog)
+    assert_refused(at)
+    listed = at.code[0].value.splitlines()
+    assert [line.removeprefix("- ").split(" ", 1)[0] for line in listed] == [
+        "MEMORA_LOCK_SETTINGS",
+        "MEMORA_MAX_SERVER_TOKENS",
+        "MEMORA_STORE_URL",
+        "MEMORA_CONVERSATION_IDLE_DAYS",
+    ]
+    assert all(line.removeprefix("- ") in caplog.text for line in listed)
+    assert "the 4 setting problem(s) below" in at.error[0].value
+    assert not (tmp_path / ".memora").exists(), "no store or ledger opened anywhere"

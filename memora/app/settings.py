@@ -3,7 +3,8 @@
 Precedence, highest first: Streamlit secrets, then the environment, then defaults.
 Settings fail closed: ``load_settings`` raises one SettingsError listing every malformed value, and the page
 (``memora.app.page.startup``) and the REPL stop on it; nothing falls back to a default, which would open a locked
-classroom unlocked.
+classroom unlocked. A variable given but empty is refused too, never read as unset; a key's empty value is no key,
+unless the lock is on or the backend needs it (docs/empty-settings.md). Every number has a largest value.
 The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
 ``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
 the same backend whichever way it was chosen.
@@ -214,32 +215,34 @@ class SettingsError(ValueError):
 
 T = TypeVar("T")
 _WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+"""ASCII digits and one point: float() would also take fullwidth or Arabic-Indic digits, "1_000", "1e3" and "inf",
+which ``_WHOLE`` refuses."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"[!-~]+")  # printable ASCII, no space: what an HTTP Authorization header can carry
 
 
-def _int(name: str, raw: Any, minimum: int, maximum: int | None = None) -> int:
-    accepted = f"a whole number from {minimum} to {maximum}" if maximum is not None else f"a whole number, at least {minimum}"
+def _int(name: str, raw: Any, minimum: int, maximum: int) -> int:
+    accepted = f"a whole number from {minimum} to {maximum}"
     # A TOML 40 or 40.0 is a number; a TOML true is not, though Python's int() would take it as 1.
     if isinstance(raw, float) and raw.is_integer():
         raw = int(raw)
     if isinstance(raw, bool) or not (isinstance(raw, int) or (isinstance(raw, str) and _WHOLE.fullmatch(raw))):
         raise SettingsError(f"{name} must be {accepted}, not {raw!r}")
     value = int(raw)
-    if value < minimum or (maximum is not None and value > maximum):
+    if value < minimum or value > maximum:
         raise SettingsError(f"{name} must be {accepted}, not {value}")
     return value
 
 
 def _seconds(name: str, raw: Any) -> float:
-    accepted = f"{name} must be a number of seconds above 0 (such as 5 or 0.5), not {raw!r}"
-    if isinstance(raw, bool):
+    """Seconds, written as ``_int`` takes whole numbers (ASCII digits, a sign) with a decimal point allowed."""
+    accepted = f"{name} must be a number of seconds above 0 and at most {MAX_SECONDS} (such as 5 or 0.5), not {raw!r}"
+    numeric = isinstance(raw, int | float) and not isinstance(raw, bool)
+    if not (numeric or (isinstance(raw, str) and _DECIMAL.fullmatch(raw))):
         raise SettingsError(accepted)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise SettingsError(accepted) from None
-    if not math.isfinite(value) or value <= 0:
+    value = float(raw)
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
         raise SettingsError(accepted)
     return value
 
@@ -306,28 +309,53 @@ def _store_url(name: str, raw: Any) -> str:
     return raw
 
 
+MAX_SECONDS = 3600
+"""The longest ``MEMORA_TIMEOUT`` and ``MEMORA_SHUTDOWN_GRACE_S``: an hour. A socket or a wait given much more
+raises OverflowError, long after the start."""
+MAX_TOKENS = 10**12
+"""The largest token figure a setting may give: above any model's window or a class's budget, and any sum of
+bookings under it fits the 64-bit integers of SQLite and PostgreSQL."""
+MAX_COUNT = 10**6
+"""The largest count of turns, recent turns or new conversations an hour."""
+MAX_MESSAGE_CHARS = 10**8
+MAX_RETRIES = 10
+"""The SDK waits up to 8 s between retries: ten is over a minute of retrying one request."""
+MAX_IDLE_DAYS = 36_500
+"""A hundred years: ``now - idle days`` stays a date (a billion days overflowed on every page)."""
+MAX_STORE_MB = 10**9
+"""In bytes, still under SQLite's and PostgreSQL's 64-bit integers."""
+
+
 SECRET_SETTINGS = ("OPENAI_API_KEY", "MEMORA_API_KEY", "MEMORA_BASE_URL", "OPENAI_BASE_URL", "MEMORA_STORE_URL")
 """The settings that may hold a secret (a key, a URL's password): their parsers (``_key``, ``_server_url``,
 ``_store_url``) never quote the value, which tests/test_settings.py checks for each of these names."""
 
 
+EMPTY = ""
+"""What ``_Reader.raw`` returns for a variable given but empty (or only spaces): never the same as unset (None)."""
+
+
 class _Reader:
     """Reads each variable, secrets first, and collects every malformed one rather than stopping at the first.
 
-    An empty value counts as unset. A value read from secrets.toml may be a TOML number or boolean; a table
-    or a list is malformed whatever the variable.
+    A variable given but empty is a problem, not unset (docs/empty-settings.md): a lost value must not drop a
+    lock, a cap or a store. The keys are read by ``key``, where empty means no key. A secret that is given wins
+    over the environment, even empty. A value read from secrets.toml may be a TOML number or boolean; a table or
+    a list is malformed whatever the variable.
     """
 
     def __init__(self, secrets: Mapping[str, Any], environ: Mapping[str, str]) -> None:
         self.secrets, self.environ = secrets, environ
         self.problems: list[str] = []
         self.asked: set[str] = set()
+        self.empty_keys: list[str] = []
 
     def raw(self, name: str) -> Any:
+        """The value as given, stripped; ``EMPTY`` when given but blank; None when not given at all."""
         self.asked.add(name)
         value = self.secrets.get(name)
-        if value in (None, ""):
-            return (self.environ.get(name) or "").strip() or None
+        if value is None:
+            value = self.environ.get(name)
         return value.strip() if isinstance(value, str) else value
 
     def read(self, name: str, parse: Callable[[str, Any], T], default: T) -> T:
@@ -335,6 +363,9 @@ class _Reader:
         only so that the other variables are still read: ``load_settings`` then raises with every problem."""
         raw = self.raw(name)
         if raw is None:
+            return default
+        if raw == EMPTY:
+            self.problems.append(f"{name} is empty: give it a value, or leave it out to use its default")
             return default
         if isinstance(raw, (dict, list)):
             self.problems.append(f"{name} must be one value in secrets.toml, not a table or a list")
@@ -345,19 +376,39 @@ class _Reader:
             self.problems.extend(error.problems)
             return default
 
-    def whole(self, name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+    def whole(self, name: str, default: int, minimum: int, maximum: int) -> int:
         return self.read(name, lambda n, raw: _int(n, raw, minimum, maximum), default)
 
-    def cap(self, name: str) -> int | None:
-        """A number of at least 1, or None (no cap) when unset."""
-        return self.read(name, lambda n, raw: _int(n, raw, 1), None)
+    def cap(self, name: str, maximum: int) -> int | None:
+        """A number from 1 to ``maximum``, or None (no cap) when not given."""
+        return self.read(name, lambda n, raw: _int(n, raw, 1, maximum), None)
+
+    def key(self, name: str) -> str | None:
+        """A key, or None when not given or given empty (no key); an empty one is noted for ``check_empty_keys``."""
+        if self.raw(name) == EMPTY:
+            self.empty_keys.append(name)
+            return None
+        return self.read(name, _key, None)
+
+    def check_empty_keys(self, locked: bool, backend: str) -> None:
+        """An empty key is no key, unless the lock is on or the backend needs that key: a key lost on the way must
+        not open a locked classroom offline, nor leave ``openai`` without one."""
+        for name in self.empty_keys:
+            if locked:
+                self.problems.append(
+                    f"{name} is empty while MEMORA_LOCK_SETTINGS is on: give the key, or leave the variable out for "
+                    "a locked page without it"
+                )
+            elif name == "OPENAI_API_KEY" and backend == "openai":
+                self.problems.append(f"{name} is empty while MEMORA_BACKEND=openai needs it: give the key")
 
 
 def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Reads the variables listed in this module's docstring, secrets first.
 
-    An empty value counts as unset. With a key and no ``MEMORA_BACKEND`` the
-    backend is ``openai``; without a key it is ``offline``.
+    A value given but empty is refused, except a key's, which is no key unless the lock is on or the backend
+    needs it (docs/empty-settings.md). With a key and no ``MEMORA_BACKEND`` the backend is ``openai``; without a
+    key it is ``offline``.
     Raises one SettingsError listing every problem: each malformed value (a number out of range or not a
     number, an unknown choice, a flag that is not true or false, a URL that is not one, a key or a name with
     control characters), ``chat`` without a base URL or model, and ``api`` counting without ``openai``.
@@ -365,6 +416,7 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
     """
     reader = _Reader(secrets or {}, os.environ if environ is None else environ)
     values = {**_model_settings(reader), **_classroom_settings(reader)}
+    reader.check_empty_keys(values["locked"], values["backend"])
     reader.problems += _unknown_names(reader)
     if reader.problems:
         raise SettingsError(*reader.problems)
@@ -392,7 +444,7 @@ def _unknown_names(reader: _Reader) -> list[str]:
 def _model_settings(reader: _Reader) -> dict[str, Any]:
     """The backend, the model and the memory's own limits."""
     defaults = Settings()
-    api_key = reader.read("OPENAI_API_KEY", _key, None)
+    api_key = reader.key("OPENAI_API_KEY")
     # Both are read, so that a malformed one is refused even where the other wins.
     base_url = reader.read("MEMORA_BASE_URL", _server_url, None)
     openai_base_url = reader.read("OPENAI_BASE_URL", _server_url, None)
@@ -405,17 +457,17 @@ def _model_settings(reader: _Reader) -> dict[str, Any]:
     return {
         "backend": backend,
         "model": model or defaults.model,
-        "max_input_tokens": reader.whole("MEMORA_MAX_INPUT_TOKENS", defaults.max_input_tokens, 1),
-        "max_recent_turns": reader.whole("MEMORA_MAX_RECENT_TURNS", defaults.max_recent_turns, 0),
-        "max_reply_tokens": reader.whole("MEMORA_MAX_REPLY_TOKENS", defaults.max_reply_tokens, 1),
-        "context_window": reader.cap("MEMORA_CONTEXT_WINDOW"),
+        "max_input_tokens": reader.whole("MEMORA_MAX_INPUT_TOKENS", defaults.max_input_tokens, 1, MAX_TOKENS),
+        "max_recent_turns": reader.whole("MEMORA_MAX_RECENT_TURNS", defaults.max_recent_turns, 0, MAX_COUNT),
+        "max_reply_tokens": reader.whole("MEMORA_MAX_REPLY_TOKENS", defaults.max_reply_tokens, 1, MAX_TOKENS),
+        "context_window": reader.cap("MEMORA_CONTEXT_WINDOW", MAX_TOKENS),
         "fold_policy": reader.read("MEMORA_FOLD_POLICY", partial(_choice, choices=FOLD_POLICIES), defaults.fold_policy),
         "api_key": api_key,
         "base_url": base_url or openai_base_url,
-        "chat_api_key": reader.read("MEMORA_API_KEY", _key, None),
+        "chat_api_key": reader.key("MEMORA_API_KEY"),
         "token_counting": counting,
         "timeout_s": reader.read("MEMORA_TIMEOUT", _seconds, defaults.timeout_s),
-        "max_retries": reader.whole("MEMORA_MAX_RETRIES", defaults.max_retries, 0),
+        "max_retries": reader.whole("MEMORA_MAX_RETRIES", defaults.max_retries, 0, MAX_RETRIES),
     }
 
 
@@ -436,16 +488,18 @@ def _classroom_settings(reader: _Reader) -> dict[str, Any]:
     defaults = Settings()
     return {
         "locked": reader.read("MEMORA_LOCK_SETTINGS", _flag, False),
-        "max_message_chars": reader.whole("MEMORA_MAX_MESSAGE_CHARS", defaults.max_message_chars, 1),
-        "max_turns": reader.cap("MEMORA_MAX_TURNS"),
-        "max_session_tokens": reader.cap("MEMORA_MAX_SESSION_TOKENS"),
-        "max_server_tokens": reader.cap("MEMORA_MAX_SERVER_TOKENS"),
+        "max_message_chars": reader.whole("MEMORA_MAX_MESSAGE_CHARS", defaults.max_message_chars, 1, MAX_MESSAGE_CHARS),
+        "max_turns": reader.cap("MEMORA_MAX_TURNS", MAX_COUNT),
+        "max_session_tokens": reader.cap("MEMORA_MAX_SESSION_TOKENS", MAX_TOKENS),
+        "max_server_tokens": reader.cap("MEMORA_MAX_SERVER_TOKENS", MAX_TOKENS),
         "data_dir": reader.read("MEMORA_DATA_DIR", partial(_text, what="a folder"), defaults.data_dir),
         "store_url": reader.read("MEMORA_STORE_URL", _store_url, None),
-        "conversation_idle_days": reader.whole("MEMORA_CONVERSATION_IDLE_DAYS", defaults.conversation_idle_days, 1),
+        "conversation_idle_days": reader.whole("MEMORA_CONVERSATION_IDLE_DAYS", defaults.conversation_idle_days, 1, MAX_IDLE_DAYS),
         "max_conversation_kb": reader.whole("MEMORA_MAX_CONVERSATION_KB", defaults.max_conversation_kb, 1, MAX_SAVED_BYTES // 1024),
-        "max_new_conversations_per_hour": reader.whole("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", defaults.max_new_conversations_per_hour, 1),
-        "max_store_mb": reader.whole("MEMORA_MAX_STORE_MB", defaults.max_store_mb, 1),
+        "max_new_conversations_per_hour": reader.whole(
+            "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", defaults.max_new_conversations_per_hour, 1, MAX_COUNT
+        ),
+        "max_store_mb": reader.whole("MEMORA_MAX_STORE_MB", defaults.max_store_mb, 1, MAX_STORE_MB),
         "shutdown_grace_s": reader.read("MEMORA_SHUTDOWN_GRACE_S", _seconds, defaults.shutdown_grace_s),
     }
 
