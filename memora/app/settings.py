@@ -5,6 +5,9 @@ Settings fail closed: ``load_settings`` raises one SettingsError listing every m
 (``memora.app.page.startup``) and the REPL stop on it; nothing falls back to a default, which would open a locked
 classroom unlocked. A variable given but empty is refused too, never read as unset; a key's empty value is no key,
 unless the lock is on or the backend needs it (docs/empty-settings.md). Every number has a largest value.
+Each variable is declared once, as a field of ``_Variables`` (pydantic-settings), with its type, its range and what
+it accepts in words; pydantic validates them all at once, and each error it reports becomes one line of the
+SettingsError. What pydantic would take but Memora refuses ("1_000", ``True`` for a number) is refused before it.
 The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
 ``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
 the same backend whichever way it was chosen.
@@ -80,11 +83,15 @@ import difflib
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BeforeValidator, Field, HttpUrl, SecretStr, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
@@ -213,101 +220,15 @@ class SettingsError(ValueError):
         self.problems: tuple[str, ...] = problems
 
 
-T = TypeVar("T")
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 """ASCII digits and one point: float() would also take fullwidth or Arabic-Indic digits, "1_000", "1e3" and "inf",
 which ``_WHOLE`` refuses."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"[!-~]+")  # printable ASCII, no space: what an HTTP Authorization header can carry
-
-
-def _int(name: str, raw: Any, minimum: int, maximum: int) -> int:
-    accepted = f"a whole number from {minimum} to {maximum}"
-    # A TOML 40 or 40.0 is a number; a TOML true is not, though Python's int() would take it as 1.
-    if isinstance(raw, float) and raw.is_integer():
-        raw = int(raw)
-    if isinstance(raw, bool) or not (isinstance(raw, int) or (isinstance(raw, str) and _WHOLE.fullmatch(raw))):
-        raise SettingsError(f"{name} must be {accepted}, not {raw!r}")
-    value = int(raw)
-    if value < minimum or value > maximum:
-        raise SettingsError(f"{name} must be {accepted}, not {value}")
-    return value
-
-
-def _seconds(name: str, raw: Any) -> float:
-    """Seconds, written as ``_int`` takes whole numbers (ASCII digits, a sign) with a decimal point allowed."""
-    accepted = f"{name} must be a number of seconds above 0 and at most {MAX_SECONDS} (such as 5 or 0.5), not {raw!r}"
-    numeric = isinstance(raw, int | float) and not isinstance(raw, bool)
-    if not (numeric or (isinstance(raw, str) and _DECIMAL.fullmatch(raw))):
-        raise SettingsError(accepted)
-    value = float(raw)
-    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
-        raise SettingsError(accepted)
-    return value
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def _flag(name: str, raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise SettingsError(f"{name} must be true or false (or 1/0, yes/no, on/off), not {raw!r}")
-
-
-def _choice(name: str, raw: Any, choices: tuple[str, ...]) -> str:
-    value = str(raw).strip().lower() if isinstance(raw, str) else None
-    if value not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(choices)}, not {raw!r}")
-    return value
-
-
-def _text(name: str, raw: Any, what: str) -> str:
-    """A model's name or a folder: any text on one line."""
-    if not isinstance(raw, str) or _CONTROL.search(raw):
-        raise SettingsError(f"{name} must be {what} on one line, without control characters, not {raw!r}")
-    return raw
-
-
-def _key(name: str, raw: Any) -> str:
-    if not isinstance(raw, str) or not _KEY.fullmatch(raw):
-        raise SettingsError(f"{name} must be the key as issued: printable ASCII without spaces (the value is not shown)")
-    return raw
-
-
+_FLAG_WORDS = ("1", "true", "yes", "on", "0", "false", "no", "off")
 _NOT_SHOWN = " (the value is not shown: it may hold a password)"
-
-
-def _server_url(name: str, raw: Any) -> str:
-    problem = f"{name} must be an http:// or https:// URL with a host, such as http://localhost:11434/v1{_NOT_SHOWN}"
-    if not isinstance(raw, str) or _CONTROL.search(raw) or " " in raw:
-        raise SettingsError(problem)
-    try:
-        parts = urlsplit(raw)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number from 0 to 65535
-    except ValueError:
-        raise SettingsError(problem) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(problem)
-    return raw
-
-
-def _store_url(name: str, raw: Any) -> str:
-    problem = f"{name} must be off, sqlite:///<path> or postgresql://user:password@host:5432/db{_NOT_SHOWN}"
-    if not isinstance(raw, str) or _CONTROL.search(raw):
-        raise SettingsError(problem)
-    try:
-        check_store_url(raw)
-        urlsplit(raw).port  # noqa: B018 - raises ValueError for a port that is not a number
-    except (StoreURLError, ValueError):
-        raise SettingsError(problem) from None
-    return raw
-
+_HTTP_URL: TypeAdapter[HttpUrl] = TypeAdapter(HttpUrl)
 
 MAX_SECONDS = 3600
 """The longest ``MEMORA_TIMEOUT`` and ``MEMORA_SHUTDOWN_GRACE_S``: an hour. A socket or a wait given much more
@@ -326,81 +247,206 @@ MAX_STORE_MB = 10**9
 """In bytes, still under SQLite's and PostgreSQL's 64-bit integers."""
 
 
-SECRET_SETTINGS = ("OPENAI_API_KEY", "MEMORA_API_KEY", "MEMORA_BASE_URL", "OPENAI_BASE_URL", "MEMORA_STORE_URL")
-"""The settings that may hold a secret (a key, a URL's password): their parsers (``_key``, ``_server_url``,
-``_store_url``) never quote the value, which tests/test_settings.py checks for each of these names."""
+@dataclass(frozen=True)
+class Accepts:
+    """What a variable accepts, in words, for its problem: "``NAME`` must be ``text``, not 'what was given'".
+    ``secret`` values (a key, a URL that may hold a password) are never quoted; ``shown`` replaces the quote."""
+
+    text: str
+    secret: bool = False
+    shown: str = _NOT_SHOWN
+    out_of_range_as_number: bool = False
+    """A whole number out of range is shown as the number read (40 for "40" or a TOML 40.0), not as given."""
 
 
-EMPTY = ""
-"""What ``_Reader.raw`` returns for a variable given but empty (or only spaces): never the same as unset (None)."""
+class _Refused(ValueError):
+    """A value that pydantic would take, but Memora does not (``"1_000"``, ``True`` for a number, ``"y"``)."""
 
 
-class _Reader:
-    """Reads each variable, secrets first, and collects every malformed one rather than stopping at the first.
-
-    A variable given but empty is a problem, not unset (docs/empty-settings.md): a lost value must not drop a
-    lock, a cap or a store. The keys are read by ``key``, where empty means no key. A secret that is given wins
-    over the environment, even empty. A value read from secrets.toml may be a TOML number or boolean; a table or
-    a list is malformed whatever the variable.
-    """
-
-    def __init__(self, secrets: Mapping[str, Any], environ: Mapping[str, str]) -> None:
-        self.secrets, self.environ = secrets, environ
-        self.problems: list[str] = []
-        self.asked: set[str] = set()
-        self.empty_keys: list[str] = []
-
-    def raw(self, name: str) -> Any:
-        """The value as given, stripped; ``EMPTY`` when given but blank; None when not given at all."""
-        self.asked.add(name)
-        value = self.secrets.get(name)
-        if value is None:
-            value = self.environ.get(name)
-        return value.strip() if isinstance(value, str) else value
-
-    def read(self, name: str, parse: Callable[[str, Any], T], default: T) -> T:
-        """``parse(name, value)``, or ``default`` when unset; a malformed value is noted and ``default`` returned
-        only so that the other variables are still read: ``load_settings`` then raises with every problem."""
-        raw = self.raw(name)
-        if raw is None:
-            return default
-        if raw == EMPTY:
-            self.problems.append(f"{name} is empty: give it a value, or leave it out to use its default")
-            return default
-        if isinstance(raw, (dict, list)):
-            self.problems.append(f"{name} must be one value in secrets.toml, not a table or a list")
-            return default
-        try:
-            return parse(name, raw)
-        except SettingsError as error:
-            self.problems.extend(error.problems)
-            return default
-
-    def whole(self, name: str, default: int, minimum: int, maximum: int) -> int:
-        return self.read(name, lambda n, raw: _int(n, raw, minimum, maximum), default)
-
-    def cap(self, name: str, maximum: int) -> int | None:
-        """A number from 1 to ``maximum``, or None (no cap) when not given."""
-        return self.read(name, lambda n, raw: _int(n, raw, 1, maximum), None)
-
-    def key(self, name: str) -> str | None:
-        """A key, or None when not given or given empty (no key); an empty one is noted for ``check_empty_keys``."""
-        if self.raw(name) == EMPTY:
-            self.empty_keys.append(name)
+def _given(raw: Any, *, empty_is_none: bool = False) -> Any:
+    """One value, not empty: a table or a list from secrets.toml, or an empty value (never read as unset), is
+    its own problem; an empty key is no key (``empty_is_none``)."""
+    if isinstance(raw, (dict, list)):
+        raise PydanticCustomError("table", "one value in secrets.toml, not a table or a list")
+    if raw == "":
+        if empty_is_none:
             return None
-        return self.read(name, _key, None)
+        raise PydanticCustomError("empty", "empty")
+    return raw
 
-    def check_empty_keys(self, locked: bool, backend: str) -> None:
-        """An empty key is no key, unless the lock is on or the backend needs that key: a key lost on the way must
-        not open a locked classroom offline, nor leave ``openai`` without one."""
-        for name in self.empty_keys:
-            if locked:
-                self.problems.append(
-                    f"{name} is empty while MEMORA_LOCK_SETTINGS is on: give the key, or leave the variable out for "
-                    "a locked page without it"
-                )
-            elif name == "OPENAI_API_KEY" and backend == "openai":
-                self.problems.append(f"{name} is empty while MEMORA_BACKEND=openai needs it: give the key")
+
+def _before(check: Callable[[Any], Any], *, empty_is_none: bool = False) -> BeforeValidator:
+    """``check`` after ``_given``: each type's own refusals of what pydantic would otherwise take."""
+
+    def validate(raw: Any) -> Any:
+        raw = _given(raw, empty_is_none=empty_is_none)
+        return None if raw is None else check(raw)
+
+    return BeforeValidator(validate)
+
+
+def _ascii_whole(raw: Any) -> Any:
+    # pydantic takes True as 1, and "1_000", " 40 " and "40.0" as whole numbers; a TOML 40.0 is one.
+    if isinstance(raw, bool) or (isinstance(raw, str) and not _WHOLE.fullmatch(raw)):
+        raise _Refused
+    return raw
+
+
+def _ascii_decimal(raw: Any) -> Any:
+    if isinstance(raw, bool) or (isinstance(raw, str) and not _DECIMAL.fullmatch(raw)):
+        raise _Refused
+    return raw
+
+
+def _flag_word(raw: Any) -> Any:
+    # pydantic also takes "t", "y" and "f"; a flag keeps to the words the documents list.
+    if isinstance(raw, bool):
+        return raw
+    word = str(raw).strip().lower()
+    if word not in _FLAG_WORDS:
+        raise _Refused
+    return word
+
+
+def _lower(raw: Any) -> Any:
+    return raw.strip().lower() if isinstance(raw, str) else raw
+
+
+def _issued_key(raw: Any) -> Any:
+    if not isinstance(raw, str) or not _KEY.fullmatch(raw):
+        raise _Refused
+    return raw
+
+
+def _one_line(raw: Any) -> Any:
+    if isinstance(raw, str) and _CONTROL.search(raw):
+        raise _Refused
+    return raw
+
+
+def _server_url(raw: Any) -> Any:
+    # pydantic's parser reads "http:///v1" as the host "v1", and percent-encodes a space: both are typos here.
+    if not isinstance(raw, str) or _CONTROL.search(raw) or " " in raw or not urlsplit(raw).hostname:
+        raise _Refused
+    try:
+        _HTTP_URL.validate_python(raw)
+    except ValidationError:
+        raise _Refused from None
+    return raw
+
+
+def _store_url(raw: Any) -> Any:
+    if not isinstance(raw, str) or _CONTROL.search(raw):
+        raise _Refused
+    try:
+        check_store_url(raw)
+        urlsplit(raw).port  # noqa: B018 - raises ValueError for a port that is not a number
+    except (StoreURLError, ValueError):
+        raise _Refused from None
+    return raw
+
+
+def _whole(minimum: int, maximum: int) -> Any:
+    """A whole number from ``minimum`` to ``maximum``, written in ASCII digits."""
+    accepts = Accepts(f"a whole number from {minimum} to {maximum}", out_of_range_as_number=True)
+    return Annotated[int | None, Field(ge=minimum, le=maximum), _before(_ascii_whole), accepts]
+
+
+def _choice(choices: tuple[str, ...]) -> Any:
+    return Annotated[Literal[choices] | None, _before(_lower), Accepts(f"one of {', '.join(choices)}")]
+
+
+def _text(what: str) -> Any:
+    return Annotated[str | None, _before(_one_line), Accepts(f"{what} on one line, without control characters")]
+
+
+_Seconds = Annotated[
+    float | None,
+    Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False),
+    _before(_ascii_decimal),
+    Accepts(f"a number of seconds above 0 and at most {MAX_SECONDS} (such as 5 or 0.5)"),
+]
+_Flag = Annotated[bool | None, _before(_flag_word), Accepts("true or false (or 1/0, yes/no, on/off)")]
+_Key = Annotated[
+    SecretStr | None,
+    _before(_issued_key, empty_is_none=True),
+    Accepts("the key as issued: printable ASCII without spaces", secret=True, shown=" (the value is not shown)"),
+]
+_ServerURL = Annotated[
+    str | None, _before(_server_url), Accepts("an http:// or https:// URL with a host, such as http://localhost:11434/v1", secret=True)
+]
+_StoreURL = Annotated[
+    str | None, _before(_store_url), Accepts("off, sqlite:///<path> or postgresql://user:password@host:5432/db", secret=True)
+]
+
+
+class _Variables(BaseSettings):
+    """Every variable as given, each validated by its type: None where it was not given. ``load_settings`` reads it
+    from secrets first, then the environment (``_Given``), and turns it into ``Settings`` with the defaults."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore")
+
+    api_key: _Key = Field(None, alias="OPENAI_API_KEY")
+    base_url: _ServerURL = Field(None, alias="MEMORA_BASE_URL")
+    openai_base_url: _ServerURL = Field(None, alias="OPENAI_BASE_URL")
+    model: _text("a model's name") = Field(None, alias="MEMORA_MODEL")
+    backend: _choice(BACKENDS) = Field(None, alias="MEMORA_BACKEND")
+    token_counting: _choice(TOKEN_COUNTING) = Field(None, alias="MEMORA_TOKEN_COUNTING")
+    max_input_tokens: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_MAX_INPUT_TOKENS")
+    max_recent_turns: _whole(0, MAX_COUNT) = Field(None, alias="MEMORA_MAX_RECENT_TURNS")
+    max_reply_tokens: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_MAX_REPLY_TOKENS")
+    context_window: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_CONTEXT_WINDOW")
+    fold_policy: _choice(FOLD_POLICIES) = Field(None, alias="MEMORA_FOLD_POLICY")
+    chat_api_key: _Key = Field(None, alias="MEMORA_API_KEY")
+    timeout_s: _Seconds = Field(None, alias="MEMORA_TIMEOUT")
+    max_retries: _whole(0, MAX_RETRIES) = Field(None, alias="MEMORA_MAX_RETRIES")
+    locked: _Flag = Field(None, alias="MEMORA_LOCK_SETTINGS")
+    max_message_chars: _whole(1, MAX_MESSAGE_CHARS) = Field(None, alias="MEMORA_MAX_MESSAGE_CHARS")
+    max_turns: _whole(1, MAX_COUNT) = Field(None, alias="MEMORA_MAX_TURNS")
+    max_session_tokens: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_MAX_SESSION_TOKENS")
+    max_server_tokens: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_MAX_SERVER_TOKENS")
+    data_dir: _text("a folder") = Field(None, alias="MEMORA_DATA_DIR")
+    store_url: _StoreURL = Field(None, alias="MEMORA_STORE_URL")
+    conversation_idle_days: _whole(1, MAX_IDLE_DAYS) = Field(None, alias="MEMORA_CONVERSATION_IDLE_DAYS")
+    max_conversation_kb: _whole(1, MAX_SAVED_BYTES // 1024) = Field(None, alias="MEMORA_MAX_CONVERSATION_KB")
+    max_new_conversations_per_hour: _whole(1, MAX_COUNT) = Field(None, alias="MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR")
+    max_store_mb: _whole(1, MAX_STORE_MB) = Field(None, alias="MEMORA_MAX_STORE_MB")
+    shutdown_grace_s: _Seconds = Field(None, alias="MEMORA_SHUTDOWN_GRACE_S")
+
+
+def _accepts(field: str) -> Accepts:
+    return next(item for item in _Variables.model_fields[field].metadata if isinstance(item, Accepts))
+
+
+VARIABLES: dict[str, str] = {str(info.alias): name for name, info in _Variables.model_fields.items()}
+"""Each variable's name, and the field of ``_Variables`` that holds it."""
+SECRET_SETTINGS = tuple(alias for alias, name in VARIABLES.items() if _accepts(name).secret)
+"""The settings that may hold a secret (a key, a URL's password): their problems never quote the value, which
+tests/test_settings.py checks for each of these names."""
+KEYS = ("OPENAI_API_KEY", "MEMORA_API_KEY")
+"""The variables whose empty value is no key, as an absent one, rather than a problem (docs/empty-settings.md)."""
+
+
+class _Given(PydanticBaseSettingsSource):
+    """One place variables are given (the secrets or the environment): each variable ``_Variables`` reads, asked by
+    name, stripped; a variable it does not give is left out, so that the next source, or the default, decides."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        values = {name: given.get(name) for name in VARIABLES}
+        self.values = {name: value.strip() if isinstance(value, str) else value for name, value in values.items() if value is not None}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.values.get(str(field.alias)), str(field.alias), False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+def _read(secrets: _Given, environ: _Given, without: Collection[str] = ()) -> _Variables:
+    """``_Variables`` from both sources, secrets first; ``without`` names variables to leave at their defaults."""
+    kept = [_Given(_Variables, {k: v for k, v in source.values.items() if k not in without}) for source in (secrets, environ)]
+    return _Variables(_build_sources=(tuple(kept), {}))
 
 
 def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -414,13 +460,88 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
     control characters), ``chat`` without a base URL or model, and ``api`` counting without ``openai``.
     Nothing falls back to a default: a locked classroom with one typo must not open unlocked.
     """
-    reader = _Reader(secrets or {}, os.environ if environ is None else environ)
-    values = {**_model_settings(reader), **_classroom_settings(reader)}
-    reader.check_empty_keys(values["locked"], values["backend"])
-    reader.problems += _unknown_names(reader)
-    if reader.problems:
-        raise SettingsError(*reader.problems)
-    return Settings(**values)
+    secrets, environ = secrets or {}, os.environ if environ is None else environ
+    from_secrets, from_environ = _Given(_Variables, secrets), _Given(_Variables, environ)
+    given = {**from_environ.values, **from_secrets.values}
+    problems: list[str] = []
+    try:
+        variables = _read(from_secrets, from_environ)
+    except ValidationError as error:
+        problems = [_problem(detail, given[str(detail["loc"][0])]) for detail in error.errors()]
+        # The well-formed rest is read again, so that what they need of each other is checked too.
+        malformed = {str(detail["loc"][0]) for detail in error.errors()}
+        variables = _read(from_secrets, from_environ, without=malformed)
+    else:
+        malformed = set()
+    problems += _needs(variables, given, malformed)
+    problems += _unknown_names(secrets, environ)
+    if problems:
+        raise SettingsError(*problems)
+    return _settings(variables)
+
+
+def _problem(detail: ErrorDetails, given: Any) -> str:
+    """One line of SettingsError for a value pydantic refused: the variable, what it accepts, and what was
+    ``given`` (a secret's never shown)."""
+    name = str(detail["loc"][0])
+    accepts = _accepts(VARIABLES[name])
+    if detail["type"] == "empty":
+        return f"{name} is empty: give it a value, or leave it out to use its default"
+    if detail["type"] == "table":
+        return f"{name} must be one value in secrets.toml, not a table or a list"
+    if accepts.secret:
+        return f"{name} must be {accepts.text}{accepts.shown}"
+    if accepts.out_of_range_as_number and detail["type"] in ("greater_than_equal", "less_than_equal"):
+        return f"{name} must be {accepts.text}, not {int(given)}"
+    return f"{name} must be {accepts.text}, not {given!r}"
+
+
+def _needs(variables: _Variables, given: Mapping[str, Any], malformed: Collection[str]) -> list[str]:
+    """What the well-formed values need of each other: ``chat`` a URL and a model, ``api`` counting ``openai``, and
+    an empty key is no key only while the lock is off and the backend does not need it. A malformed backend or
+    counting is reported alone, not what it would need."""
+    problems = []
+    backend = _backend(variables)
+    if not {"MEMORA_BACKEND", "MEMORA_TOKEN_COUNTING"} & set(malformed):
+        if backend == "chat" and "MEMORA_BASE_URL" not in given and "OPENAI_BASE_URL" not in given:
+            problems.append(
+                "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 (Ollama: http://localhost:11434/v1)."
+            )
+        if backend == "chat" and "MEMORA_MODEL" not in given:
+            problems.append("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
+        if variables.token_counting == "api" and backend != "openai":
+            problems.append("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
+    for name in (name for name in KEYS if given.get(name) == ""):
+        if variables.locked:
+            problems.append(
+                f"{name} is empty while MEMORA_LOCK_SETTINGS is on: give the key, or leave the variable out for a locked page without it"
+            )
+        elif name == "OPENAI_API_KEY" and backend == "openai":
+            problems.append(f"{name} is empty while MEMORA_BACKEND=openai needs it: give the key")
+    return problems
+
+
+def _backend(variables: _Variables) -> BackendName:
+    if variables.backend is not None:
+        return variables.backend
+    return "openai" if variables.api_key is not None else "offline"
+
+
+def _settings(variables: _Variables) -> Settings:
+    """``Settings`` from the variables given, each one not given at its default."""
+    given = variables.model_dump(exclude_none=True, exclude={"backend", "api_key", "chat_api_key", "base_url", "openai_base_url"})
+    return Settings(
+        **given,
+        backend=_backend(variables),
+        api_key=_revealed(variables.api_key),
+        chat_api_key=_revealed(variables.chat_api_key),
+        base_url=variables.base_url or variables.openai_base_url,
+    )
+
+
+def _revealed(key: SecretStr | None) -> str | None:
+    """The key itself, for the client that sends it; ``Settings`` keeps it out of ``repr``."""
+    return None if key is None else key.get_secret_value()
 
 
 NOT_SETTINGS = ("MEMORA_TEST_", "MEMORA_LLAMA_")
@@ -428,80 +549,17 @@ NOT_SETTINGS = ("MEMORA_TEST_", "MEMORA_LLAMA_")
 llama.cpp the real-server tests start)."""
 
 
-def _unknown_names(reader: _Reader) -> list[str]:
+def _unknown_names(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
     """A ``MEMORA_`` variable or secret that no setting reads is a misspelling (``MEMORA_LOCK_SETTING``): ignored, it
     would open a locked classroom unlocked. Each is a problem, with the settings its name is close to."""
-    given = {name for name in (*reader.secrets, *reader.environ) if isinstance(name, str) and name.startswith("MEMORA_")}
-    unknown = sorted(name for name in given - reader.asked if not name.startswith(NOT_SETTINGS))
-    known = sorted(name for name in reader.asked if name.startswith("MEMORA_"))
+    given = {name for name in (*secrets, *environ) if isinstance(name, str) and name.startswith("MEMORA_")}
+    unknown = sorted(name for name in given - set(VARIABLES) if not name.startswith(NOT_SETTINGS))
+    known = sorted(name for name in VARIABLES if name.startswith("MEMORA_"))
     problems = []
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=2)
         problems.append(f"{name} is not a setting Memora reads" + (f": did you mean {' or '.join(close)}?" if close else ""))
     return problems
-
-
-def _model_settings(reader: _Reader) -> dict[str, Any]:
-    """The backend, the model and the memory's own limits."""
-    defaults = Settings()
-    api_key = reader.key("OPENAI_API_KEY")
-    # Both are read, so that a malformed one is refused even where the other wins.
-    base_url = reader.read("MEMORA_BASE_URL", _server_url, None)
-    openai_base_url = reader.read("OPENAI_BASE_URL", _server_url, None)
-    model = reader.read("MEMORA_MODEL", partial(_text, what="a model's name"), None)
-    before = len(reader.problems)
-    backend = reader.read("MEMORA_BACKEND", partial(_choice, choices=BACKENDS), "openai" if api_key else "offline")
-    counting = reader.read("MEMORA_TOKEN_COUNTING", partial(_choice, choices=TOKEN_COUNTING), "local")
-    if len(reader.problems) == before:  # a malformed backend or counting is reported alone, not what it would need
-        _check_backend(reader, backend, counting)
-    return {
-        "backend": backend,
-        "model": model or defaults.model,
-        "max_input_tokens": reader.whole("MEMORA_MAX_INPUT_TOKENS", defaults.max_input_tokens, 1, MAX_TOKENS),
-        "max_recent_turns": reader.whole("MEMORA_MAX_RECENT_TURNS", defaults.max_recent_turns, 0, MAX_COUNT),
-        "max_reply_tokens": reader.whole("MEMORA_MAX_REPLY_TOKENS", defaults.max_reply_tokens, 1, MAX_TOKENS),
-        "context_window": reader.cap("MEMORA_CONTEXT_WINDOW", MAX_TOKENS),
-        "fold_policy": reader.read("MEMORA_FOLD_POLICY", partial(_choice, choices=FOLD_POLICIES), defaults.fold_policy),
-        "api_key": api_key,
-        "base_url": base_url or openai_base_url,
-        "chat_api_key": reader.key("MEMORA_API_KEY"),
-        "token_counting": counting,
-        "timeout_s": reader.read("MEMORA_TIMEOUT", _seconds, defaults.timeout_s),
-        "max_retries": reader.whole("MEMORA_MAX_RETRIES", defaults.max_retries, 0, MAX_RETRIES),
-    }
-
-
-def _check_backend(reader: _Reader, backend: str, counting: str) -> None:
-    """What the backend needs besides well-formed values: ``chat`` a URL and a model, ``api`` counting ``openai``."""
-    if backend == "chat" and reader.raw("MEMORA_BASE_URL") is None and reader.raw("OPENAI_BASE_URL") is None:
-        reader.problems.append(
-            "MEMORA_BACKEND=chat needs MEMORA_BASE_URL, the server's URL ending in /v1 (Ollama: http://localhost:11434/v1)."
-        )
-    if backend == "chat" and reader.raw("MEMORA_MODEL") is None:
-        reader.problems.append("MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2).")
-    if counting == "api" and backend != "openai":
-        reader.problems.append("MEMORA_TOKEN_COUNTING=api needs MEMORA_BACKEND=openai; other servers have no count endpoint.")
-
-
-def _classroom_settings(reader: _Reader) -> dict[str, Any]:
-    """The lock, the caps per conversation and per server, the store and its caps, and the shutdown grace."""
-    defaults = Settings()
-    return {
-        "locked": reader.read("MEMORA_LOCK_SETTINGS", _flag, False),
-        "max_message_chars": reader.whole("MEMORA_MAX_MESSAGE_CHARS", defaults.max_message_chars, 1, MAX_MESSAGE_CHARS),
-        "max_turns": reader.cap("MEMORA_MAX_TURNS", MAX_COUNT),
-        "max_session_tokens": reader.cap("MEMORA_MAX_SESSION_TOKENS", MAX_TOKENS),
-        "max_server_tokens": reader.cap("MEMORA_MAX_SERVER_TOKENS", MAX_TOKENS),
-        "data_dir": reader.read("MEMORA_DATA_DIR", partial(_text, what="a folder"), defaults.data_dir),
-        "store_url": reader.read("MEMORA_STORE_URL", _store_url, None),
-        "conversation_idle_days": reader.whole("MEMORA_CONVERSATION_IDLE_DAYS", defaults.conversation_idle_days, 1, MAX_IDLE_DAYS),
-        "max_conversation_kb": reader.whole("MEMORA_MAX_CONVERSATION_KB", defaults.max_conversation_kb, 1, MAX_SAVED_BYTES // 1024),
-        "max_new_conversations_per_hour": reader.whole(
-            "MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", defaults.max_new_conversations_per_hour, 1, MAX_COUNT
-        ),
-        "max_store_mb": reader.whole("MEMORA_MAX_STORE_MB", defaults.max_store_mb, 1, MAX_STORE_MB),
-        "shutdown_grace_s": reader.read("MEMORA_SHUTDOWN_GRACE_S", _seconds, defaults.shutdown_grace_s),
-    }
 
 
 def build_backend(settings: Settings) -> Backend:
