@@ -118,6 +118,7 @@ MODULE_TIERS = {
             "test_probe",
             "test_real_server",
             "test_server_budget",
+            "test_summary_retries",
             "test_storage_faults",
         ),
         "integration",

@@ -21,6 +21,7 @@ vLLM), ``count_request`` gives the server's count of a request, template include
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -143,6 +144,18 @@ class ChatCompletionsBackend:
         }
 
     # -- the Backend protocol -----------------------------------------------------
+
+    @property
+    def retries(self) -> int:
+        """How often the SDK's client retries a failed request by itself (``MEMORA_MAX_RETRIES``)."""
+        return self.client.max_retries
+
+    def sending_once(self) -> ChatCompletionsBackend:
+        """This backend on a client that never retries: each call is one HTTP request, so that a caller that books
+        every request (``memora.classroom.guard``) can retry under its own bookings. Everything else is shared."""
+        once = copy.copy(self)
+        once.client = self.client.with_options(max_retries=0)
+        return once
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """Yields text deltas, then one Completion.

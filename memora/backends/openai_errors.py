@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import httpx2
 import openai
 
 from memora.backends.base import BackendError, ContextOverflowError
@@ -32,13 +33,16 @@ class ModelServerError(BackendError):
     """A BackendError with its cause's class: ``kind`` is one of ``auth``, ``rate_limit``,
     ``timeout``, ``connection``, ``interrupted``, ``server``, ``refused``, ``stream``, ``other``.
 
-    ``status_code`` is the HTTP status when the server answered, else None.
+    ``status_code`` is the HTTP status when the server answered, else None. ``sent`` is False only when the
+    request never left (the connection was refused or never made): a request sent and not answered (a timeout, a
+    broken connection) may still be billed by a server that answered after the client stopped waiting.
     """
 
-    def __init__(self, message: str, kind: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, kind: str, status_code: int | None = None, *, sent: bool = True) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
+        self.sent = sent
 
 
 _OVERFLOW = re.compile(
@@ -105,14 +109,18 @@ def explain_error(
                 "The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and resend.", "rate_limit", 429
             )
         case openai.APITimeoutError():
-            return ModelServerError("The model server did not answer in time. Resend, or raise MEMORA_TIMEOUT.", "timeout")
+            return ModelServerError(
+                "The model server did not answer in time. Resend, or raise MEMORA_TIMEOUT.", "timeout", sent=_sent(error)
+            )
         case openai.APIConnectionError() if during_stream:
             return ModelServerError(
                 "The connection to the model server broke off in the middle of the reply. Nothing was saved; resend.",
                 "interrupted",
             )
         case openai.APIConnectionError():
-            return ModelServerError(f"Could not connect to the model server. Check the network and {url_name}.", "connection")
+            return ModelServerError(
+                f"Could not connect to the model server. Check the network and {url_name}.", "connection", sent=_sent(error)
+            )
         case openai.APIStatusError() if error.status_code >= 500:
             return ModelServerError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.", "server", error.status_code)
         case openai.APIStatusError() if (overflow := context_overflow(_error_text(error), error.status_code)) is not None:
@@ -127,6 +135,11 @@ def explain_error(
             return ModelServerError(f"The model server reported an error: {detail}", "stream")
         case _:
             return ModelServerError(redact(f"The model request failed: {error}", secrets)[:_MAX_SERVER_TEXT], "other")
+
+
+def _sent(error: openai.APIConnectionError) -> bool:
+    """Whether the request may have reached the server: not when connecting failed (the SDK's cause)."""
+    return not isinstance(error.__cause__, httpx2.ConnectError | httpx2.ConnectTimeout)
 
 
 def _error_text(error: openai.APIStatusError) -> str:

@@ -9,6 +9,10 @@ request the ledger cannot book is never sent. Once answered, the booking is
 settled to what the server billed, or to an estimate from local counts when it
 reported nothing (a stopped stream, say). Settling never raises: a store that
 cannot take it holds it in memory, so a billed reply is always handed back.
+A summary request is booked once per HTTP attempt: under a budget the SDK's own
+retries are turned off and made here instead, each booked before it is sent, and
+an attempt sent but never answered (a timeout) stays counted at its largest cost,
+since a server bills an answer the client stopped waiting for.
 Every text it hands back (a reply, a summary, an error's message) has the
 configured secrets redacted in any form (``redact``), so nothing drawn, stored
 or exported holds them. Streamed deltas pass through as they come; the page
@@ -19,16 +23,40 @@ across deltas. The offline engine costs nothing and is never counted or refused.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import cached_property
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.redaction import redact
-from memora.classroom.server_budget import CappedSpend, Reservation
+from memora.classroom.server_budget import CappedSpend, Reservation, ServerBudgetReached, ServerBudgetUnavailable
 from memora.memory import MAX_REPLY_TOKENS
 from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
 from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
+
+RETRY_WAIT_S = 0.5
+MAX_RETRY_WAIT_S = 8.0
+"""The waits between a summary's tries when they are made here: the openai SDK's own (0.5 s, doubling, at most 8 s)."""
+RETRIED_STATUSES = (408, 409, 429)
+"""With every 5xx, the HTTP statuses the openai SDK retries."""
+
+
+def retryable(error: BackendError) -> bool:
+    """Whether the openai SDK would retry a request that failed so: unanswered (a timeout, a connection that failed
+    or broke), or answered 408, 409, 429 or 5xx."""
+    status = getattr(error, "status_code", None)
+    if status is None:
+        return getattr(error, "kind", None) in ("timeout", "connection")
+    return status in RETRIED_STATUSES or status >= 500
+
+
+def _may_be_billed(error: BaseException) -> bool:
+    """Whether a failed request may still be billed: sent (``ModelServerError.sent``), and not answered with an
+    HTTP error. A stop or an unknown failure counts as sent."""
+    return getattr(error, "status_code", None) is None and bool(getattr(error, "sent", True))
+
 
 FOREIGN_TOKENIZER_CEILING = max(WORST_KNOWN_RATIO.values())
 """Booked per local token for a server with another tokenizer: the worst ratio measured for any kind of text
@@ -97,19 +125,73 @@ class GuardedBackend:
                 self._settle(reservation, counted + count_text("".join(received)), estimated=True)
 
     def summarize(self, request: SummaryRequest) -> Completion:
+        """The summary, each HTTP attempt booked on its own. Under a server budget the SDK's own retries are turned
+        off (``sending_once``) and the same retries (``retryable``, with the SDK's waits) are made here, each booked
+        before it is sent: a retry the budget cannot book is not sent. An attempt that failed unanswered stays
+        counted at its largest cost (see ``_settle_failed``). The error of the last attempt says what was sent."""
         # Counted as the summarizer counts it: the instructions, one user message holding the input, the priming.
         counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
-        reservation = self._reserve(counted + REPLY_PRIMING_TOKENS, request.model, request.max_output_tokens, "summary")
+        counted += REPLY_PRIMING_TOKENS
+        sender, retries = self._summary_sender
+        failed: BackendError | None = None
+        unanswered = 0
+        for attempt in range(retries + 1):
+            if failed is not None:
+                time.sleep(min(RETRY_WAIT_S * 2 ** (attempt - 1), MAX_RETRY_WAIT_S))
+            try:
+                return self._summarize_once(sender, request, counted)
+            except (ServerBudgetReached, ServerBudgetUnavailable):
+                if failed is None:
+                    raise  # nothing was sent: the budget's own refusal says so
+                raise self._told(failed, request, counted, unanswered, refused=attempt + 1) from None
+            except BackendError as error:
+                unanswered += _may_be_billed(error)
+                failed = error
+                if attempt == retries or not retryable(error):
+                    raise self._told(error, request, counted, unanswered, refused=None) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @cached_property
+    def _summary_sender(self) -> tuple[Backend, int]:
+        """The backend that sends summaries, and how often to retry here: the SDK's retries, taken over under a budget."""
+        sending_once = getattr(self.inner, "sending_once", None)
+        if not self.budgeted or sending_once is None:
+            return self.inner, 0
+        return sending_once(), int(getattr(self.inner, "retries", 0))
+
+    def _summarize_once(self, sender: Backend, request: SummaryRequest, counted: int) -> Completion:
+        reservation = self._reserve(counted, request.model, request.max_output_tokens, "summary")
         try:
-            completion = self.inner.summarize(request)
+            completion = sender.summarize(request)
         except BaseException as error:
-            # As before bookings: a summary request that failed is recorded as costing nothing.
-            self._settle(reservation, 0, estimated=True)
+            self._settle_failed(reservation, error)
             if isinstance(error, BackendError):
                 raise self._redacted(error) from None
             raise
         self._settle(reservation, completion.usage.total_tokens, estimated=completion.usage.estimated)
         return replace(completion, text=self.redact(completion.text))
+
+    def _settle_failed(self, reservation: Reservation | None, error: BaseException) -> None:
+        """A request that failed: nothing when the server answered with an error (no provider bills a refusal) or
+        when it was never sent; else its largest cost, since a server that answered after the client stopped
+        waiting still bills it, and nothing says how much."""
+        if reservation is not None:
+            self._settle(reservation, reservation.tokens if _may_be_billed(error) else 0, estimated=True)
+
+    def _told(self, error: BackendError, request: SummaryRequest, counted: int, unanswered: int, *, refused: int | None) -> BackendError:
+        """``error``, its message followed by what was sent and booked: the page and the REPL show it as it is."""
+        notes = []
+        if self.budgeted and unanswered:
+            largest = self.largest_cost(counted, request.model, request.max_output_tokens)
+            notes.append(
+                f"The summary request went unanswered {unanswered} time(s); the class's token budget counts each at its "
+                f"largest cost ({largest:,} tokens), since a server may bill a request it answered after Memora stopped waiting."
+            )
+        if refused is not None:
+            notes.append(f"Try {refused} was not sent: the class's token budget has no room for it.")
+        if notes:
+            error.args = (" ".join([str(error), *notes]),)
+        return error
 
     def largest_cost(self, counted_input: int, model: str, max_output_tokens: int | None) -> int:
         """The most a request of ``counted_input`` local tokens, capped at ``max_output_tokens``, may be billed."""
