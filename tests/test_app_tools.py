@@ -199,10 +199,13 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert list(table.columns) == ["Fact", "Kind", "Summary", "Answer"]
     assert list(table["Fact"]) == [f.description for f in scenario.facts]
     assert list(table["Summary"]) == [r.summary.status for r in report.facts]
+    kept = sum(r.summary.status == "kept" for r in report.facts), sum(r.answer.status == "kept" for r in report.facts)
+    # Counts of facts, never a bare share; the header names the model that answered.
     assert {m.label: m.value for m in tools.metric} == {
-        "Recall in the summary": f"{report.summary_recall:.0%}",
-        "Recall in the answer": f"{report.answer_recall:.0%}",
+        "Facts kept in the summary": f"{kept[0]} of {len(report.facts)}",
+        "Facts in the model's answer": f"{kept[1]} of {len(report.facts)}",
     }
+    assert "model `gpt-5-mini`" in tools.markdown[0].value
     assert tools.get("progress")[0].proto.text == "Probe finished."
     assert not [i for i in tools.info if "offline engine's description" in i.value], "a model backend gets no offline note"
 
@@ -211,17 +214,22 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert list(table.columns) == ["事實", "類型", "摘要", "回答"]
     statuses = {"kept": "保留", "mixed": "混合", "stale": "過時", "missing": "遺失"}
     assert list(table["摘要"]) == [statuses[r.summary.status] for r in report.facts]
-    assert "更正" in list(table["類型"])
+    assert "更正" in list(table["類型"]) and "程度從 B1 更正為 B2" in list(table["事實"])
 
 
-def test_probe_offline_says_the_answer_column_checks_the_engine_description():
+def test_probe_offline_says_it_checks_what_would_have_been_sent_and_names_no_model():
     at = new_app()
     button(at, "Run the probe").click().run()
     assert not at.exception
     report = at.session_state[keys.PROBE_RESULT]
     assert report.offline and report.scenario_id == "article-b1-travel"
     tools = expander(at, "Teaching tools")
-    assert any("the answer column checks the offline engine's description" in i.value for i in tools.info)
+    assert any("the probe checks what would have been sent" in i.value for i in tools.info)
+    header = tools.markdown[0].value
+    assert header.startswith("The article's check") and "model" not in header.replace("language model", "")
+    figures = {m.label: m.value for m in tools.metric}
+    assert figures == {"Facts kept in the summary": "2 of 2", "Facts in what would have been sent": "2 of 2"}, "counts, no bare 100%"
+    assert list(tools.dataframe[0].value.columns) == ["Fact", "Kind", "Summary", "Would be sent"]
     assert at.session_state[keys.MEMORY].history == []
 
 
@@ -388,7 +396,8 @@ def test_offline_and_unknown_models_show_tokens_only(backend):
     usage = open_usage(at)
     assert not usage.metric
     assert "Cost $" not in usage.dataframe[0].value.columns
-    assert list(usage.dataframe[0].value["Model"]) == ["offline"]
+    assert list(usage.dataframe[0].value["Model"]) == ["offline engine"]
+    assert list(usage.dataframe[0].value["Kind"]) == ["reply"]
     assert any(c.value == "The offline engine is not a model and nobody bills it: tokens only." for c in usage.caption)
 
     at = new_app(ShortTermMemory(backend, model="my-local-model"))

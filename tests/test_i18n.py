@@ -15,6 +15,8 @@ from memora.app.settings import BACKENDS
 from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, SummaryError
 from memora.teaching.ledger import LEDGER_COLUMNS
+from memora.teaching.probe import bundled_scenarios
+from tests.support.words import ALLOWED, english_words
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,3 +126,27 @@ def test_every_backend_has_a_label_and_new_ones_fall_back_to_their_name():
         assert backend_label("en", name)
     assert backend_label("en", "offline") == "Offline engine (no language model)"
     assert backend_label("zh-TW", "some-new-backend") == "some-new-backend"
+
+
+def test_the_zh_tw_catalog_has_no_english_word_outside_the_allowlist():
+    """Every label in 繁體中文 is in Chinese, but for the allowlist's names and the code the page quotes."""
+    left = {key: sorted(english_words(text)) for key, text in CATALOG["zh-TW"].items() if english_words(text)}
+    assert left == {}
+
+
+def test_the_allowlist_keeps_out_the_words_a_student_must_read_in_chinese():
+    lesson_words = {"History", "Context", "tokenizer", "ledger", "summary", "reply", "turn", "window", "budget", "fold"}
+    assert not {word.lower() for word in ALLOWED} & {word.lower() for word in lesson_words}
+    assert english_words("完整 History 與上一次請求的 Context（`max_input_tokens`，{budget}）") == {"History", "Context"}
+
+
+def test_zh_tw_calls_a_turn_by_one_word():
+    assert not [key for key, text in CATALOG["zh-TW"].items() if "回合" in text]
+    assert "輪" in t("zh-TW", "chat.stats", turn=1)
+
+
+def test_every_bundled_scenario_has_its_title_and_fact_names_in_every_language():
+    for scenario in bundled_scenarios():
+        keys = [f"scenario.{scenario.id}", *(f"scenario.{scenario.id}.{fact.id}" for fact in scenario.facts)]
+        for lang, catalog in CATALOG.items():
+            assert [key for key in keys if key not in catalog] == [], lang

@@ -8,6 +8,7 @@ the table has none either: those rows show tokens only, never a guessed cost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -61,3 +62,30 @@ def render_costs(
     if unpriced:
         render.caption(t(lang, "cost.tokens_only", models=", ".join(unpriced)))
     render.caption(t(lang, "cost.note", date=PRICES_CHECKED, prices=price_list(prices)))
+
+
+_SOURCE = re.compile(r"(estimated|billed|reported) by (.+)")
+
+
+def source_name(lang: str, source: str) -> str:
+    """A ledger row's ``source`` (``memora.text.usage.usage_label``) in ``lang``; text of another shape, from an
+    imported file, shows as it is."""
+    if source == "estimated locally (o200k_base)":
+        return t(lang, "ledger.source_local")
+    matched = _SOURCE.fullmatch(source)
+    if matched is None:
+        return source
+    by = t(lang, "ledger.source_the_server") if matched[2] == "the server" else matched[2]
+    return t(lang, f"ledger.source_{matched[1]}", by=by)
+
+
+def shown_ledger(ledger: pd.DataFrame, lang: str) -> pd.DataFrame:
+    """One page of the ledger with its words in ``lang``: kind, source and the offline engine's model name.
+
+    The CSV download keeps the ledger's own words (``ledger_csv``), which a script reads back.
+    """
+    return ledger.assign(
+        kind=ledger["kind"].map(lambda kind: t(lang, f"kind.{kind}") if kind in ("reply", "summary") else kind),
+        model=ledger["model"].map(lambda model: t(lang, "ledger.offline_model") if model == OFFLINE_MODEL else model),
+        source=ledger["source"].map(lambda source: source_name(lang, source)),
+    )

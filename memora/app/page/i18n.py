@@ -93,6 +93,12 @@ def backend_label(lang: str, name: str) -> str:
     return t(lang, key) if key in CATALOG.get(lang, CATALOG[DEFAULT_LANGUAGE]) else name
 
 
+def role_name(lang: str, role: str) -> str:
+    """A message's role as the page shows it (``user`` is 使用者 in zh-TW); a role no catalog names shows as it is."""
+    key = f"role.{role}"
+    return t(lang, key) if key in CATALOG.get(lang, CATALOG[DEFAULT_LANGUAGE]) else role
+
+
 def error_message(lang: str, error: BaseException) -> str:
     """A user-safe, translated sentence for a failed turn.
 

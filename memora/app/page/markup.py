@@ -26,3 +26,16 @@ def inert_markdown(text: str) -> str:
     ``&#33;`` decode to literal text and can never open an image.
     """
     return _IMAGE_OPENER.sub(r"!\\[", text)
+
+
+_LINE_MARKS = re.compile(r"^(?:#{1,6} |> ?)", re.MULTILINE)
+
+
+def plain_text(text: str) -> str:
+    """``text`` without the Markdown a reply may carry: bold markers (``**``, ``__``), headings and quote marks.
+
+    For the places that show a message as text, not Markdown (``/context``, the summary audit's folded
+    messages), so the offline engine's ``**Offline mode…**`` reads as words. Lists, code and everything else
+    stay as they are; ``a__b`` loses its underscores, as the terminal's own ``PlainText`` does.
+    """
+    return _LINE_MARKS.sub("", text).replace("**", "").replace("__", "")

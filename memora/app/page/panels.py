@@ -14,7 +14,7 @@ import streamlit as st
 from memora.app.page import budget, render
 from memora.app.page import state as keys
 from memora.app.page.chart import usage_chart, usage_chart_spec
-from memora.app.page.costs import ledger_table, money_columns, render_costs
+from memora.app.page.costs import ledger_table, money_columns, render_costs, shown_ledger
 from memora.app.page.derived import Same, conversation_key, derived
 from memora.app.page.i18n import t
 from memora.app.page.pager import page_of, render_pager
@@ -126,7 +126,9 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         render_pager(lang, keys.LEDGER_PAGE, page)
         shown = ledger.iloc[page.start : page.stop]
         st.dataframe(
-            shown.rename(columns={c: t(lang, f"ledger.{c}") for c in shown.columns}), hide_index=True, column_config=money_columns(lang)
+            shown_ledger(shown, lang).rename(columns={c: t(lang, f"ledger.{c}") for c in shown.columns}),
+            hide_index=True,
+            column_config=money_columns(lang),
         )
         st.download_button(
             t(lang, "panel.usage_download"),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.app.page import render
-from memora.app.page.i18n import t
+from memora.app.page.i18n import role_name, t
+from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
 
@@ -40,7 +41,7 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
                     render.markdown(diff_markdown(audit.diff))
                 render.caption(change_counts(audit, lang))
             with folded:
-                lines = folded_lines(audit)
+                lines = folded_lines(audit, lang)
                 if lines:
                     render.markdown("\n".join(lines))
                     render.caption(t(lang, "audit.folded_caption"))
@@ -78,10 +79,11 @@ def change_counts(audit: SummaryAudit, lang: str) -> str:
     return t(lang, "audit.counts", added=audit.added_words, removed=audit.removed_words, previous=audit.version - 1)
 
 
-def folded_lines(audit: SummaryAudit) -> list[str]:
-    """One Markdown list item per folded message: its 1-based history number, role and escaped text."""
+def folded_lines(audit: SummaryAudit, lang: str) -> list[str]:
+    """One Markdown list item per folded message: its 1-based history number, role and text, its own Markdown
+    removed (``plain_text``) and the rest escaped, so a reply's ``**bold**`` reads as words, not asterisks."""
     start = audit.folded[0]
     return [
-        f"- **{start + offset + 1}** · {message.role}: {escape_markdown(' '.join(message.content.split()))}"
+        f"- **{start + offset + 1}** · {role_name(lang, message.role)}: {escape_markdown(' '.join(plain_text(message.content).split()))}"
         for offset, message in enumerate(audit.folded_messages)
     ]

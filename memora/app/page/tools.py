@@ -31,12 +31,12 @@ from memora.classroom.transcript.format import (
 )
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import escape_markdown
-from memora.teaching.probe import ProbeReport, Scenario, bundled_scenarios, run_probe
+from memora.teaching.probe import Fact, ProbeReport, Scenario, bundled_scenarios, run_probe
 
 DEFAULT_SCENARIO = "article-b1-travel"
 PROGRESS_TEXT_CHARS = 60
-UPLOAD_LIMIT_MB = math.ceil(MAX_TRANSCRIPT_BYTES / 1024 / 1024) + 1
-"""A little over the transcript limit, so a file just too big gets the transcript's own ``too_large`` message."""
+UPLOAD_LIMIT_MB = math.ceil(MAX_TRANSCRIPT_BYTES / 1024 / 1024)
+"""The transcript's own limit in Streamlit's unit (MiB), so the upload box shows the limit the import enforces."""
 
 
 def render_tools(memory: ShortTermMemory, lang: str) -> None:
@@ -79,7 +79,10 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
         state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
     render.caption(t(lang, "probe.intro"))
     st.selectbox(
-        t(lang, "probe.scenario"), options=list(available), format_func=lambda i: available[i].title, key=keys.PROBE_SCENARIO_INPUT
+        t(lang, "probe.scenario"),
+        options=list(available),
+        format_func=lambda i: scenario_title(lang, available[i].id, available[i].title),
+        key=keys.PROBE_SCENARIO_INPUT,
     )
     scenario = available[state[keys.PROBE_SCENARIO_INPUT]]
     total = probe_turns(scenario)
@@ -114,38 +117,61 @@ def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, to
     return report
 
 
+def answer_key(report: ProbeReport, prefix: str) -> str:
+    """The catalog key for the answer's figure: offline there is no answer, only what would have been sent."""
+    return f"{prefix}_sent" if report.offline else f"{prefix}_answer"
+
+
+def scenario_title(lang: str, scenario_id: str, title: str) -> str:
+    """A bundled scenario's title in ``lang`` (``scenario.<id>``); a scenario the catalogs do not name keeps its own."""
+    return CATALOG[lang].get(f"scenario.{scenario_id}", title)
+
+
+def fact_name(lang: str, scenario_id: str, fact: Fact) -> str:
+    """A planted fact's name in ``lang`` (``scenario.<id>.<fact>``), else the scenario file's own description."""
+    return CATALOG[lang].get(f"scenario.{scenario_id}.{fact.id}", fact.description)
+
+
 def probe_frame(report: ProbeReport, lang: str) -> pd.DataFrame:
     """One row per fact: description, kind, status in the summary and in the answer, translated."""
     return pd.DataFrame(
         {
-            t(lang, "probe.col_fact"): [r.fact.description for r in report.facts],
+            t(lang, "probe.col_fact"): [fact_name(lang, report.scenario_id, r.fact) for r in report.facts],
             t(lang, "probe.col_kind"): [t(lang, f"probe.kind.{r.fact.kind}") for r in report.facts],
             t(lang, "probe.col_summary"): [t(lang, f"probe.status.{r.summary.status}") for r in report.facts],
-            t(lang, "probe.col_answer"): [t(lang, f"probe.status.{r.answer.status}") for r in report.facts],
+            t(lang, answer_key(report, "probe.col")): [t(lang, f"probe.status.{r.answer.status}") for r in report.facts],
         }
     )
 
 
 def render_report(report: ProbeReport, lang: str) -> None:
-    render.markdown(
-        t(
-            lang,
-            "probe.header",
-            title=escape_markdown(report.scenario_title),
-            backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
-            model=report.model,
-            filler=report.filler_turns,
-            versions=report.summary_versions,
-            tokens=f"{report.session_total_tokens:,}",
-        )
+    """The report: what was probed, then how many facts each place kept, as counts ("2 of 2"), never a bare share.
+
+    Offline, no model answers: the second figure is the facts found in the engine's account of what would
+    have been sent, and it is labelled so; the header names the model only when one answered.
+    """
+    header = t(
+        lang,
+        "probe.header",
+        title=escape_markdown(scenario_title(lang, report.scenario_id, report.scenario_title)),
+        backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
+        filler=report.filler_turns,
+        versions=report.summary_versions,
+        tokens=f"{report.session_total_tokens:,}",
     )
+    if not report.offline:
+        header += " · " + t(lang, "probe.model", model=report.model)
+    render.markdown(header)
     if report.offline:
         render.alert("info", t(lang, "probe.offline_note"), icon=":material/cloud_off:")
     if not report.conclusive:
         render.alert("warning", t(lang, "probe.inconclusive"))
+    total = len(report.facts)
+    in_summary = sum(r.summary.status == "kept" for r in report.facts)
+    in_answer = sum(r.answer.status == "kept" for r in report.facts)
     summary_recall, answer_recall = st.columns(2)
-    summary_recall.metric(t(lang, "probe.recall_summary"), f"{report.summary_recall:.0%}")
-    answer_recall.metric(t(lang, "probe.recall_answer"), f"{report.answer_recall:.0%}")
+    summary_recall.metric(t(lang, "probe.recall_summary"), t(lang, "probe.kept_of", kept=in_summary, total=total))
+    answer_recall.metric(t(lang, answer_key(report, "probe.recall")), t(lang, "probe.kept_of", kept=in_answer, total=total))
     st.dataframe(probe_frame(report, lang), hide_index=True)
     render.caption(t(lang, "probe.legend"))
     render.markdown(f"**{t(lang, 'probe.final_summary')}**")

@@ -12,7 +12,8 @@ from typing import Literal
 
 import pandas as pd
 
-from memora.app.page.i18n import t
+from memora.app.page.i18n import role_name, t
+from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, local_budget
 from memora.teaching.prices import format_usd
@@ -54,7 +55,7 @@ def history_frame(memory: ShortTermMemory, lang: str, start: int = 0, stop: int 
     return pd.DataFrame(
         {
             t(lang, "col.number"): [i + 1 for i in rows],
-            t(lang, "col.role"): [messages[i].role for i in rows],
+            t(lang, "col.role"): [role_name(lang, messages[i].role) for i in rows],
             t(lang, "col.state"): [t(lang, f"mark.{marks[i]}") for i in rows],
             t(lang, "col.tokens"): [conversation.counts[i] for i in rows],
             t(lang, "col.content"): [messages[i].content for i in rows],
@@ -162,10 +163,11 @@ def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> Com
     if name == "history":
         history = list(memory.history)
         numbered = enumerate(zip(history, message_marks(memory, history), strict=True), start=1)
-        lines = [f"{i:>3} [{t(lang, f'mark.{mark}')}] {m.role}: {m.content}" for i, (m, mark) in numbered]
+        lines = [f"{i:>3} [{t(lang, f'mark.{mark}')}] {role_name(lang, m.role)}: {plain_text(m.content)}" for i, (m, mark) in numbered]
         return CommandOutput(t(lang, "cmd.history_title"), "\n".join(lines) or empty)
     if name == "context":
-        return CommandOutput(t(lang, "cmd.context_title"), "\n".join(f"{m.role}: {m.content}" for m in memory.last_context) or empty)
+        lines = [f"{role_name(lang, m.role)}: {plain_text(m.content)}" for m in memory.last_context]
+        return CommandOutput(t(lang, "cmd.context_title"), "\n".join(lines) or empty)
     if name == "summary":
         return CommandOutput(t(lang, "cmd.summary_title"), memory.summary or empty)
     rows = [f"{t(lang, f.key)}: {f.value}" for f in status_figures(memory, lang)]
@@ -197,7 +199,7 @@ def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
             t(lang, "col.number"): range(1, len(rows) + 1),
-            t(lang, "col.role"): [r.role for r in rows],
+            t(lang, "col.role"): [role_name(lang, r.role) for r in rows],
             t(lang, "col.source"): [t(lang, f"source.{r.source}") for r in rows],
             t(lang, "col.tokens"): [r.tokens for r in rows],
             t(lang, "col.content"): [r.content for r in rows],
