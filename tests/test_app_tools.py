@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.harness.servers import ResponsesServer
 from memora.app.page import state as keys
 from memora.app.page.i18n import t
-from memora.classroom.transcript.format import dumps_transcript
+from memora.classroom.transcript.format import MAX_TRANSCRIPT_BYTES, dumps_transcript
 from memora.memory import ShortTermMemory
 from memora.memory.values import TurnStats
 from memora.teaching.prices import cost_summary, format_usd
@@ -270,6 +270,12 @@ def test_export_never_holds_the_key_and_api_token_counting_reaches_the_server(do
     # Switching to the offline engine drops the API count with its backend, which would keep calling the server.
     at.selectbox(key=keys.BACKEND_INPUT).select("offline").run()
     assert at.session_state[keys.MEMORY].server.source() is None
+
+
+def test_the_upload_box_shows_the_limit_the_import_enforces():
+    at = new_app()
+    uploader = at.file_uploader(key=keys.IMPORT_INPUT)
+    assert uploader.proto.max_upload_size_mb * 1024 * 1024 == MAX_TRANSCRIPT_BYTES, "the box says 2 MB (MiB), as the docs do"
 
 
 def test_import_starts_a_new_memory_that_keeps_chatting_from_the_file(downloads):

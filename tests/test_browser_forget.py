@@ -126,6 +126,8 @@ def test_a_deleted_conversation_is_gone_for_the_next_student_on_the_same_compute
         confirm(a, "Delete this conversation", "Yes, delete it")
         assert "deleted from this server" in a.page.locator("body").inner_text()
         assert "?c=" not in a.page.url and a.page.locator(MESSAGES).count() == 0
+        # The confirmation closes with its deletion: the popover's button is gone, not left open over the new page.
+        a.page.get_by_role("button", name="Yes, delete it").wait_for(state="hidden")
         a.page.close()
 
         b = tab(lab, address)  # the next student, from the browser's history

@@ -35,10 +35,15 @@ from memora.classroom.store.owner import new_browser_secret, owner_of
 
 def render_controls(lang: str) -> None:
     """The two controls, each a popover that explains what goes and holds the one button that does it."""
-    with st.popover(t(lang, "forget.delete"), icon=":material/delete:", help=t(lang, "forget.delete_help")):
+    # Stateful popovers (a key and on_change): a callback can close them, so the confirmation goes once it is done.
+    with st.popover(
+        t(lang, "forget.delete"), icon=":material/delete:", help=t(lang, "forget.delete_help"), key=keys.DELETE_POPOVER, on_change="rerun"
+    ):
         render.caption(t(lang, "forget.delete_confirm_text"))
         st.button(t(lang, "forget.delete_confirm"), on_click=_delete_conversation, type="primary", icon=":material/delete_forever:")
-    with st.popover(t(lang, "forget.browser"), icon=":material/logout:", help=t(lang, "forget.browser_help")):
+    with st.popover(
+        t(lang, "forget.browser"), icon=":material/logout:", help=t(lang, "forget.browser_help"), key=keys.FORGET_POPOVER, on_change="rerun"
+    ):
         render.caption(t(lang, "forget.browser_confirm_text"))
         st.button(t(lang, "forget.browser_confirm"), on_click=_forget_browser, type="primary", icon=":material/delete_forever:")
 
@@ -55,6 +60,7 @@ def _delete_conversation() -> None:
             return
         FLIGHTS.forget_conversation(deleted_id, keeper.owner, deleted_by=keeper)
     _start_empty(state)
+    state[keys.DELETE_POPOVER] = False
     state[keys.NOTICE] = Notice("success", "forget.deleted")
 
 
@@ -77,6 +83,7 @@ def _forget_browser() -> None:
     if keeper is not None:
         state[keys.CONVERSATION] = ConversationKeeper(keeper.store, owner=owner_of(state[keys.BROWSER_SECRET]), sweep=keeper.sweep)
     _start_empty(state)
+    state[keys.FORGET_POPOVER] = False
     state[keys.NOTICE] = Notice("success", "forget.browser_forgotten", {"count": deleted})
 
 
