@@ -314,12 +314,18 @@ def test_language_switch_translates_the_page():
     assert not at.exception
     assert at.title[0].value == "Memora：聊天機器人的短期記憶"
     labels = {e.label for e in at.expander}
-    assert {"狀態", "對話摘要", "上一次請求的 Context", "完整 History", "Token 用量", "設定", "第 1 輪：Token 與 Context"} <= labels
-    assert {m.label for m in at.metric} == {"History 訊息數", "已摘要訊息數", "上次 Context 訊息數", "是否有摘要", "本次對話累計 Token"}
+    assert {"狀態", "對話摘要", "上一次請求的上下文", "完整對話紀錄", "Token 用量", "設定", "第 1 輪：Token 與上下文"} <= labels
+    assert {m.label for m in at.metric} == {"對話紀錄訊息數", "已摘要訊息數", "上次上下文訊息數", "是否有摘要", "本次對話累計 Token"}
     assert at.chat_input[0].placeholder.startswith("用英文輸入")
     assert "離線模式" in at.info[0].value
     send(at, "/status foo")
     assert at.warning[0].value == "指令 /status 不接受參數（收到：foo）。"
+    # The offline engine answers in the page's language from the next reply; the first stays as it was written.
+    send(at, "I want to practise travel English.")
+    replies = [m for m in at.session_state[keys.MEMORY].history if m.role == "assistant"]
+    assert replies[0].content.startswith("**Offline mode") and replies[1].content.startswith("**離線模式，不是語言模型。**")
+    send(at, "/context")
+    assert "使用者: I want to practise travel English." in at.code[0].value and "**" not in at.code[0].value
 
 
 def test_failed_summary_keeps_the_old_summary_and_restores_the_text(backend):

@@ -29,6 +29,17 @@ def test_reply_states_what_a_model_would_have_received():
     assert completion.usage.input_tokens > 0 and completion.usage.output_tokens > 0
 
 
+def test_the_reply_speaks_the_page_s_language_and_english_by_default():
+    messages = (Message("user", "hi"), Message("assistant", "hello"), Message("user", "plan"))
+    request = ReplyRequest("m", "", messages, counted_input_tokens=321, input_budget=1000)
+    english = drain(OfflineBackend().stream_reply(request)).text
+    chinese = drain(OfflineBackend(language="zh-TW").stream_reply(request)).text
+    assert english.startswith("**Offline mode, no language model.**") and "no summary yet, 2 recent messages, 1 current message" in english
+    assert chinese.startswith("**離線模式，不是語言模型。**")
+    assert "還沒有摘要，2 則最近的訊息，1 則目前的訊息" in chinese and "預算 1,000 個輸入 Token 中的 **321 個**" in chinese
+    assert drain(OfflineBackend(language="ja").stream_reply(request)).text == english, "a language it has no words for: English"
+
+
 def test_reply_streams_in_pieces_that_add_up():
     request = ReplyRequest("m", "", (Message("user", "hi"),))
     items = list(OfflineBackend().stream_reply(request))

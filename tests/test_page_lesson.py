@@ -106,8 +106,8 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    table = expander(at, "如果換一種做法：另一種策略，或送出完整 History").table[0].value
-    assert list(table.columns) == ["視窗（你的）", "水位線（估計）", "完整 History"] and table.index.name == "項目"
+    table = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table[0].value
+    assert list(table.columns) == ["視窗（你的）", "水位線（估計）", "完整對話紀錄"] and table.index.name == "項目"
 
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):

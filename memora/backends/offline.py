@@ -1,6 +1,7 @@
 """The offline engine: deterministic, instant, and plainly not a language model.
 
-Its reply reports what a model would have received this turn. Its summary is
+Its reply reports what a model would have received this turn, in the page's language (``language``: English,
+the default, or ``zh-TW``; any other code gets English). Its summary is
 extractive (``merge_summary``, below): it keeps what the user said, one statement per line, and merges it into the
 previous summary. It never writes a word the user did not write: it keeps whole sentences, or, when a later
 correction retracts part of one, the rest of it. Usage figures are real o200k_base counts, marked ``estimated``:
@@ -10,7 +11,8 @@ no server billed them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.text.messages import Message
@@ -28,14 +30,19 @@ class OfflineBackend:
     offline = True
     profile = OPENAI_PROFILE
 
-    def __init__(self, word_limit: int = SUMMARY_WORD_LIMIT) -> None:
-        """``word_limit`` caps every summary; instructions asking for fewer words (a shorter summary cap) cap it lower."""
+    def __init__(self, word_limit: int = SUMMARY_WORD_LIMIT, language: str = "en") -> None:
+        """``word_limit`` caps every summary; instructions asking for fewer words (a shorter summary cap) cap it lower.
+
+        ``language`` is the reply's; the page sets it to its own before each turn, so a switch applies from the next
+        reply. The summary keeps the user's own words, in whatever language they wrote them.
+        """
         self.word_limit = word_limit
+        self.language = language
         self._counter = LocalTokenCounter()
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """Yields the explanation in word-sized pieces, then its Completion."""
-        text = describe_request(request)
+        text = describe_request(request, self.language)
         yield from re.findall(r"\S+\s*|\s+", text)
         input_tokens = self._counter.count(request.model, request.instructions, request.messages)
         yield Completion(text, Usage(input_tokens, count_text(text), estimated=True))
@@ -54,12 +61,55 @@ class OfflineBackend:
         return Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
 
-def _messages(count: int, kind: str) -> str:
-    return f"{count} {kind} message" + ("" if count == 1 else "s")
+@dataclass(frozen=True)
+class Wording:
+    """The offline reply's sentences in one language; ``{…}`` are filled in by ``describe_request``."""
+
+    heading: str
+    summary_one: str
+    summary_none: str
+    recent: Callable[[int], str]
+    current: str
+    separator: str
+    tokens: str
+    tokens_of_budget: str
+    summary_sent: str
+    no_summary: str
 
 
-def describe_request(request: ReplyRequest) -> str:
-    """The offline reply: the shape of the context a model would have been sent."""
+WORDINGS = {
+    "en": Wording(
+        heading="**Offline mode, no language model.** This is what a model would have received for this turn:",
+        summary_one="1 summary message",
+        summary_none="no summary yet",
+        recent=lambda count: f"{count} recent message" + ("" if count == 1 else "s"),
+        current="1 current message",
+        separator=", ",
+        tokens="**{tokens:,} input tokens**, instructions included",
+        tokens_of_budget="**{tokens:,} of {budget:,} input tokens** in the budget, instructions included",
+        summary_sent="**Summary sent:**",
+        no_summary="(no summary yet)",
+    ),
+    "zh-TW": Wording(
+        heading="**離線模式，不是語言模型。** 這一輪模型原本會收到的內容：",
+        summary_one="1 則摘要訊息",
+        summary_none="還沒有摘要",
+        recent=lambda count: f"{count} 則最近的訊息",
+        current="1 則目前的訊息",
+        separator="，",
+        tokens="**{tokens:,} 個輸入 Token**，含指示",
+        tokens_of_budget="預算 {budget:,} 個輸入 Token 中的 **{tokens:,} 個**，含指示",
+        summary_sent="**送出的摘要：**",
+        no_summary="（還沒有摘要）",
+    ),
+}
+"""The languages the offline engine replies in, by the page's language code; English is the default."""
+
+
+def describe_request(request: ReplyRequest, language: str = "en") -> str:
+    """The offline reply: the shape of the context a model would have been sent, in ``language`` (English when the
+    engine has no wording for it)."""
+    words = WORDINGS.get(language, WORDINGS["en"])
     messages = request.messages
     summary = next((m.content for m in messages if m.role == "developer"), None)
     recent = [m for m in messages[:-1] if m.role != "developer"]
@@ -68,17 +118,13 @@ def describe_request(request: ReplyRequest) -> str:
     if tokens is None:
         usage_line = ""
     elif budget is None:
-        usage_line = f"- **{tokens:,} input tokens**, instructions included\n"
+        usage_line = "- " + words.tokens.format(tokens=tokens) + "\n"
     else:
-        usage_line = f"- **{tokens:,} of {budget:,} input tokens** in the budget, instructions included\n"
+        usage_line = "- " + words.tokens_of_budget.format(tokens=tokens, budget=budget) + "\n"
     summary_text = summary.removeprefix(SUMMARY_PREAMBLE).strip() if summary else None
-    summary_block = "\n".join("> " + line for line in summary_text.splitlines()) if summary_text else "(no summary yet)"
-    return (
-        "**Offline mode, no language model.** This is what a model would have received for this turn:\n\n"
-        f"- {'1 summary message' if summary else 'no summary yet'}, {_messages(len(recent), 'recent')}, 1 current message\n"
-        f"{usage_line}"
-        f"\n**Summary sent:**\n\n{summary_block}\n"
-    )
+    summary_block = "\n".join("> " + line for line in summary_text.splitlines()) if summary_text else words.no_summary
+    parts = (words.summary_one if summary else words.summary_none, words.recent(len(recent)), words.current)
+    return f"{words.heading}\n\n- {words.separator.join(parts)}\n{usage_line}\n{words.summary_sent}\n\n{summary_block}\n"
 
 
 # -- the extractive summary ------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from memora.app.page import state as keys
 from memora.app.page.conversation import PARAM, cap_notice
 from memora.app.page.state import Notice
 from memora.app.page.views import parse_command
+from memora.backends import OfflineBackend
 from memora.classroom.job import Progress, ReplyJob, fold_ahead
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.memory import ShortTermMemory
@@ -112,7 +113,19 @@ def start(memory: ShortTermMemory, text: str) -> None:
     ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
     keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
+    speak(memory, st.session_state[keys.LANG])
     _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
+
+
+def speak(memory: ShortTermMemory, lang: str) -> None:
+    """The offline engine replies in the page's language (``lang``); a model answers in whatever language it will.
+
+    Set before each turn, so a switch of language applies from the next reply on; the engine sits behind the
+    session's guard (``GuardedBackend.inner``).
+    """
+    engine = getattr(memory.server.backend, "inner", memory.server.backend)
+    if isinstance(engine, OfflineBackend):
+        engine.language = lang
 
 
 def _run(job: ReplyJob) -> None:
