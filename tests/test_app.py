@@ -462,3 +462,24 @@ def test_the_settings_and_tools_panels_draw_their_widgets_only_while_open():
     # Reopened, the input shows the memory's budget, not a value Streamlit dropped with the closed widget.
     assert at.number_input(key=keys.BUDGET_INPUT).value == at.session_state[keys.MEMORY].max_input_tokens == 1500
     assert at.selectbox(key=keys.PROBE_SCENARIO_INPUT) is not None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-TW"])
+def test_the_glossary_explains_the_lesson_s_words_where_they_first_appear(lang):
+    from memora.app.page.glossary import TERMS, entry
+    from memora.app.page.i18n import t
+
+    at = new_app()
+    at.radio(key=keys.LANG).set_value(lang).run()
+    for text in (B1, "How do I ask for directions?", "What should I say at a hotel?", "How do I order food?"):
+        at = send(at, text)
+    at.session_state[keys.USAGE_PANEL_OPEN] = True  # the ledger is drawn only in its open panel
+    at.run()
+    page = texts(at)
+    assert all(entry(lang, term) in page for term in TERMS), "the glossary popover lists every term"
+    helps = {element.proto.help for kind in ("caption", "markdown", "metric", "radio") for element in getattr(at, kind)}
+    shown = "\n".join(helps)
+    for term in TERMS:
+        assert entry(lang, term) in shown, f"{term} is linked to its entry where it first appears"
+    folded = next(c for c in at.caption if t(lang, "chat.folded") in c.value)
+    assert entry(lang, "fold") in folded.proto.help and t(lang, "glossary.more") in folded.proto.help

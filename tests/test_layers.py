@@ -70,7 +70,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("markup", "i18n", "frames"),  # words and tables, no session
         ("state", "views", "chart"),
         ("browser", "handover", "render", "derived"),
-        ("pager", "startup"),
+        ("pager", "startup", "glossary"),
         ("budget", "conversation", "costs", "prefold", "reply_tail", "settings_panel", "summary_audit"),  # the panels' parts
         ("forget", "panels", "tools", "turn"),
         ("chat",),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.app.page import render, turn
+from memora.app.page import glossary, render, turn
 from memora.app.page import state as keys
 from memora.app.page.derived import conversation_key, derived
 from memora.app.page.i18n import error_message, t
@@ -30,6 +30,7 @@ OLDER_PAGE = 20
 def render_header(memory: ShortTermMemory, lang: str) -> None:
     st.title(t(lang, "page.title"))
     render.caption(t(lang, "page.caption"))
+    glossary.render_glossary(lang)
     if memory.server.backend.offline:
         render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
     else:
@@ -70,7 +71,7 @@ def turn_stats(memory: ShortTermMemory) -> dict[int, TurnStats]:
 def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, stats: TurnStats | None, lang: str) -> None:
     with st.chat_message(message.role):
         if folded:
-            render.caption(":material/inventory_2: " + t(lang, "chat.folded"))
+            render.caption(":material/inventory_2: " + t(lang, "chat.folded"), help=glossary.explain(lang, "fold", "summary"))
         render.markdown(message.content)
         if stats is not None and stats.record.cut and memory.limits.max_reply_tokens is not None:
             render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from memora.app.page import budget, render
+from memora.app.page import budget, glossary, render
 from memora.app.page import state as keys
 from memora.app.page.chart import usage_chart, usage_chart_spec
 from memora.app.page.costs import ledger_table, money_columns, render_costs, shown_ledger
@@ -50,10 +50,12 @@ def render_status(memory: ShortTermMemory, lang: str) -> None:
         figures = status_figures(memory, lang)
         columns = st.columns(2)
         for position, figure in enumerate(figures):
-            columns[position % 2].metric(t(lang, figure.key), figure.value)
-        render.caption(bounded_note(memory, lang))
+            # The Status panel is open by default: the lesson's words appear here first, each with its glossary entry.
+            term = glossary.explain(lang, "summary") if figure.key == "status.has_summary" else None
+            columns[position % 2].metric(t(lang, figure.key), figure.value, help=term)
+        render.caption(bounded_note(memory, lang), help=glossary.explain(lang, "budget", "token"))
         render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
-        render.caption(fold_note(memory, lang))
+        render.caption(fold_note(memory, lang), help=glossary.explain(lang, "fold"))
         render.caption(calibration_note(memory, lang))
         budget.render_standing(memory, lang)
 
@@ -120,7 +122,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         if chart.turns_per_point > 1:
             render.caption(t(lang, "chart.buckets", turns=chart.turns_per_point))
         render_costs(memory.ledger, lang, summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)))
-        render.markdown(f"**{t(lang, 'panel.usage_ledger')}**")
+        render.markdown(f"**{t(lang, 'panel.usage_ledger')}**", help=glossary.explain(lang, "ledger"))
         ledger = derived("ledger_table", key, lambda: ledger_table(memory.ledger))
         page = page_of(len(ledger), LEDGER_PAGE, st.session_state[keys.LEDGER_PAGE])
         render_pager(lang, keys.LEDGER_PAGE, page)

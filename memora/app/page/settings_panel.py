@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from memora.app.page import render
+from memora.app.page import glossary, render
 from memora.app.page import state as keys
 from memora.app.page.i18n import LANGUAGES, backend_label, t
 from memora.app.page.state import Notice, guarded
@@ -128,7 +128,7 @@ def render_fold_policy(lang: str) -> None:
         format_func=lambda policy: t(lang, f"policy.{policy}"),
         captions=[t(lang, f"policy.{policy}_caption") for policy in FOLD_POLICIES],
         key=keys.FOLD_POLICY_INPUT,
-        help=t(lang, "settings.fold_policy_help"),
+        help=t(lang, "settings.fold_policy_help") + "\n\n" + glossary.explain(lang, "recent_window", "watermark"),
         on_change=_apply_limits,
         disabled=is_locked(),
     )
