@@ -61,6 +61,7 @@ MODULE_TIERS = {
             "test_bench_real_peers",
             "test_classroom_settings",
             "test_cli",
+            "test_docs",
             "test_i18n",
             "test_layers",
             "test_limits",

@@ -391,7 +391,8 @@ def test_no_bench_figure_is_hand_copied_into_the_page_catalogs_or_the_settings_t
         strings = tomllib.loads((root / "memora" / "app" / "page" / "locales" / catalog).read_text(encoding="utf-8"))
         policy = {key: text for key, text in strings.items() if key.startswith("policy.")}
         assert policy and not {key: text for key, text in policy.items() if figure.search(text)}, catalog
-    (row,) = [line for line in (root / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `MEMORA_FOLD_POLICY`")]
+    table = (root / "docs" / "configuration.md").read_text(encoding="utf-8").splitlines()
+    (row,) = [line for line in table if line.startswith("| `MEMORA_FOLD_POLICY`")]
     assert not figure.search(row), row
 
 

@@ -5,7 +5,7 @@ The turn goes through the product's own entry points: ``load_settings``, ``build
 (``sys.setprofile``) records each call into a function of ``memora/``, and the nearest ``memora/`` frame that called
 it: so the files counted are the ones whose code ran, not only those on the stack when a request was sent
 (``test_page_turn.py`` measures that stack). Building the memory is left out: it happens once, not every turn.
-The README's "How the memory works" quotes these figures.
+docs/memory.md ("How the memory works") quotes these figures.
 """
 
 from __future__ import annotations

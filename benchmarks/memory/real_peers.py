@@ -8,7 +8,7 @@ go through ``real.ProbingBackend``, as Memora's rows do, so every row of ``pytho
 --peers ...`` is measured alike.
 
 Each peer's token knob defaults to the one the bench's sweep tuned at a 1,000-token budget and a 200-token cap,
-the product's cut rule (``TUNED_AT_1000``, from the README's sweep table); ``--knob PEER=TOKENS`` sets another.
+the product's cut rule (``TUNED_AT_1000``, from the sweep table in docs/benchmarks.md); ``--knob PEER=TOKENS`` sets another.
 """
 
 from __future__ import annotations

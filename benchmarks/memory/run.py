@@ -24,7 +24,7 @@ REFERENCE = "article-v0.7"
 PAGE = "memora+prefold"
 """The strategy the page runs by default: the article's window with a prefold after each reply."""
 RECOMMENDED = "memora-watermark+prefold"
-"""The strategy the README recommends for applications: the watermark policy with a prefold after each reply."""
+"""The strategy docs/benchmarks.md recommends for applications: the watermark policy with a prefold after each reply."""
 KINDS = ("reply", "summary", "count")
 PRICED_MODEL = "gpt-5-mini"
 COST_PARTS = ("reply_input", "reply_output", "summary_input", "summary_output")
