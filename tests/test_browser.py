@@ -89,7 +89,7 @@ def test_chat_panels_and_chart_in_chromium(server):
 
 
 def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
-    """The summary panel after a correction is folded; its screenshot is the README's (docs/summary-audit.png)."""
+    """The summary panel after a correction is folded; its screenshot is docs/summary-audit.png, which docs/page.md shows."""
     with chromium() as browser:
         # Tall: Streamlit's sidebar scrolls inside itself, and the screenshot is cut to the viewport.
         page = browser.new_page(viewport={"width": 1400, "height": 2400})
