@@ -59,6 +59,10 @@ def test_after_six_turns_in_traditional_chinese_no_page_label_is_in_english(serv
         page.get_by_text(t("zh-TW", "chat.stats", turn=6)).click()  # the last turn's box: its figures, its sources
         wait_idle(page)
         text = shown_text(page)
+        # The teaching tools' second tab: the upload box, whose words Streamlit writes in English unless the page says.
+        page.get_by_role("tab", name=t("zh-TW", "tools.tab_transcript")).click()
+        wait_idle(page)
+        text += "\n" + shown_text(page)
         assert t("zh-TW", "chat.folded") in text and t("zh-TW", "glossary.title") in text
         assert "離線模式，不是語言模型。" in text, "the offline engine answered in the page's language"
         # The conversation's own text: the learner's turns, and the summary made of them, as the prompt sends it.

@@ -54,7 +54,7 @@ def test_the_watermark_is_one_click_away_in_the_status_panel_with_what_it_saves(
     status = expander(at, "Status")
     radio = next(r for r in status.radio if r.key == keys.FOLD_POLICY_INPUT)
     assert radio.value == "window" and radio.options == ["Window (the article's rule)", "Watermark (fewer summaries)"]
-    # Each option's caption: what the window teaches, what the watermark saves (qualitative: the What if panel shows it on your own conversation).
+    # Each option's caption: what the window teaches, what the watermark saves (qualitative; What if shows it on yours).
     assert list(radio.proto.captions) == [t("en", "policy.window_caption"), t("en", "policy.watermark_caption")]
     radio.set_value("watermark").run()
     assert at.session_state[keys.MEMORY].limits.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)

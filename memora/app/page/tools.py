@@ -11,6 +11,7 @@ leaves the current conversation exactly as it was.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from typing import Any
 
@@ -192,6 +193,7 @@ def render_transcript(memory: ShortTermMemory, lang: str) -> None:
         icon=":material/download:",
         on_click="ignore",
     )
+    upload_box_words(lang)
     st.file_uploader(
         t(lang, "transcript.import"),
         type=["json"],
@@ -203,6 +205,31 @@ def render_transcript(memory: ShortTermMemory, lang: str) -> None:
     notice: Notice | None = st.session_state[keys.IMPORT_NOTICE]
     if notice is not None:
         render.alert(notice.level, t(lang, notice.key, **import_notice_params(notice, lang)))
+
+
+UPLOAD_BOX = f".st-key-{keys.IMPORT_INPUT}"
+"""The import box's element, by its key: the one upload box whose words the page sets (``upload_box_words``)."""
+
+
+def upload_box_words(lang: str) -> None:
+    """The import box's button and limit in ``lang``, the limit being the transcript's own (2 MiB).
+
+    Streamlit writes them in English ("Upload", "2MB per file • JSON") with no option to change them; a style sheet
+    hides its words and shows the catalog's in their place. A Streamlit that renames these elements shows its own
+    English words again, never none.
+    """
+    limit = f"{MAX_TRANSCRIPT_BYTES // 1024 // 1024} MiB"
+    button = json.dumps(t(lang, "transcript.upload"), ensure_ascii=False)
+    instructions = json.dumps(t(lang, "transcript.upload_limit", limit=limit), ensure_ascii=False)
+    words = f"{UPLOAD_BOX} [data-testid=stFileUploaderDropzone]"
+    st.html(
+        "<style>"
+        f"{words} [data-testid=stMarkdownContainer] p, {words} [data-testid=stFileUploaderDropzoneInstructions] span"
+        " {display: none}"
+        f"{words} button [data-testid=stMarkdownContainer]::after {{content: {button}}}"
+        f"{words} [data-testid=stFileUploaderDropzoneInstructions] > div::after {{content: {instructions}; font-size: 0.8rem}}"
+        "</style>"
+    )
 
 
 def import_uploaded() -> None:
