@@ -17,8 +17,8 @@ TERMS = ("fold", "summary", "recent_window", "budget", "token", "watermark", "le
 
 
 def entry(lang: str, term: str) -> str:
-    """One term's entry as Markdown: its name in bold, then what it means."""
-    return f"**{t(lang, f'glossary.{term}.name')}**: {t(lang, f'glossary.{term}.text')}"
+    """One term's entry as Markdown: its name in bold, then what it means (``glossary.entry`` sets the colon)."""
+    return t(lang, "glossary.entry", name=t(lang, f"glossary.{term}.name"), text=t(lang, f"glossary.{term}.text"))
 
 
 def explain(lang: str, *terms: str) -> str:
