@@ -232,6 +232,14 @@ def test_probe_offline_says_it_checks_what_would_have_been_sent_and_names_no_mod
     assert list(tools.dataframe[0].value.columns) == ["Fact", "Kind", "Summary", "Would be sent"]
     assert at.session_state[keys.MEMORY].history == []
 
+    at.radio(key=keys.LANG).set_value("zh-TW").run()
+    button(at, "執行測試").click().run()
+    report = at.session_state[keys.PROBE_RESULT]
+    assert report.answer.startswith("**離線模式，不是語言模型。**") and "B1" in report.answer, "offline, it speaks the page's language"
+    tools = expander(at, "教學工具")
+    assert {m.label: m.value for m in tools.metric} == {"摘要中保留的事實": "2 / 2", "原本會送出的內容中的事實": "2 / 2"}
+    assert tools.markdown[0].value.startswith("文章的驗收：B1 程度與旅遊英文：")
+
 
 def test_a_failed_probe_says_why_and_leaves_the_conversation_alone(backend):
     memory = ShortTermMemory(backend)

@@ -23,6 +23,7 @@ from memora.app.page import state as keys
 from memora.app.page.i18n import CATALOG, DEFAULT_LANGUAGE, backend_label, error_message, t
 from memora.app.page.settings_panel import discard_job
 from memora.app.page.state import Notice
+from memora.app.page.turn import speak
 from memora.classroom.transcript.format import (
     MAX_TRANSCRIPT_BYTES,
     TranscriptError,
@@ -109,6 +110,7 @@ def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, to
         shown = text if len(text) <= PROGRESS_TEXT_CHARS else text[: PROGRESS_TEXT_CHARS - 1] + "…"
         bar.progress(min(number / total, 1.0), text=t(lang, "probe.progress", number=number, total=total, text=shown))
 
+    speak(memory, lang)  # offline, the engine's account of each request is in the page's language, as a turn's is
     try:
         report = run_probe(scenario, memory.server.backend, model=memory.model, on_turn=on_turn)
     except Exception as error:  # a failed model request or budget: shown, the page stays up
