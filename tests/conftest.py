@@ -95,6 +95,7 @@ MODULE_TIERS = {
             "test_turn_trace",
             "test_page_lesson",
             "test_page_turn",
+            "test_story",
             "test_store_room",
             "test_error_details",
             "test_hostile_urls",

@@ -108,10 +108,12 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     table = stats.markdown[0].value
     turn_stats = TurnStats.by_reply_index(memory.ledger)[9]
     assert f"| Counted input tokens (local, before sending) | {turn_stats.record.counted_input_tokens:,} |" in table
-    assert f"| Messages newly summarized | {turn_stats.newly_summarized_count} |" in table
-    # The page folded the first pair right after turn 4's reply (prefold), so turn 5's request folded nothing.
+    # The page folded the first pair right after turn 4's reply (prefold): that fold served turn 5, and its box says so,
+    # though turn 5's own request folded nothing.
     assert turn_stats.newly_summarized_count == 0 and memory.conversation.versions[0].turn == 4
-    assert "local o200k_base count" in stats.caption[0].value
+    assert "| Messages newly summarized | 2 |" in table
+    assert any("summary v1, after reply 4, for turn 5" in c.value for c in stats.caption)
+    assert "local o200k_base count" in stats.caption[-1].value
 
 
 def test_panels_show_summary_versions_context_budget_history_and_ledger():
@@ -126,8 +128,8 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     at.run()
     summary = expander(at, "Conversation summary")
     labels = [c.value for c in summary.caption if c.value.startswith("Version")]
-    assert labels[0].startswith("Version 3, turn 6: folded messages 5–6 (2 messages)")
-    assert labels[2].startswith("Version 1, turn 4: folded messages 1–2 (2 messages)")
+    assert labels[0].startswith("Version 3, after reply 6, for turn 7: folded messages 5–6 (2 messages)")
+    assert labels[2].startswith("Version 1, after reply 4, for turn 5: folded messages 1–2 (2 messages)")
 
     # The context is drawn only once its expander is open.
     assert not expander(at, "Last request context").get("arrow_data_frame")
@@ -363,7 +365,7 @@ def test_summary_panel_draws_only_the_latest_versions_of_a_long_conversation(bac
     panel = expander(at, "Conversation summary")
     captions = [c.value for c in panel.caption]
     labels = [c for c in captions if c.startswith("Version")]
-    assert labels[0].startswith("Version 9, turn 10: folded messages 17–18")
+    assert labels[0].startswith("Version 9, after reply 10, for turn 11: folded messages 17–18")
     assert [c.split(",")[0] for c in labels] == ["Version 9", "Version 8", "Version 7", "Version 6", "Version 5"]
     assert captions[-1] == "…and 4 older versions, not shown."
 

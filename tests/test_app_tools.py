@@ -94,8 +94,8 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
     labels = [c.value for c in panel.caption if c.value.startswith("Version")]
     second, first = memory.conversation.versions[1], memory.conversation.versions[0]
     assert labels == [
-        f"Version 2, turn 3: folded messages 3–4 (2 messages), {second.tokens} tokens",
-        f"Version 1, turn 2: folded messages 1–2 (2 messages), {first.tokens} tokens",
+        f"Version 2, after reply 3, for turn 4: folded messages 3–4 (2 messages), {second.tokens} tokens",
+        f"Version 1, after reply 2, for turn 3: folded messages 1–2 (2 messages), {first.tokens} tokens",
     ]
     assert second.tokens == [r.total_tokens for r in memory.ledger if r.kind == "summary"][1]
 
@@ -115,7 +115,7 @@ def test_summary_panel_audits_each_version_folded_messages_tokens_and_word_diff(
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     panel = expander(at, "對話摘要")  # still open: the switch renamed it, and Streamlit would have closed a renamed expander
     assert [x.label for x in panel.tabs][:3] == ["變更", "摺疊的訊息", "全文"]
-    assert panel.caption[1].value.startswith("第 2 版，第 3 輪：摺疊了訊息 3–4（2 則）")
+    assert panel.caption[1].value.startswith("第 2 版，第 3 則回覆之後，為第 4 輪：摺疊了第 3–4 則訊息（2 則）")
     assert tab(panel, "變更").caption[0].value == "相較第 1 版，新增 3 個字詞、刪除 1 個。"
 
 

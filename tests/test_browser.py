@@ -104,7 +104,7 @@ def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
         wait_idle(page)
         panel = sidebar.get_by_test_id("stExpander").filter(has=header)
         # Version 3 folded the correction: "B1 and" struck through, the corrected line in bold.
-        panel.get_by_text("Version 3, turn 6: folded messages 5–6").wait_for()
+        panel.get_by_text("Version 3, after reply 6, for turn 7: folded messages 5–6").wait_for()
         assert panel.locator("del").filter(has_text="B1").count() >= 1
         assert panel.locator("strong").filter(has_text="B2, not B1").count() >= 1
         AUDIT_SCREENSHOT.parent.mkdir(exist_ok=True)

@@ -26,7 +26,11 @@ def test_repl_commands_and_stats(backend):
     assert [kind for kind, _ in backend.billed] == ["reply", "reply", "summary", "reply", "summary"]
     assert backend.summaries[0].new_messages[0].content == "one"
     assert backend.replies[2].messages[0].role == "developer"
-    assert "Newly summarized messages: 0" in out.split("Memora: reply 3")[1]
+    # That fold is told once, as the page tells it: before the turn it served, and in that turn's stats.
+    before, after = out.split("Memora: reply 3")
+    assert "Summary v1, after reply 2, for turn 3: messages 1–2 folded in" in before.split("Memora: reply 2")[1]
+    assert "Newly summarized messages: 2" in after
+    assert "Folded for this turn: summary v1, after reply 2, for turn 3 (2 messages)." in after
     assert "Counted input tokens:" in out and "Actual input tokens:" in out
     assert "--- Full Conversation History ---\nuser: one\nassistant: reply 1" in out
     # After the third reply, the background fold also folded the second pair.

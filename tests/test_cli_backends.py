@@ -12,17 +12,17 @@ import pytest
 
 from benchmarks.harness.servers import ChatServer, ResponsesServer
 from memora.app.repl import format_gap, format_stats, format_usage
-from memora.memory import TurnStats
+from memora.teaching.story import TurnAccount
 from memora.text.usage import Usage, UsageRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _stats(**changes) -> TurnStats:
-    """A turn's stats from its reply's record (``changes`` are the record's fields), 110 tokens into the session."""
+def _stats(**changes) -> TurnAccount:
+    """A turn's account from its reply's record (``changes`` are the record's fields), 110 tokens into the session."""
     values = dict(turn=1, kind="reply", model="gpt-5-mini", counted_input_tokens=95, input_tokens=100, output_tokens=10, total_tokens=110)
     figures = dict(latency_s=0.0, context_messages=1, newly_summarized=0, summary_tokens=0)
-    return TurnStats(UsageRecord(**{**values, **figures, **changes}), session_total_tokens=110)
+    return TurnAccount(1, UsageRecord(**{**values, **figures, **changes}), folds=(), session_total=110)
 
 
 def test_stats_show_the_gap_between_counted_and_billed() -> None:

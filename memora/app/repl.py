@@ -17,10 +17,14 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memora import __version__
+from memora.app.page.i18n import t
+from memora.app.page.views import fold_event, fold_label
 from memora.app.settings import SettingsError, configured_memory, load_settings
 from memora.backends.base import BackendError
 from memora.classroom.job import ReplyJob, fold_ahead
 from memora.memory import ShortTermMemory, TurnStats
+from memora.memory.values import SummaryVersion
+from memora.teaching.story import TurnAccount, story, tell
 from memora.text.messages import Message
 from memora.text.usage import UsageRecord
 
@@ -47,12 +51,13 @@ def format_gap(counted: int, actual: int | None, estimated: bool) -> str:
     return f"{gap:+d} tokens{share}"
 
 
-def format_stats(stats: TurnStats, offline: bool = False) -> str:
-    """The article's per-turn block, plus the gap between counted and billed input.
+def format_stats(account: TurnAccount, offline: bool = False) -> str:
+    """The article's per-turn block, plus the gap between counted and billed input. Its folds and session total are
+    the story's (``memora.teaching.story``): a fold ahead, made after the previous reply, counts for the turn it served.
 
     ``offline`` says the offline engine answered: no server billed anything then.
     """
-    record = stats.record
+    record = account.record
     if record.input_tokens is None:
         actual = "not reported"
     elif offline:
@@ -77,8 +82,8 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
     return "\n".join(
         [
             "\n--- Memory Status ---",
-            f"Newly summarized messages: {stats.newly_summarized_count}",
-            f"Context messages sent: {stats.context_messages}",
+            f"Newly summarized messages: {account.newly_summarized}",
+            f"Context messages sent: {record.context_messages or 0}",
             f"Counted input tokens: {record.counted_input_tokens}",
             *(
                 [f"Input tokens by the server's tokenizer: {record.server_counted_input_tokens}"]
@@ -88,30 +93,38 @@ def format_stats(stats: TurnStats, offline: bool = False) -> str:
             f"Actual input tokens: {actual}",
             f"Estimate gap (counted - actual): {gap}",
             f"Output tokens: {record.output_tokens}",
-            f"Summary update tokens: {stats.summary_token_usage}",
-            f"Session total tokens: {stats.session_total_tokens}",
+            f"Summary update tokens: {account.summary_tokens}",
+            f"Session total tokens: {account.session_total}",
+            *(t("en", "stats.fold", version=f.version, label=fold_label(f, "en"), count=f.count) for f in account.folds),
             *notes,
             "---------------------",
         ]
     )
 
 
-def format_usage(records: Sequence[UsageRecord], offline: bool = False) -> str:
-    """Every model request of the session: counted against billed input, and the rest of its usage.
+def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions: Sequence[SummaryVersion] = ()) -> str:
+    """Every model request of the session: counted against billed input, and the rest of its usage. A summary
+    request that made one of ``versions`` ends with its fold's label ("v3 after reply 6, for turn 7"), as the page's.
 
     ``offline`` says the offline engine answered: its figures are local counts, with no server behind them.
     """
     if not records:
         return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
-    header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}"
-    rows = []
+    header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}  fold"
+    told = tell(records, versions)
+    # A fold's session total is the ledger's total right after its summary record: the row that paid for it.
+    folds = {fold.session_total: fold for fold in told.folds}
+    rows, total = [], 0
     for r in records:
+        total += r.total_tokens
+        fold = folds.get(total) if r.kind == "summary" else None
+        label = "" if fold is None else f"  v{fold.version} {fold_label(fold, 'en')}"
         actual = "-" if r.input_tokens is None else f"{r.input_tokens}{'~' if r.estimated else ''}"
         gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"
         output = "-" if r.output_tokens is None else str(r.output_tokens)
         rows.append(
             f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} "
-            f"{r.reasoning_tokens:>6} {r.cached_tokens:>6}"
+            f"{r.reasoning_tokens:>6} {r.cached_tokens:>6}{label}"
         )
     if not any(r.estimated for r in records):
         note = ""
@@ -131,10 +144,13 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "summary":
         return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
     if command == "usage":
-        return format_usage(memory.ledger, offline=memory.server.backend.offline)
+        return format_usage(memory.ledger, offline=memory.server.backend.offline, versions=memory.conversation.versions)
     if command == "status":
-        status = {**memory.get_status(), "Budget counted by": memory.server.words}
+        told = story(memory)
+        status = {**memory.get_status(), "Budget counted by": memory.server.words, "Folds": len(told.folds)}
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
+        if told.folds:
+            rows += "\nLast fold: " + fold_event(memory, told.folds[-1], "en")
         return f"\n--- Short-term Memory Status ---\n{rows}\n--------------------------------"
     return None
 
@@ -208,9 +224,11 @@ def repl(
             return
         finally:
             problem = fold_report(folding) if folding else None
-            folding = None
+            folded, folding = folding is not None and problem is None, None
         if problem:
             write(problem)
+        for fold in story(memory).ahead if folded else ():
+            write(fold_event(memory, fold, "en"))  # the fold ahead, told before the turn it serves
         command = user_input.lower().strip()
         if command == "exit":
             write("Bye!")
@@ -220,8 +238,9 @@ def repl(
             write(output)
             continue
         stats = run_turn(memory, user_input, write, write_part)
-        if stats is not None:
-            write(format_stats(stats, offline=memory.server.backend.offline))
+        account = None if stats is None else story(memory).turn(stats.record.turn)
+        if account is not None:
+            write(format_stats(account, offline=memory.server.backend.offline))
             folding = ReplyJob(memory, None, after=fold_ahead).start()  # the REPL waits for it before the next turn
 
 

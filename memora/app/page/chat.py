@@ -13,12 +13,13 @@ import streamlit as st
 
 from memora.app.page import glossary, render, turn
 from memora.app.page import state as keys
-from memora.app.page.derived import conversation_key, derived
+from memora.app.page.derived import memory_story
 from memora.app.page.i18n import error_message, t
 from memora.app.page.pager import page_of, render_pager
 from memora.app.page.state import Notice
-from memora.app.page.views import run_command
-from memora.memory import ShortTermMemory, TurnStats
+from memora.app.page.views import fold_event, fold_label, run_command
+from memora.memory import ShortTermMemory
+from memora.teaching.story import Fold, Story, TurnAccount
 from memora.text.messages import Message
 
 RECENT_MESSAGES = 20
@@ -46,7 +47,7 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
     conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
     history = conversation.messages
     shown = len(history) if shown is None else min(shown, len(history))
-    stats = turn_stats(memory)
+    told = memory_story(memory)
     split = max(0, shown - recent)
     split -= split % 2
     if split:
@@ -56,48 +57,60 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
                 page = page_of(split, OLDER_PAGE, st.session_state[keys.OLDER_MESSAGES_PAGE])
                 render_pager(lang, keys.OLDER_MESSAGES_PAGE, page)
                 for index in range(page.start, page.stop):
-                    _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
+                    _render_message(memory, index, history[index], index < conversation.folded, told, lang)
             else:
                 render.caption(t(lang, "chat.older_hint", count=shown - split))
     for index in range(split, shown):
-        _render_message(memory, index, history[index], index < conversation.folded, stats.get(index), lang)
+        _render_message(memory, index, history[index], index < conversation.folded, told, lang)
 
 
-def turn_stats(memory: ShortTermMemory) -> dict[int, TurnStats]:
-    """``TurnStats.by_reply_index(memory.ledger)``, derived from the ledger once per change of it, not once per message drawn."""
-    return derived("turn_stats", conversation_key(memory), lambda: TurnStats.by_reply_index(memory.ledger))
+def folds_after_message(told: Story, index: int) -> tuple[Fold, ...]:
+    """The folds that happened right after history message ``index``: after a reply, the folds ahead it was followed
+    by; after a user message, the folds its own turn made before its reply."""
+    if index % 2:
+        return tuple(fold for fold in told.folds_after((index + 1) // 2) if fold.ahead)
+    return tuple(fold for fold in told.folds_after(index // 2) if not fold.ahead)
 
 
-def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, stats: TurnStats | None, lang: str) -> None:
+def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, told: Story, lang: str) -> None:
+    account = told.turn((index + 1) // 2) if index % 2 else None
     with st.chat_message(message.role):
+        number = t(lang, "chat.number", number=index + 1)
         if folded:
-            render.caption(":material/inventory_2: " + t(lang, "chat.folded"), help=glossary.explain(lang, "fold", "summary"))
+            folded_note = f"{number} · :material/inventory_2: {t(lang, 'chat.folded')}"
+            render.caption(folded_note, help=glossary.explain(lang, "fold", "summary"))
+        else:
+            render.caption(number)
         render.markdown(message.content)
-        if stats is not None and stats.record.cut and memory.limits.max_reply_tokens is not None:
-            render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
-        if stats is not None and stats.record.over_budget:
-            render.alert(
-                "warning",
-                t(
-                    lang,
-                    "chat.over_budget",
-                    billed=stats.record.server_input_tokens,
-                    budget=stats.record.input_budget,
-                    counted=stats.record.counted_input_tokens,
-                ),
-                icon=":material/warning:",
-            )
-        if stats is not None:
-            with st.expander(t(lang, "chat.stats", turn=stats.record.turn), icon=":material/analytics:"):
-                render.markdown(stats_table(stats, lang))
-                if memory.server.backend.offline:
-                    render.caption(t(lang, "stats.offline_note"))
+        if account is not None:
+            _render_turn_box(memory, account, lang)
+    for fold in folds_after_message(told, index):
+        render.alert("info", fold_event(memory, fold, lang), icon=":material/compress:")
 
 
-def stats_table(stats: TurnStats, lang: str) -> str:
+def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
+    record = account.record
+    if record.cut and memory.limits.max_reply_tokens is not None:
+        render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
+    if record.over_budget:
+        render.alert(
+            "warning",
+            t(lang, "chat.over_budget", billed=record.server_input_tokens, budget=record.input_budget, counted=record.counted_input_tokens),
+            icon=":material/warning:",
+        )
+    with st.expander(t(lang, "chat.stats", turn=record.turn), icon=":material/analytics:"):
+        render.markdown(stats_table(account, lang))
+        for fold in account.folds:
+            render.caption(t(lang, "stats.fold", version=fold.version, label=fold_label(fold, lang), count=fold.count))
+        if memory.server.backend.offline:
+            render.caption(t(lang, "stats.offline_note"))
+
+
+def stats_table(account: TurnAccount, lang: str) -> str:
     """The article's per-turn block as a Markdown table; each input figure says whose it is (billed only by a
-    provider that bills by it), and a figure the server tokenizer's own count contradicts says so."""
-    record = stats.record
+    provider that bills by it), and a figure the server tokenizer's own count contradicts says so. The folds and the
+    session total are the story's (``memora.teaching.story``): a fold ahead counts for the turn it served."""
+    record = account.record
     actual = t(lang, "stats.not_reported") if record.input_tokens is None else f"{record.input_tokens:,}"
     if record.estimated and record.input_tokens is not None:
         actual = t(lang, "stats.estimated", value=actual)
@@ -113,10 +126,10 @@ def stats_table(stats: TurnStats, lang: str) -> str:
         *([("stats.server_counted", f"{record.server_counted_input_tokens:,}")] if record.server_counted_input_tokens is not None else []),
         ("stats.actual_input", actual),
         ("stats.output", output),
-        ("stats.summary", f"{stats.summary_token_usage:,}"),
-        ("stats.messages_sent", f"{stats.context_messages}"),
-        ("stats.newly_summarized", f"{stats.newly_summarized_count}"),
-        ("stats.session_total", f"{stats.session_total_tokens:,}"),
+        ("stats.summary", f"{account.summary_tokens:,}"),
+        ("stats.messages_sent", f"{record.context_messages or 0}"),
+        ("stats.newly_summarized", f"{account.newly_summarized}"),
+        ("stats.session_total", f"{account.session_total:,}"),
     ]
     head = f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n"
     return head + "\n".join(f"| {t(lang, key)} | {value} |" for key, value in rows)

@@ -15,6 +15,7 @@ import streamlit as st
 
 from memora.app.page import state as keys
 from memora.memory import ShortTermMemory
+from memora.teaching.story import Story, story
 
 T = TypeVar("T")
 
@@ -53,3 +54,9 @@ def derived(name: str, key: tuple[Hashable, ...], build: Callable[[], T]) -> T:
     value = build()
     cache[name] = (key, value)
     return value
+
+
+def memory_story(memory: ShortTermMemory) -> Story:
+    """``story(memory)``, told once per change of the ledger or the summary: the chat, the turn boxes, Status, the
+    summary panel and the ledger all read this one story."""
+    return derived("story", conversation_key(memory), lambda: story(memory))

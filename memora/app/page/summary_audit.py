@@ -12,10 +12,13 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.app.page import render
+from memora.app.page.derived import memory_story
 from memora.app.page.i18n import role_name, t
 from memora.app.page.markup import plain_text
+from memora.app.page.views import fold_label
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
+from memora.teaching.story import Story
 
 VERSIONS_AUDITED = 5
 """Versions drawn with their audit, newest first; a long conversation has hundreds."""
@@ -28,9 +31,10 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
         return
     render.markdown(f"**{t(lang, 'audit.title')}**")
     render.caption(t(lang, "audit.hint"))
+    told = memory_story(memory)
     for audit in reversed(audits):
         with st.container(border=True):
-            render.caption(version_label(audit, lang))
+            render.caption(version_label(audit, told, lang))
             if audit.cut:
                 render.caption(":material/content_cut: " + t(lang, "audit.cut"))
             if audit.clipped:
@@ -54,16 +58,19 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
         render.caption(t(lang, "panel.summary_hidden", count=hidden))
 
 
-def version_label(audit: SummaryAudit, lang: str) -> str:
-    """``Version 2, turn 6: folded messages 3–4 (2 messages), 31 tokens``; 1-based message numbers."""
+def version_label(audit: SummaryAudit, told: Story, lang: str) -> str:
+    """``Version 2, after reply 4, for turn 5: folded messages 3–4 (2 messages), 31 tokens``: the fold's one label
+    (``told``'s, as the chat's), and the chat's 1-based message numbers."""
+    fold = told.folds[audit.version - 1]
+    label = fold_label(fold, lang)
     first, last = audit.folded
     if last <= first:
-        return t(lang, "panel.summary_version_rewrite", number=audit.version, turn=audit.turn, tokens=audit.tokens)
+        return t(lang, "panel.summary_version_rewrite", number=audit.version, label=label, tokens=audit.tokens)
     return t(
         lang,
         "panel.summary_version",
         number=audit.version,
-        turn=audit.turn,
+        label=label,
         first=first + 1,
         last=last,
         count=last - first,

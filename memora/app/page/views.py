@@ -17,6 +17,7 @@ from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, local_budget
 from memora.teaching.prices import format_usd
+from memora.teaching.story import Fold
 from memora.teaching.what_if import WhatIf
 from memora.text.messages import Message
 
@@ -124,6 +125,36 @@ def calibration_note(memory: ShortTermMemory, lang: str) -> str:
         for kind in sorted(calibration.seen | {"latin"})
     )
     return t(lang, "calibration.kinds", ratios=ratios, local=f"{local_budget(memory):,}", budget=f"{budget_in_force(memory):,}")
+
+
+def fold_label(fold: Fold, lang: str) -> str:
+    """The one label of a fold, everywhere: the reply it followed and the turn it serves ("after reply 6, for turn 7")."""
+    return t(lang, "fold.label", after=fold.after_reply, serves=fold.serves)
+
+
+def fold_because(memory: ShortTermMemory, fold: Fold, lang: str) -> str:
+    """Why ``fold`` happened, as a clause that starts with a comma ("…, because the window holds 3 turns"); empty
+    when that is not known. Only the newest fold's plan is kept (``History.fold_plan``), and none for a conversation
+    restored or imported, so an older fold says what it did, not why."""
+    plan = memory.conversation.fold_plan
+    if plan is None or fold.version != len(memory.conversation.versions) or plan.reason == "none":
+        return ""
+    return t(lang, f"fold.because_{plan.reason}", turns=memory.max_recent_turns, budget=f"{plan.budget:,}")
+
+
+def fold_event(memory: ShortTermMemory, fold: Fold, lang: str) -> str:
+    """A fold told as its own event: "Summary v3, after reply 6, for turn 7: messages 5–6 folded in, +336 tokens,
+    because the window holds 3 turns. Session total: 2,862 tokens." A rewrite that folded no message says so."""
+    figures = {
+        "version": fold.version,
+        "label": fold_label(fold, lang),
+        "tokens": f"{fold.tokens:,}",
+        "total": f"{fold.session_total:,}",
+        "because": fold_because(memory, fold, lang),
+    }
+    if not fold.count:
+        return t(lang, "fold.event_rewrite", **figures)
+    return t(lang, "fold.event", first=fold.first, last=fold.last, **figures)
 
 
 @dataclass(frozen=True)
