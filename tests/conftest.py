@@ -68,6 +68,7 @@ MODULE_TIERS = {
             "test_memory",
             "test_memory_properties",
             "test_offline",
+            "test_picture",
             "test_prefold",
             "test_prices",
             "test_recent_window_guarantee",

@@ -68,9 +68,11 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
     assert any("B1" in m.value for m in panel.markdown)
     at.session_state[keys.CONTEXT_PANEL_OPEN] = True
     at.run()
-    context = expander(at, "Last request context").dataframe[0].value
-    assert list(context["Source"]) == ["summary"] + ["recent window"] * (len(context) - 2) + ["current message"]
-    assert "B1" in context["Content"][0]
+    context = expander(at, "Last request context")
+    sources = [c.value.split(" · ")[2] for c in context.caption if c.value[0].isdigit()]
+    assert sources == ["summary"] + ["recent window"] * (len(sources) - 2) + ["current message"]
+    # Each card shows the start of its message, and the whole of it one click away.
+    assert "B1" in context.text[1].value and context.text[1].value == memory.last_prepared.context_messages[0].content
 
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["History messages"] == str(len(memory.history)) == "12"
@@ -132,16 +134,20 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert labels[2].startswith("Version 1, after reply 4, for turn 5: folded messages 1–2 (2 messages)")
 
     # The context is drawn only once its expander is open.
-    assert not expander(at, "Last request context").get("arrow_data_frame")
+    assert not [c for c in expander(at, "Last request context").caption if c.value[0].isdigit()]
     at.session_state[keys.CONTEXT_PANEL_OPEN] = True
     at.run()
     context = expander(at, "Last request context")
-    rows = context.dataframe[0].value
-    assert len(rows) == len(memory.last_prepared.context_messages)
-    assert list(rows.iloc[0][["Role", "Source"]]) == ["developer", "summary"]
-    assert list(rows["Tokens"]) == list(memory.last_prepared.message_tokens)
-    progress = context.get("progress")[0]
-    assert progress.proto.text == f"Budget: {memory.last_prepared.input_tokens:,} of {memory.max_input_tokens:,} input tokens"
+    cards = [c.value for c in context.caption if c.value[0].isdigit()]
+    assert len(cards) == len(memory.last_prepared.context_messages)
+    assert cards[0].startswith("1 · developer · summary · ")
+    assert [int(card.rsplit(" · ", 1)[1].split()[0]) for card in cards] == list(memory.last_prepared.message_tokens)
+    # The picture at the top of the sidebar says the same request in words, part by part, against the budget.
+    prepared = memory.last_prepared
+    sent = next(c.value for c in at.sidebar.caption if c.value.startswith("Last request: instructions "))
+    assert f"{prepared.input_tokens:,} of {memory.max_input_tokens:,} used" in sent
+    summary_tokens = prepared.message_tokens[0]
+    assert f"summary {summary_tokens:,} · " in sent
 
     # The full history is drawn only once its expander is open.
     assert not expander(at, "Full history").get("arrow_data_frame")

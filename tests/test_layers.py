@@ -68,7 +68,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     "memora.app": (("settings",), ("page", "repl", "probe"), ("__init__",)),
     "memora.app.page": (
         ("markup", "i18n", "frames"),  # words and tables, no session
-        ("state", "views", "chart"),
+        ("state", "views", "chart", "picture"),
         ("browser", "handover", "render", "derived"),
         ("pager", "startup", "glossary"),
         ("budget", "conversation", "costs", "prefold", "reply_tail", "settings_panel", "summary_audit"),  # the panels' parts

@@ -18,12 +18,21 @@ from memora.app.page.costs import ledger_table, money_columns, render_costs, sho
 from memora.app.page.derived import Same, conversation_key, derived
 from memora.app.page.i18n import t
 from memora.app.page.pager import page_of, render_pager
+from memora.app.page.picture import (
+    next_picture,
+    next_plan,
+    picture_budget,
+    picture_caption,
+    picture_frame,
+    picture_spec,
+    plan_caption,
+    sent_picture,
+)
 from memora.app.page.settings_panel import render_fold_policy
 from memora.app.page.summary_audit import render_summary_audit
 from memora.app.page.views import (
     bounded_note,
     calibration_note,
-    context_frame,
     fold_note,
     history_frame,
     last_context_rows,
@@ -37,12 +46,33 @@ from memora.teaching.what_if import WhatIf, cache_key, what_if
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
+    render_picture(memory, lang)
     render_status(memory, lang)
     render_summary(memory, lang)
     render_context(memory, lang)
     render_history(memory, lang)
     render_usage(memory, lang)
     render_what_if(memory, lang)
+
+
+def render_picture(memory: ShortTermMemory, lang: str) -> None:
+    """The last request against the budget, part by part, and beside it the plan of the next one: what the next
+    message will fold first, and why. Drawn before every panel: it is what the page teaches."""
+    render.markdown(f"**{t(lang, 'picture.title')}**")
+    prepared = memory.last_prepared
+    plan = next_plan(memory)
+    pictures = [] if prepared is None else [sent_picture(prepared, picture_budget(memory))]
+    if plan is not None:
+        pictures.append(next_picture(memory, plan))
+    if not pictures:
+        render.caption(t(lang, "picture.empty"))
+        return
+    st.vega_lite_chart(picture_frame(pictures, lang), picture_spec(lang), width="stretch")
+    if prepared is not None:
+        render.caption(t(lang, "picture.row_sent") + ": " + picture_caption(pictures[0], lang))
+    if plan is not None:
+        render.caption(plan_caption(memory, plan, lang))
+    render.caption(t(lang, "picture.bar_caption"))
 
 
 def render_status(memory: ShortTermMemory, lang: str) -> None:
@@ -82,10 +112,24 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
         if not rows:
             render.caption(t(lang, "panel.context_empty"))
             return
-        st.dataframe(context_frame(memory, lang), hide_index=True)
-        used = memory.last_prepared.input_tokens if memory.last_prepared else 0
-        label = t(lang, "panel.budget", used=f"{used:,}", budget=f"{memory.max_input_tokens:,}")
-        st.progress(min(used / memory.max_input_tokens, 1.0), text=label)
+        # One card per message, not a table: nothing is cut at a phone's width, and each content is one click away.
+        for number, row in enumerate(rows, start=1):
+            with st.container(border=True):
+                tokens = t(lang, "context.tokens", tokens=row.tokens)
+                render.caption(f"{number} · {row.role} · {t(lang, f'source.{row.source}')} · {tokens}")
+                render.plain(preview(row.content))
+                with st.popover(t(lang, "context.open"), icon=":material/open_in_full:"):
+                    render.plain(row.content)
+
+
+PREVIEW_CHARS = 90
+"""The start of a message its card shows; the whole of it is one click away."""
+
+
+def preview(text: str) -> str:
+    """The first ``PREVIEW_CHARS`` characters of ``text`` on one line, with "…" where it goes on."""
+    line = " ".join(text.split())
+    return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
 
 
 HISTORY_PAGE = 50

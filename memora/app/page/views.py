@@ -224,20 +224,6 @@ def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
     ]
 
 
-def context_frame(memory: ShortTermMemory, lang: str) -> pd.DataFrame:
-    """The last request's messages as a table: number, role, source, tokens, content."""
-    rows = last_context_rows(memory)
-    return pd.DataFrame(
-        {
-            t(lang, "col.number"): range(1, len(rows) + 1),
-            t(lang, "col.role"): [role_name(lang, r.role) for r in rows],
-            t(lang, "col.source"): [t(lang, f"source.{r.source}") for r in rows],
-            t(lang, "col.tokens"): [r.tokens for r in rows],
-            t(lang, "col.content"): [r.content for r in rows],
-        }
-    )
-
-
 WHAT_IF_ROWS = ("requests", "summary_requests", "tokens_sent", "summary_written", "over_budget", "usd")
 
 
