@@ -15,7 +15,7 @@ from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.memory.core import full_history_tokens
 from memora.memory.values import TurnStats
-from tests.support.app import APP, assert_alternating, expander, new_app, open_panels, send, texts
+from tests.support.app import APP, assert_alternating, expander, new_app, open_panels, send, status_figures, texts
 
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
@@ -74,7 +74,7 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
     # Each card shows the start of its message, and the whole of it one click away.
     assert "B1" in context.text[1].value and context.text[1].value == memory.last_prepared.context_messages[0].content
 
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = status_figures(at)
     assert metrics["History messages"] == str(len(memory.history)) == "12"
     assert int(metrics["Last context messages"]) == len(prepared.context_messages) <= 2 * memory.max_recent_turns + 2
     assert metrics["Summary available"] == "Yes"
@@ -85,7 +85,7 @@ def test_history_grows_while_context_stays_bounded():
     history_sizes, context_sizes = [], []
     for text in [B1, *FILLER, *FILLER]:
         send(at, text)
-        metrics = {m.label: int(m.value) for m in at.metric if m.label != "Summary available"}
+        metrics = {label: int(value.replace(",", "")) for label, value in status_figures(at).items() if label != "Summary available"}
         history_sizes.append(metrics["History messages"])
         context_sizes.append(metrics["Last context messages"])
     assert history_sizes == list(range(2, 2 * len(history_sizes) + 1, 2))
@@ -323,7 +323,7 @@ def test_language_switch_translates_the_page():
     assert at.title[0].value == "Memora：聊天機器人的短期記憶"
     labels = {e.label for e in at.expander}
     assert {"狀態", "對話摘要", "上一次請求的上下文", "完整對話紀錄", "Token 用量", "設定", "第 1 輪：Token 與上下文"} <= labels
-    assert {m.label for m in at.metric} == {"對話紀錄訊息數", "已摘要訊息數", "上次上下文訊息數", "是否有摘要", "本次對話累計 Token"}
+    assert set(status_figures(at)) == {"對話紀錄訊息數", "已摘要訊息數", "上次上下文訊息數", "是否有摘要", "本次對話累計 Token"}
     assert at.chat_input[0].placeholder.startswith("用英文輸入")
     assert "離線模式" in at.info[0].value
     send(at, "/status foo")

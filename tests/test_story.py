@@ -15,7 +15,7 @@ from memora.app.page import state as keys
 from memora.app.repl import format_stats, run_command
 from memora.memory import ShortTermMemory
 from memora.teaching.story import story
-from tests.support.app import expander, new_app, send
+from tests.support.app import expander, new_app, send, status_figures
 from tests.support.memory import chat
 
 B1 = "My English level is B1 and I want to practise travel English."
@@ -77,7 +77,7 @@ def test_every_view_of_a_conversation_agrees_on_its_folds_and_its_total():
     assert f"Version 1, after reply 4, for turn 5: folded messages 1–2 (2 messages), {first.tokens} tokens" in versions
 
     # Status and the REPL's status and usage: the same total, the same folds.
-    assert {m.label: m.value for m in at.metric}["Session total tokens"] == str(told.total)
+    assert status_figures(at)["Session total tokens"] == f"{told.total:,}"
     status = run_command(memory, "status")
     assert f"Session total tokens: {told.total}" in status and f"Folds: {len(told.folds)}" in status
     assert "Last fold: Summary v" in status and f"after reply {told.folds[-1].after_reply}" in status

@@ -115,3 +115,10 @@ def tree_text(at: AppTest) -> str:
 def assert_alternating(memory: ShortTermMemory) -> None:
     roles = [m.role for m in memory.history]
     assert roles == ["user", "assistant"] * (len(roles) // 2)
+
+
+def status_figures(at: AppTest) -> dict[str, str]:
+    """The sidebar's one-line Status ("History messages **12** · … · Session total tokens **2,641**"), by label."""
+    line = next(m.value for m in at.sidebar.markdown if m.value.count("**") == 10 and " · " in m.value)
+    pairs = (part.rsplit(" **", 1) for part in line.split(" · "))
+    return {label: value.removesuffix("**") for label, value in pairs}

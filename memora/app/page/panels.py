@@ -36,7 +36,7 @@ from memora.app.page.views import (
     fold_note,
     history_frame,
     last_context_rows,
-    status_figures,
+    status_line,
     what_if_frame,
 )
 from memora.memory import ShortTermMemory
@@ -47,6 +47,8 @@ from memora.teaching.what_if import WhatIf, cache_key, what_if
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
     render_picture(memory, lang)
+    render_current_summary(memory, lang)
+    render.markdown(status_line(memory, lang))
     render_status(memory, lang)
     render_summary(memory, lang)
     render_context(memory, lang)
@@ -75,14 +77,19 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
     render.caption(t(lang, "picture.bar_caption"))
 
 
+def render_current_summary(memory: ShortTermMemory, lang: str) -> None:
+    """The summary the next request sends, under the picture: which version, which messages it holds, its text."""
+    versions = memory.conversation.versions
+    if not versions:
+        render.caption(t(lang, "panel.summary_empty"))
+        return
+    render.markdown(f"**{t(lang, 'summary.now', version=len(versions), last=memory.summarized_message_count)}**")
+    render.caption(memory.summary)
+
+
 def render_status(memory: ShortTermMemory, lang: str) -> None:
-    with st.expander(t(lang, "panel.status"), expanded=True, icon=":material/monitoring:"):
-        figures = status_figures(memory, lang)
-        columns = st.columns(2)
-        for position, figure in enumerate(figures):
-            # The Status panel is open by default: the lesson's words appear here first, each with its glossary entry.
-            term = glossary.explain(lang, "summary") if figure.key == "status.has_summary" else None
-            columns[position % 2].metric(t(lang, figure.key), figure.value, help=term)
+    """What the memory is set to and why it last folded, one click away: its figures are ``status_line``'s, above it."""
+    with st.expander(t(lang, "panel.status"), icon=":material/monitoring:"):
         render.caption(bounded_note(memory, lang), help=glossary.explain(lang, "budget", "token"))
         render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
         render.caption(fold_note(memory, lang), help=glossary.explain(lang, "fold"))

@@ -114,7 +114,7 @@ def render_settings(lang: str) -> None:
 
 
 def render_fold_policy(lang: str) -> None:
-    """The fold policy's radio, in the Status panel (open by default), so the other policy is one click away.
+    """The fold policy's radio, in the Status panel, so the other policy is one click away.
 
     The article's window comes first, as the default; each option's caption says what it teaches or saves.
     It changes the memory as the budget and window do (``_apply_limits``): refused when locked, kept for later

@@ -82,6 +82,14 @@ def status_figures(memory: ShortTermMemory, lang: str) -> list[StatusFigure]:
     ]
 
 
+def status_line(memory: ShortTermMemory, lang: str) -> str:
+    """The article's five status figures in one line of Markdown: "History messages **12** · … · Session total tokens
+    **2,641**"; the session total is the ledger's, every request counted once, as the chat's last event says."""
+    figures = status_figures(memory, lang)
+    shown = [f"{f.value:,}" if isinstance(f.value, int) else f.value for f in figures]
+    return " · ".join(f"{t(lang, f.key)} **{value}**" for f, value in zip(figures, shown, strict=True))
+
+
 def bounded_note(memory: ShortTermMemory, lang: str) -> str:
     """What the full history would cost now, beside what the last request sent; a conversation restored
     or imported has sent nothing in this session yet, and says so rather than "0 tokens"."""
