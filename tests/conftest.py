@@ -97,6 +97,7 @@ MODULE_TIERS = {
             "test_page_lesson",
             "test_page_turn",
             "test_story",
+            "test_what_if_text",
             "test_store_room",
             "test_error_details",
             "test_hostile_urls",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from memora.memory import ShortTermMemory, policies
 from memora.memory.core import local_budget
 from memora.teaching.prices import ModelPrice, PriceTable
-from memora.teaching.replay import Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
+from memora.teaching.replay import FULL_HISTORY, Replay, Strategy, real_folds, replay, replay_full_history, replay_sizes
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,41 @@ def cache_key(memory: ShortTermMemory) -> Sequence[object]:
         memory.model,
         memory.server.backend.offline,
     )
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """When a memory's total cost drops below the full history's, read off two replays' per-turn totals.
+
+    ``turn`` is the first turn after which the memory's running total (every request's input, summaries written
+    included) is below the full history's; None when it never is in this conversation. ``memory`` and ``full`` are
+    the two running totals at that turn, or at the last turn when it never pays. ``summaries`` is what the memory's
+    summary requests cost in all (their input and what they wrote): the reason it can cost more at first.
+    """
+
+    strategy: Strategy
+    turn: int | None
+    memory: int
+    full: int
+    turns: int
+    summaries: int
+
+
+def payoff(run: Replay, full: Replay) -> Payoff:
+    """``run`` against ``full`` (``replay_full_history``), from their ``tokens_per_turn``. A fold ahead counts for the
+    turn whose reply it follows, so a memory pays for a fold before the turn that gains from it."""
+    memory_total = full_total = 0
+    pairs = list(zip(run.tokens_per_turn(), full.tokens_per_turn(), strict=True))
+    summaries = sum(r.input_tokens + r.output_tokens for r in run.requests if r.kind == "summary")
+    for turn, (memory_tokens, full_tokens) in enumerate(pairs, start=1):
+        memory_total += memory_tokens
+        full_total += full_tokens
+        if memory_total < full_total:
+            return Payoff(run.strategy, turn, memory_total, full_total, run.turns, summaries)
+    return Payoff(run.strategy, None, memory_total, full_total, run.turns, summaries)
+
+
+def payoffs(comparison: WhatIf) -> tuple[Payoff, ...]:
+    """Each fold policy of ``comparison`` against its full history, the live policy first."""
+    full = comparison.outcome(FULL_HISTORY).replay
+    return tuple(payoff(o.replay, full) for o in comparison.outcomes if o.strategy != FULL_HISTORY)

@@ -36,13 +36,14 @@ from memora.app.page.views import (
     fold_note,
     history_frame,
     last_context_rows,
+    payoff_note,
     status_line,
     what_if_frame,
 )
 from memora.memory import ShortTermMemory
 from memora.teaching.ledger import ledger_csv
 from memora.teaching.prices import cost_summary
-from memora.teaching.what_if import WhatIf, cache_key, what_if
+from memora.teaching.what_if import WhatIf, cache_key, payoffs, what_if
 
 
 def render_panels(memory: ShortTermMemory, lang: str) -> None:
@@ -215,6 +216,8 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
         # A static table: it wraps its headers to the sidebar's width, where a data grid would scroll sideways.
         table = what_if_frame(comparison, lang)
         st.table(table.set_index(table.columns[0]))
+        for pay in payoffs(comparison):
+            render.caption(payoff_note(pay, lang))
         priced = comparison.model is not None
         render.caption(t(lang, "whatif.priced", model=comparison.model) if priced else t(lang, "whatif.unpriced"))
         render.caption(t(lang, "whatif.assumptions", cap=f"{comparison.other_cap:,}"))

@@ -18,7 +18,7 @@ from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, local_budget
 from memora.teaching.prices import format_usd
 from memora.teaching.story import Fold
-from memora.teaching.what_if import WhatIf
+from memora.teaching.what_if import Payoff, WhatIf
 from memora.text.messages import Message
 
 Mark = Literal["summarized", "window", "current"]
@@ -248,3 +248,18 @@ def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
         figures = (requests, run.summary_requests, run.input_tokens, run.summary_output_tokens, run.over_budget)
         columns[t(lang, f"whatif.{kind}", strategy=name)] = [*(f"{figure:,}" for figure in figures), usd]
     return pd.DataFrame(columns)
+
+
+def payoff_note(pay: Payoff, lang: str) -> str:
+    """Why a memory can cost more than the full history, and whether it pays here: the first turn at which its total,
+    summaries included, drops below the full history's, or that it does not pay in this conversation."""
+    figures = {
+        "strategy": t(lang, f"whatif.{pay.strategy}"),
+        "memory": f"{pay.memory:,}",
+        "full": f"{pay.full:,}",
+        "summaries": f"{pay.summaries:,}",
+        "turns": pay.turns,
+    }
+    if pay.turn is None:
+        return t(lang, "whatif.does_not_pay", **figures)
+    return t(lang, "whatif.pays", turn=pay.turn, **figures)
