@@ -15,7 +15,7 @@ from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
 from memora.memory.core import full_history_tokens
 from memora.memory.values import TurnStats
-from tests.support.app import APP, assert_alternating, expander, new_app, open_panels, send, status_figures, texts
+from tests.support.app import APP, assert_alternating, expander, ledger_cards, new_app, open_panels, send, status_figures, texts
 
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
@@ -150,20 +150,25 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert f"summary {summary_tokens:,} · " in sent
 
     # The full history is drawn only once its expander is open.
-    assert not expander(at, "Full history").get("arrow_data_frame")
+    assert not expander(at, "Full history").get("popover")
     assert not expander(at, "Token usage").get("vega_lite_chart")
     at.session_state[keys.HISTORY_PANEL_OPEN] = True
     at.session_state[keys.USAGE_PANEL_OPEN] = True
     at.run()
-    table = expander(at, "Full history").dataframe[0].value
-    assert list(table["State"]) == ["summarized"] * 6 + ["in window"] * 6
-    assert list(table["Content"])[0] == B1  # noqa: RUF015 - the assertion reads as the table
+    history = expander(at, "Full history")
+    cards = [c.value.split(" · ") for c in history.caption if c.value[0].isdigit()]
+    assert [card[2] for card in cards] == ["summarized"] * 6 + ["in window"] * 6
+    assert history.text[1].value == B1, "the first card's whole message, one click away"
 
     usage = expander(at, "Token usage")
-    ledger = usage.dataframe[0].value
+    ledger = ledger_cards(usage)
     assert len(ledger) == len(memory.ledger) == 6 + 3
-    assert sorted(set(ledger["Kind"])) == ["reply", "summary"]
-    assert list(ledger["Full history"].dropna()) == [r.full_history_tokens for r in memory.ledger if r.kind == "reply"]
+    assert sorted({card["Kind"] for card in ledger}) == ["reply", "summary"]
+    full = [int(card["Full history"].replace(",", "")) for card in ledger if card["Full history"] != "–"]
+    assert full == [r.full_history_tokens for r in memory.ledger if r.kind == "reply"]
+    # A summary request's card carries its fold's one label, as the chat tells it.
+    heads = [c.value for c in usage.caption if c.value[0].isdigit()]
+    assert any(" · summary v1, after reply 4, for turn 5 · " in head for head in heads)
     assert usage.get("vega_lite_chart"), "the usage chart is drawn"
     assert usage.get("download_button")
 
@@ -438,20 +443,21 @@ def test_the_full_history_and_the_ledger_show_a_page_of_rows_and_reach_every_row
     at.session_state[keys.HISTORY_PANEL_OPEN] = True
     at.session_state[keys.USAGE_PANEL_OPEN] = True
     at.run()
-    table = expander(at, "Full history").dataframe[0].value
-    assert list(table["#"]) == list(range(11, 61))
+    numbers = [int(c.value.split(" · ")[0]) for c in expander(at, "Full history").caption if c.value[0].isdigit()]
+    assert numbers == list(range(11, 61))
     at.button(key=f"{keys.HISTORY_PAGE}_pager.older").click().run()
-    table = expander(at, "Full history").dataframe[0].value
-    assert list(table["#"]) == list(range(1, 11)) and table["Content"].iloc[0] == "Question 1."
+    history = expander(at, "Full history")
+    numbers = [int(c.value.split(" · ")[0]) for c in history.caption if c.value[0].isdigit()]
+    assert numbers == list(range(1, 11)) and history.text[1].value == "Question 1."
 
     usage = expander(at, "Token usage")
     assert len(memory.ledger) > 50
-    assert len(usage.dataframe[0].value) == 50
+    assert len(ledger_cards(usage)) == 50
     total = len(memory.ledger)
     assert f"Page 1 of 2 ({total - 49}–{total} of {total})" in [c.value for c in usage.caption]
     at.button(key=f"{keys.LEDGER_PAGE}_pager.older").click().run()
-    rows = expander(at, "Token usage").dataframe[0].value
-    assert len(rows) == total - 50 and rows["Turn"].iloc[0] == 1
+    rows = ledger_cards(expander(at, "Token usage"))
+    assert len(rows) == total - 50 and rows[0]["Turn"] == "1"
 
 
 def test_the_settings_and_tools_panels_draw_their_widgets_only_while_open():

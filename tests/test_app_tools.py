@@ -27,7 +27,7 @@ from memora.teaching.prices import cost_summary, format_usd
 from memora.teaching.probe import bundled_scenarios
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
-from tests.support.app import new_app, send
+from tests.support.app import ledger_cards, new_app, send
 from tests.support.fakes import ScriptedBackend
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -370,9 +370,10 @@ def test_a_priced_model_shows_money_and_the_saving_against_full_history(backend)
         "Full history would cost": format_usd(summary.full_history_usd),
         "Saved against full history": format_usd(summary.saved_usd),
     }
-    ledger = usage.dataframe[0].value
-    assert {"Input $", "Output $", "Cost $", "Full history $"} <= set(ledger.columns)
-    assert ledger["Cost $"].sum() == pytest.approx(summary.spent_usd)
+    cards = ledger_cards(usage)
+    assert len(cards) == len(memory.ledger)
+    assert all({"Input $", "Output $", "Cost $", "Full history $"} <= set(card) for card in cards)
+    assert sum(float(card["Cost $"]) for card in cards) == pytest.approx(summary.spent_usd, abs=1e-6 * len(cards))  # each to 6 places
     assert any("read 2026-12-02" in c.value and "gpt-5-mini $0.25 / $0.025 / $2" in c.value for c in usage.caption)
 
 
@@ -409,15 +410,15 @@ def test_offline_and_unknown_models_show_tokens_only(backend):
     send(at, B1)
     usage = open_usage(at)
     assert not usage.metric
-    assert "Cost $" not in usage.dataframe[0].value.columns
-    assert list(usage.dataframe[0].value["Model"]) == ["offline engine"]
-    assert list(usage.dataframe[0].value["Kind"]) == ["reply"]
+    assert "Cost $" not in ledger_cards(usage)[0]
+    assert [card["Model"] for card in ledger_cards(usage)] == ["offline engine"]
+    assert [card["Kind"] for card in ledger_cards(usage)] == ["reply"]
     assert any(c.value == "The offline engine is not a model and nobody bills it: tokens only." for c in usage.caption)
 
     at = new_app(ShortTermMemory(backend, model="my-local-model"))
     send(at, B1)
     usage = open_usage(at)
-    assert not usage.metric and "Cost $" not in usage.dataframe[0].value.columns
+    assert not usage.metric and "Cost $" not in ledger_cards(usage)[0]
     assert any(c.value.startswith("Tokens only for my-local-model") for c in usage.caption)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from memora.app.page import state as keys
@@ -69,7 +70,7 @@ def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_wit
     assert not expander(at, WHAT_IF).get("arrow_table"), "drawn only once opened"
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    rows = expander(at, WHAT_IF).table[0].value
+    rows = pd.concat([table.value for table in expander(at, WHAT_IF).table], axis=1)  # one table per strategy
     assert list(rows.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
     assert rows.index.name == "Figure"
     # Yours is what happened: every request of the ledger, its summaries, its counted input.
@@ -106,7 +107,8 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    table = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table[0].value
+    tables = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table
+    table = pd.concat([t.value for t in tables], axis=1)
     assert list(table.columns) == ["視窗（你的）", "水位線（估計）", "完整對話紀錄"] and table.index.name == "項目"
 
 

@@ -111,13 +111,10 @@ def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions
     if not records:
         return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
     header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}  fold"
-    told = tell(records, versions)
-    # A fold's session total is the ledger's total right after its summary record: the row that paid for it.
-    folds = {fold.session_total: fold for fold in told.folds}
-    rows, total = [], 0
-    for r in records:
-        total += r.total_tokens
-        fold = folds.get(total) if r.kind == "summary" else None
+    folds = tell(records, versions).by_request()
+    rows = []
+    for position, r in enumerate(records):
+        fold = folds.get(position)
         label = "" if fold is None else f"  v{fold.version} {fold_label(fold, 'en')}"
         actual = "-" if r.input_tokens is None else f"{r.input_tokens}{'~' if r.estimated else ''}"
         gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"

@@ -29,7 +29,8 @@ class Fold:
     before it (0 when it came before the first reply: a turn-1 fold, which no budget allows today, or an import);
     ``serves`` the turn whose request it made room for: the next turn for a fold ahead, the same turn for a fold
     inside a turn. ``session_total`` is the session's tokens once it was paid. ``ahead``: folded between turns, after
-    reply ``after_reply`` (else inside turn ``serves``, after its message and before its reply).
+    reply ``after_reply`` (else inside turn ``serves``, after its message and before its reply). ``request`` is the
+    position of its summary request in the ledger (None for a version imported without its ledger).
     """
 
     version: int
@@ -39,6 +40,7 @@ class Fold:
     serves: int
     session_total: int
     ahead: bool = True
+    request: int | None = None
 
     @property
     def first(self) -> int:
@@ -100,6 +102,10 @@ class Story:
         """The folds made after reply ``reply`` and before the next one (0: before the first)."""
         return tuple(fold for fold in self.folds if fold.after_reply == reply)
 
+    def by_request(self) -> dict[int, Fold]:
+        """Each fold by the position of its summary request in the ledger."""
+        return {fold.request: fold for fold in self.folds if fold.request is not None}
+
     @property
     def ahead(self) -> tuple[Fold, ...]:
         """The folds made after the last reply, for the turn still to come."""
@@ -124,7 +130,7 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
     pending: list[Fold] = []
     total = replies = 0
     index = 0
-    for record in ledger:
+    for position, record in enumerate(ledger):
         total += record.total_tokens
         if record.kind == "reply":
             replies = record.turn
@@ -136,12 +142,12 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
             # After the reply of its turn: a fold ahead for the next turn; before it: inside its own turn.
             ahead = replies >= record.turn
             after = record.turn if ahead else record.turn - 1
-            fold = _fold(versions, index, after, total, ahead)
+            fold = _fold(versions, index, after, total, ahead, position)
             folds.append(fold)
             pending.append(fold)
             index += 1
-    for position in range(index, len(versions)):
-        folds.append(_fold(versions, position, versions[position].turn, total, True))
+    for unrecorded in range(index, len(versions)):
+        folds.append(_fold(versions, unrecorded, versions[unrecorded].turn, total, True, None))
     return Story(tuple(turns), tuple(folds), total)
 
 
@@ -149,6 +155,6 @@ def _matches(version: SummaryVersion, record: UsageRecord) -> bool:
     return version.turn == record.turn and version.tokens == record.total_tokens
 
 
-def _fold(versions: Sequence[SummaryVersion], index: int, after: int, total: int, ahead: bool) -> Fold:
+def _fold(versions: Sequence[SummaryVersion], index: int, after: int, total: int, ahead: bool, request: int | None) -> Fold:
     version = versions[index]
-    return Fold(index + 1, version.folded, version.tokens, after, after + 1, total, ahead)
+    return Fold(index + 1, version.folded, version.tokens, after, after + 1, total, ahead, request)

@@ -122,3 +122,10 @@ def status_figures(at: AppTest) -> dict[str, str]:
     line = next(m.value for m in at.sidebar.markdown if m.value.count("**") == 10 and " · " in m.value)
     pairs = (part.rsplit(" **", 1) for part in line.split(" · "))
     return {label: value.removesuffix("**") for label, value in pairs}
+
+
+def ledger_cards(usage) -> list[dict[str, str]]:
+    """The Token usage panel's request cards, oldest first: each card's figures, by their label, as drawn."""
+    tables = [m.value for m in usage.markdown if m.value.startswith("| Figure | Value |")]
+    rows = [[line.strip().strip("|").split(" | ", 1) for line in table.splitlines()[2:]] for table in tables]
+    return [{label.strip(): value.strip() for label, value in card} for card in rows]

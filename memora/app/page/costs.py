@@ -34,11 +34,6 @@ def ledger_table(records: Sequence[UsageRecord], prices: PriceTable | None = Non
     return frame
 
 
-def money_columns(lang: str) -> dict[str, st.column_config.NumberColumn]:
-    """Column settings for the translated cost columns: dollars with enough digits for tiny sessions."""
-    return {t(lang, f"ledger.{name}"): st.column_config.NumberColumn(format="$%.6f") for name in COST_COLUMNS}
-
-
 def price_list(prices: PriceTable | None = None) -> str:
     """``gpt-5-mini $0.25 / $0.025 / $2.00 · …``: each model's input, cached input and output price per 1M tokens."""
     prices = PriceTable() if prices is None else prices

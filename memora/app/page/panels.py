@@ -9,13 +9,16 @@ also kept per history length (``what_if_for``), so a rerun with no new turn redo
 
 from __future__ import annotations
 
+import math
+
+import pandas as pd
 import streamlit as st
 
 from memora.app.page import budget, glossary, render
 from memora.app.page import state as keys
 from memora.app.page.chart import usage_chart, usage_chart_spec
-from memora.app.page.costs import ledger_table, money_columns, render_costs, shown_ledger
-from memora.app.page.derived import Same, conversation_key, derived
+from memora.app.page.costs import ledger_table, render_costs, shown_ledger
+from memora.app.page.derived import Same, conversation_key, derived, memory_story
 from memora.app.page.i18n import t
 from memora.app.page.pager import page_of, render_pager
 from memora.app.page.picture import (
@@ -33,6 +36,7 @@ from memora.app.page.summary_audit import render_summary_audit
 from memora.app.page.views import (
     bounded_note,
     calibration_note,
+    fold_label,
     fold_note,
     history_frame,
     last_context_rows,
@@ -41,8 +45,10 @@ from memora.app.page.views import (
     what_if_frame,
 )
 from memora.memory import ShortTermMemory
+from memora.teaching.audit import escape_markdown
 from memora.teaching.ledger import ledger_csv
 from memora.teaching.prices import cost_summary
+from memora.teaching.story import Fold
 from memora.teaching.what_if import WhatIf, cache_key, payoffs, what_if
 
 
@@ -72,7 +78,7 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
         return
     st.vega_lite_chart(picture_frame(pictures, lang), picture_spec(lang), width="stretch")
     if prepared is not None:
-        render.caption(t(lang, "picture.row_sent") + ": " + picture_caption(pictures[0], lang))
+        render.caption(t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)))
     if plan is not None:
         render.caption(plan_caption(memory, plan, lang))
     render.caption(t(lang, "picture.bar_caption"))
@@ -120,14 +126,18 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
         if not rows:
             render.caption(t(lang, "panel.context_empty"))
             return
-        # One card per message, not a table: nothing is cut at a phone's width, and each content is one click away.
         for number, row in enumerate(rows, start=1):
-            with st.container(border=True):
-                tokens = t(lang, "context.tokens", tokens=row.tokens)
-                render.caption(f"{number} · {row.role} · {t(lang, f'source.{row.source}')} · {tokens}")
-                render.plain(preview(row.content))
-                with st.popover(t(lang, "context.open"), icon=":material/open_in_full:"):
-                    render.plain(row.content)
+            render_card([str(number), row.role, t(lang, f"source.{row.source}")], row.tokens, row.content, lang)
+
+
+def render_card(labels: list[str], tokens: int, content: str, lang: str) -> None:
+    """One message as a card, not a table row: its ``labels`` and ``tokens`` in one line, the start of its ``content``,
+    and the whole of it one click away. Nothing is cut at a phone's width, where a table's columns were."""
+    with st.container(border=True):
+        render.caption(" · ".join([*labels, t(lang, "context.tokens", tokens=tokens)]))
+        render.plain(preview(content))
+        with st.popover(t(lang, "context.open"), icon=":material/open_in_full:"):
+            render.plain(content)
 
 
 PREVIEW_CHARS = 90
@@ -156,7 +166,8 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
             return
         page = page_of(total, HISTORY_PAGE, st.session_state[keys.HISTORY_PAGE])
         render_pager(lang, keys.HISTORY_PAGE, page)
-        st.dataframe(history_frame(memory, lang, page.start, page.stop), hide_index=True)
+        for number, role, state, tokens, content in history_frame(memory, lang, page.start, page.stop).itertuples(index=False):
+            render_card([str(number), role, state], tokens, content, lang)
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
@@ -178,12 +189,10 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         ledger = derived("ledger_table", key, lambda: ledger_table(memory.ledger))
         page = page_of(len(ledger), LEDGER_PAGE, st.session_state[keys.LEDGER_PAGE])
         render_pager(lang, keys.LEDGER_PAGE, page)
-        shown = ledger.iloc[page.start : page.stop]
-        st.dataframe(
-            shown_ledger(shown, lang).rename(columns={c: t(lang, f"ledger.{c}") for c in shown.columns}),
-            hide_index=True,
-            column_config=money_columns(lang),
-        )
+        folds = memory_story(memory).by_request()
+        shown = shown_ledger(ledger.iloc[page.start : page.stop], lang)  # its words in the page's language
+        for position, (_, row) in enumerate(shown.iterrows(), start=page.start):
+            render_request_card(row, position, folds.get(position), lang)
         st.download_button(
             t(lang, "panel.usage_download"),
             data=lambda: ledger_csv(ledger),  # built only when clicked; no cell a spreadsheet would run
@@ -191,6 +200,32 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             mime="text/csv",
             icon=":material/download:",
         )
+
+
+def render_request_card(row: pd.Series, position: int, fold: Fold | None, lang: str) -> None:
+    """One model request of the ledger as a card: its number, turn, kind (a summary's fold label with it) and total,
+    and every figure of its ledger row one click away; the CSV download holds them all, as columns."""
+    kind = row["kind"] if fold is None else f"{row['kind']} v{fold.version}, {fold_label(fold, lang)}"
+    head = [str(position + 1), f"{t(lang, 'ledger.turn')} {row['turn']}", kind, f"{t(lang, 'ledger.total_tokens')} {row['total_tokens']:,}"]
+    with st.container(border=True):
+        render.caption(" · ".join(head))
+        with st.popover(t(lang, "ledger.open"), icon=":material/open_in_full:"):
+            figures = [f"| {t(lang, f'ledger.{name}')} | {ledger_cell(value)} |" for name, value in row.items()]
+            render.markdown(f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n" + "\n".join(figures))
+
+
+def ledger_cell(value: object) -> str:
+    """A ledger figure as its card shows it: thousands separated, dollars to six places, an empty cell as "–"."""
+    value = value.item() if hasattr(value, "item") else value  # a pandas cell holds NumPy's scalars, not Python's
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
+    return escape_markdown(str(value))
 
 
 def what_if_for(memory: ShortTermMemory) -> WhatIf:
@@ -213,9 +248,11 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "whatif.empty"))
             return
         render.caption(t(lang, "whatif.intro"))
-        # A static table: it wraps its headers to the sidebar's width, where a data grid would scroll sideways.
+        # One static table per strategy, a figure and its value: side by side, four columns did not fit a phone.
         table = what_if_frame(comparison, lang)
-        st.table(table.set_index(table.columns[0]))
+        table = table.set_index(table.columns[0])
+        for strategy in table.columns:
+            st.table(table[[strategy]])
         for pay in payoffs(comparison):
             render.caption(payoff_note(pay, lang))
         priced = comparison.model is not None

@@ -160,7 +160,7 @@ def picture_spec(lang: str) -> dict[str, Any]:
                         "type": "nominal",
                         "title": None,
                         "scale": {"domain": parts, "range": list(COLOURS)},
-                        "legend": {"orient": "bottom", "columns": 3, "labelLimit": 0},
+                        "legend": {"orient": "bottom", "columns": 2, "labelLimit": 0},
                     },
                     "tooltip": tooltip,
                 },
