@@ -132,6 +132,7 @@ MODULE_TIERS = {
             "test_browser",
             "test_browser_classroom_drill",
             "test_browser_forget",
+            "test_browser_lesson",
             "test_browser_persistence",
             "test_browser_reload",
             "test_browser_safeguards",

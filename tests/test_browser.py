@@ -62,8 +62,8 @@ def test_chat_panels_and_chart_in_chromium(server):
         for label in ("Conversation summary", "Last request context", "Token usage", "Full history"):
             sidebar.locator("summary").filter(has_text=re.compile(f"{label}$")).click()
         wait_idle(page)
-        sidebar.get_by_test_id("stVegaLiteChart").wait_for()
-        chart = sidebar.get_by_test_id("stVegaLiteChart")
+        chart = sidebar.get_by_test_id("stVegaLiteChart").last  # the usage chart; the picture is the first
+        chart.wait_for()
         chart.locator("canvas, svg").first.wait_for()
         box_size = chart.bounding_box()
         assert box_size and box_size["height"] > 100

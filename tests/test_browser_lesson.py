@@ -1,0 +1,147 @@
+"""The lesson on screen, in Chromium: the picture, the folds told between the messages, and nothing cut at a phone's width.
+
+Six offline turns of the article's B1/travel conversation, then every sidebar panel opened, at a desktop's
+1440×1000 and a phone's 390×844, in English and in 繁體中文. Each view is saved under ``test-output/lesson/`` to be
+looked at. At 390 and 420 px no table in the sidebar scrolls sideways: a message's content is one click away on
+its card instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.processes import ROOT, streamlit_run
+
+SHOTS = ROOT / "test-output" / "lesson"
+B1 = "My English level is B1 and I want to practise travel English."
+MESSAGES = [
+    B1,
+    "How do I ask for directions?",
+    "What should I say at a hotel?",
+    "How do I order food?",
+    "How do I buy a train ticket?",
+    "What does 'break the ice' mean?",
+]
+PANELS = {
+    "en": ("Conversation summary", "Last request context", "Full history", "Token usage", "What if"),
+    "zh-TW": ("對話摘要", "上一次請求", "完整", "用量", "如果"),
+}
+OVERFLOW = """sidebar => {
+    const wide = [];
+    for (const el of sidebar.querySelectorAll('table, [data-testid="stDataFrame"] .dvn-scroller, [data-testid="stSidebarContent"]')) {
+        const box = el.closest('[data-testid="stTable"], [data-testid="stDataFrame"]') || el;
+        const shown = Math.min(box.clientWidth, sidebar.clientWidth);
+        if (el.scrollWidth > shown + 1) wide.push(`${el.tagName}.${el.className}: ${el.scrollWidth} > ${shown}`);
+    }
+    return wide;
+}"""
+"""Every table and data grid in the sidebar wider than what shows of it: a column cut off, or a sideways scroll."""
+
+
+@pytest.fixture(scope="module")
+def server():
+    require_browser()
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MEMORA_BACKEND")}
+    env["MEMORA_FOLD_POLICY"] = "window"
+    with streamlit_run(env, ROOT / "test-output" / "streamlit-lesson.log") as url:
+        yield url
+
+
+def _chat(page) -> None:
+    box = page.get_by_test_id("stChatInputTextArea")
+    for number, text in enumerate(MESSAGES, start=1):
+        box.fill(text)
+        box.press("Enter")
+        page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
+        page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
+        wait_idle(page)
+
+
+def _open_sidebar(page) -> None:
+    control = page.get_by_test_id("stExpandSidebarButton")
+    if control.count() and control.is_visible():
+        control.click()
+        page.get_by_test_id("stSidebarContent").wait_for()
+        wait_idle(page)
+
+
+def _open_panels(page, lang: str) -> None:
+    sidebar = page.get_by_test_id("stSidebar")
+    for label in PANELS[lang]:
+        summary = sidebar.locator("summary").filter(has_text=re.compile(label)).first
+        if summary.locator("xpath=..").get_attribute("open") is None:
+            summary.click()
+            wait_idle(page)
+
+
+def _shoot(page, name: str) -> None:
+    """The view as it is, then the whole sidebar and the whole chat in a window tall enough to hold them."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.get_by_test_id("stSidebarContent").evaluate("sidebar => sidebar.scrollTo(0, 0)")  # the sidebar opens at its top
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": 5000})
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / f"{name}-tall.png"))
+    page.set_viewport_size(size)
+    page.wait_for_timeout(500)
+
+
+def _sidebar_overflow(page) -> list[str]:
+    return page.get_by_test_id("stSidebar").evaluate(OVERFLOW)
+
+
+def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(server)
+        page.get_by_text("Offline mode:").wait_for()
+        _chat(page)
+
+        # The chat tells each fold between the messages, numbered as the summary panel numbers them.
+        folds = page.get_by_text(re.compile(r"^Summary v\d+, after reply \d+, for turn \d+"))
+        assert folds.count() == 3
+        assert folds.first.inner_text().startswith("Summary v1, after reply 4, for turn 5: messages 1–2 folded in")
+        assert page.get_by_test_id("stChatMessage").first.get_by_text("#1").count() == 1
+
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_text("What a request sends, against the budget").wait_for()
+        picture = sidebar.get_by_test_id("stVegaLiteChart").first
+        picture.locator("canvas, svg").first.wait_for()
+        assert sidebar.get_by_text(re.compile(r"^Last request: instructions \d+ · summary \d+")).count() == 1
+        assert sidebar.get_by_text(re.compile(r"^Next request: ")).count() == 1
+        # The newest turn box draws its request the same way, and says it in the same words.
+        page.locator("summary").filter(has_text="Turn 6: tokens and context").click()
+        wait_idle(page)
+        turn_box = page.get_by_test_id("stExpander").filter(has_text="Turn 6: tokens and context")
+        turn_box.get_by_test_id("stVegaLiteChart").locator("canvas, svg").first.wait_for()
+        sent = sidebar.get_by_text(re.compile(r"^Last request: instructions")).inner_text().removeprefix("Last request: ")
+        assert turn_box.get_by_text(sent).count() == 1
+        _open_panels(page, "en")
+        _shoot(page, "desktop-en")
+
+        for width in (420, 390):
+            page.set_viewport_size({"width": width, "height": 844})
+            page.wait_for_timeout(500)
+            _open_sidebar(page)
+            assert _sidebar_overflow(page) == [], f"at {width} px"
+        _shoot(page, "phone-en")
+
+        page.set_viewport_size({"width": 1440, "height": 1000})
+        page.wait_for_timeout(500)
+        _open_sidebar(page)
+        sidebar.get_by_text("繁體中文").click()
+        wait_idle(page)
+        page.get_by_text("一次請求送出什麼，和預算相比").wait_for()
+        _open_panels(page, "zh-TW")
+        _shoot(page, "desktop-zh-TW")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(500)
+        _open_sidebar(page)
+        assert _sidebar_overflow(page) == [], "at 390 px, in 繁體中文"
+        _shoot(page, "phone-zh-TW")
