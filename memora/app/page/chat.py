@@ -16,7 +16,7 @@ from memora.app.page import state as keys
 from memora.app.page.derived import memory_story
 from memora.app.page.i18n import error_message, t
 from memora.app.page.pager import page_of, render_pager
-from memora.app.page.picture import Picture, picture_budget, picture_caption, picture_frame, picture_spec, sent_picture, turn_picture
+from memora.app.page.picture import Picture, picture_budget, picture_caption, picture_spec, sent_picture, turn_picture
 from memora.app.page.state import Notice
 from memora.app.page.views import fold_event, fold_label, run_command
 from memora.memory import ShortTermMemory
@@ -101,7 +101,7 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
         )
     with st.expander(t(lang, "chat.stats", turn=record.turn), icon=":material/analytics:"):
         picture = request_picture(memory, account)
-        st.vega_lite_chart(picture_frame([picture], lang), picture_spec(lang), width="stretch")
+        st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
         render.caption(picture_caption(picture, lang))
         render.markdown(stats_table(account, lang))
         for fold in account.folds:

@@ -26,7 +26,6 @@ from memora.app.page.picture import (
     next_plan,
     picture_budget,
     picture_caption,
-    picture_frame,
     picture_spec,
     plan_caption,
     sent_picture,
@@ -76,7 +75,7 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
     if not pictures:
         render.caption(t(lang, "picture.empty"))
         return
-    st.vega_lite_chart(picture_frame(pictures, lang), picture_spec(lang), width="stretch")
+    st.vega_lite_chart(spec=picture_spec(pictures, lang), width="stretch")
     if prepared is not None:
         render.caption(t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)))
     if plan is not None:
