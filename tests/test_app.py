@@ -144,10 +144,10 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert [int(card.rsplit(" · ", 1)[1].split()[0]) for card in cards] == list(memory.last_prepared.message_tokens)
     # The picture at the top of the sidebar says the same request in words, part by part, against the budget.
     prepared = memory.last_prepared
-    sent = next(c.value for c in at.sidebar.caption if c.value.startswith("Last request: instructions "))
+    sent = next(c.value for c in at.sidebar.caption if c.value.startswith("Last request: :gray[instructions "))
     assert f"{prepared.input_tokens:,} of {memory.max_input_tokens:,} used" in sent
     summary_tokens = prepared.message_tokens[0]
-    assert f"summary {summary_tokens:,} · " in sent
+    assert f" · :orange[summary {summary_tokens:,}] · " in sent, "each part in its bar's colour: the caption is the legend"
 
     # The full history is drawn only once its expander is open.
     assert not expander(at, "Full history").get("popover")

@@ -23,7 +23,10 @@ from memora.text.usage import UsageRecord
 
 PARTS = ("instructions", "summary", "window", "current", "free")
 """The parts of a request, in the order it sends them, then the room it leaves."""
-COLOURS = ("#9E9E9E", "#F58518", "#4C78A8", "#54A24B", "#EEEEEE")
+COLOURS = ("#A3A8B8", "#FFA421", "#1C83E1", "#21C354", "#EEEEEE")
+"""Streamlit's gray, orange, blue and green, so that the caption's coloured words (``MARKS``) are the legend."""
+MARKS = ("gray", "orange", "blue", "green")
+"""Streamlit's Markdown colour of each part's words in the caption (``:orange[summary 55]``); free room has none."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,9 @@ def picture_spec(pictures: Sequence[Picture], lang: str) -> dict[str, Any]:
                         "type": "nominal",
                         "title": None,
                         "scale": {"domain": parts, "range": list(COLOURS)},
-                        "legend": {"orient": "bottom", "columns": 2, "labelLimit": 0},
+                        # The caption under the chart is the legend, its words in the parts' colours: a chart's own
+                        # legend was cut at a phone's width ("current mes").
+                        "legend": None,
                     },
                     "tooltip": tooltip,
                 },
@@ -174,8 +179,9 @@ def picture_spec(pictures: Sequence[Picture], lang: str) -> dict[str, Any]:
 
 
 def picture_caption(picture: Picture, lang: str) -> str:
-    """The picture in words: each part's tokens, then what was used of the budget and what was left (or passed)."""
-    parts = " · ".join(f"{t(lang, f'picture.{part}')} {picture.tokens(part):,}" for part in PARTS[:-1])
+    """The picture in words, and its legend: each part's tokens in its colour, then what was used of the budget and
+    what was left (or passed)."""
+    parts = " · ".join(f":{mark}[{t(lang, f'picture.{part}')} {picture.tokens(part):,}]" for part, mark in zip(PARTS, MARKS, strict=False))
     figures = {"used": f"{picture.used:,}", "budget": f"{picture.budget:,}", "free": f"{picture.free:,}", "over": f"{picture.over:,}"}
     return parts + " · " + t(lang, "picture.over" if picture.over else "picture.used", **figures)
 
