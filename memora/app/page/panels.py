@@ -181,6 +181,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
         chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
         st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
         render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
+        render.caption(t(lang, "chart.fold_ahead_note"))
         if chart.turns_per_point > 1:
             render.caption(t(lang, "chart.buckets", turns=chart.turns_per_point))
         render_costs(memory.ledger, lang, summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)))
