@@ -195,9 +195,9 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert report.scenario_id == scenario.id and report.folded and not report.offline
 
     tools = expander(at, "Teaching tools")
-    table = tools.dataframe[0].value
-    assert list(table.columns) == ["Fact", "Kind", "Summary", "Answer"]
-    assert list(table["Fact"]) == [f.description for f in scenario.facts]
+    table = tools.table[0].value
+    assert table.index.name == "Fact" and list(table.columns) == ["Kind", "Summary", "Answer"]
+    assert list(table.index) == [f.description for f in scenario.facts]
     assert list(table["Summary"]) == [r.summary.status for r in report.facts]
     kept = sum(r.summary.status == "kept" for r in report.facts), sum(r.answer.status == "kept" for r in report.facts)
     # Counts of facts, never a bare share; the header names the model that answered.
@@ -210,8 +210,8 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert not [i for i in tools.info if "offline engine's description" in i.value], "a model backend gets no offline note"
 
     at.radio(key=keys.LANG).set_value("zh-TW").run()
-    table = expander(at, "教學工具").dataframe[0].value
-    assert list(table.columns) == ["事實", "類型", "摘要", "回答"]
+    table = expander(at, "教學工具").table[0].value
+    assert table.index.name == "事實" and list(table.columns) == ["類型", "摘要", "回答"]
     statuses = {"kept": "保留", "mixed": "混合", "stale": "過時", "missing": "遺失"}
     assert list(table["摘要"]) == [statuses[r.summary.status] for r in report.facts]
     assert "更正" in list(table["類型"]) and "程度從 B1 更正為 B2" in list(table["事實"])

@@ -125,6 +125,13 @@ def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
         _open_panels(page, "en")
         _shoot(page, "desktop-en")
 
+        # The retention probe's table too: it runs offline on its own memory, and its table joins the sidebar's.
+        sidebar.locator("summary").filter(has_text="Teaching tools").click()
+        wait_idle(page)
+        sidebar.get_by_role("button", name="Run the probe").click()
+        sidebar.get_by_text("Probe finished.").wait_for(timeout=120_000)
+        wait_idle(page)
+        assert sidebar.get_by_test_id("stTable").count() >= 4, "three what-if tables and the probe's"
         for width in (420, 390):
             page.set_viewport_size({"width": width, "height": 844})
             page.wait_for_timeout(500)

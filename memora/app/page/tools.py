@@ -175,7 +175,9 @@ def render_report(report: ProbeReport, lang: str) -> None:
     summary_recall, answer_recall = st.columns(2)
     summary_recall.metric(t(lang, "probe.recall_summary"), t(lang, "probe.kept_of", kept=in_summary, total=total))
     answer_recall.metric(t(lang, answer_key(report, "probe.recall")), t(lang, "probe.kept_of", kept=in_answer, total=total))
-    st.dataframe(probe_frame(report, lang), hide_index=True)
+    # A static table, the fact as its row's name: it wraps to a phone's width, where a data grid scrolled sideways.
+    table = probe_frame(report, lang)
+    st.table(table.set_index(table.columns[0]))
     render.caption(t(lang, "probe.legend"))
     render.markdown(f"**{t(lang, 'probe.final_summary')}**")
     render.code(report.summary or t(lang, "cmd.empty"), language=None, wrap_lines=True)
