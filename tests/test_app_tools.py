@@ -214,7 +214,7 @@ def test_probe_runs_in_a_fresh_memory_on_the_session_backend_and_shows_the_fact_
     assert table.index.name == "事實" and list(table.columns) == ["類型", "摘要", "回答"]
     statuses = {"kept": "保留", "mixed": "混合", "stale": "過時", "missing": "遺失"}
     assert list(table["摘要"]) == [statuses[r.summary.status] for r in report.facts]
-    assert "更正" in list(table["類型"]) and "程度從 B1 更正為 B2" in list(table["事實"])
+    assert "更正" in list(table["類型"]) and "程度從 B1 更正為 B2" in list(table.index)
 
 
 def test_probe_offline_says_it_checks_what_would_have_been_sent_and_names_no_model():
@@ -229,7 +229,8 @@ def test_probe_offline_says_it_checks_what_would_have_been_sent_and_names_no_mod
     assert header.startswith("The article's check") and "model" not in header.replace("language model", "")
     figures = {m.label: m.value for m in tools.metric}
     assert figures == {"Facts kept in the summary": "2 of 2", "Facts in what would have been sent": "2 of 2"}, "counts, no bare 100%"
-    assert list(tools.dataframe[0].value.columns) == ["Fact", "Kind", "Summary", "Would be sent"]
+    table = tools.table[0].value
+    assert table.index.name == "Fact" and list(table.columns) == ["Kind", "Summary", "Would be sent"]
     assert at.session_state[keys.MEMORY].history == []
 
     at.radio(key=keys.LANG).set_value("zh-TW").run()

@@ -19,7 +19,7 @@ from memora.app.page import state as keys
 from memora.app.page.chart import usage_chart, usage_chart_spec
 from memora.app.page.costs import ledger_table, render_costs, shown_ledger
 from memora.app.page.derived import Same, conversation_key, derived, memory_story
-from memora.app.page.i18n import t
+from memora.app.page.i18n import role_name, t
 from memora.app.page.pager import page_of, render_pager
 from memora.app.page.picture import (
     next_picture,
@@ -126,7 +126,7 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "panel.context_empty"))
             return
         for number, row in enumerate(rows, start=1):
-            render_card([str(number), row.role, t(lang, f"source.{row.source}")], row.tokens, row.content, lang)
+            render_card([str(number), role_name(lang, row.role), t(lang, f"source.{row.source}")], row.tokens, row.content, lang)
 
 
 def render_card(labels: list[str], tokens: int, content: str, lang: str) -> None:
