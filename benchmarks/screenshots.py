@@ -12,8 +12,9 @@ article's check, ``memora/teaching/scenarios/article-b1-travel.json``: the plant
 filler questions and its final question, six turns in all. The window policy (the default) folds the oldest turn
 once it leaves the 3-turn recent window, so by the sixth reply two turns are folded into the summary.
 
-Then, at 1440x1000, with *Status* closed and *Conversation summary* and *Last request context* open (the summary,
-and what the last request sent), and at 390x844, a phone, the last reply and the summary it was sent with: one PNG
+Then, at 1440x1000, the sidebar from its top (the picture of the last request against the budget and the next
+request's plan, then the summary), with *Status* closed and *Conversation summary* and *Last request context* open,
+and at 390x844, a phone, the last reply and the summary it was sent with: one PNG
 each. Every piece of text on them comes from the page; nothing is staged. Chinese needs a CJK font on the machine
 (Debian: ``apt-get install fonts-wqy-microhei``); without one Chromium draws boxes, and the script says so.
 """
@@ -39,8 +40,9 @@ LANGUAGE_ORDER = ("en", "zh-TW")
 DESKTOP = (1440, 1000)
 PHONE = (390, 844)
 OPEN_ON_DESKTOP = ("panel.summary", "panel.context")
-FIRST_SHOWN = 3
-"""The chat message at the top of each picture (0-based): the second reply, folded by the sixth turn."""
+FIRST_SHOWN = 6
+"""The chat message at the top of the desktop's picture (0-based): the fourth question, #7, whose reply is followed by
+the first fold, told as its own event ("Summary v1, after reply 4, for turn 5: messages 1–2 folded in, …")."""
 
 
 def article_turns() -> list[str]:
@@ -95,12 +97,13 @@ def shoot(browser, url: str, lang: str, out: Path) -> list[Path]:
     for width, height in (DESKTOP, PHONE):
         page.set_viewport_size({"width": width, "height": height})
         wait_idle(page)
-        # Wide: the chat from the second reply on, folded turns marked above those still sent word for word.
+        # Wide: the chat from the fourth question on, its reply, then the first fold as its own event.
         # A phone: the last reply, whose "Summary sent" still holds the level and goal planted in the first turn.
         shown = page.locator(MESSAGES).nth(FIRST_SHOWN) if width == DESKTOP[0] else page.locator(MESSAGES).last
         shown.evaluate("element => element.scrollIntoView({block: 'start'})")
-        summary = page.locator("summary").filter(has_text=re.compile(re.escape(t(lang, "panel.summary")) + "$"))
-        summary.evaluate("element => element.scrollIntoView({block: 'start'})")  # on a phone the sidebar is closed
+        # The sidebar from its top: the picture of the last request against the budget, the plan of the next one,
+        # and the summary it sends (on a phone the sidebar is closed).
+        page.get_by_test_id("stSidebarContent").evaluate("sidebar => sidebar.scrollTo(0, 0)")
         path = out / f"screenshot-{lang}-{width}x{height}.png"
         page.screenshot(path=str(path))
         written.append(path)
