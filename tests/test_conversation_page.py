@@ -79,15 +79,16 @@ def test_a_restored_conversations_status_says_what_happened_before_it_was_opened
         send(at, text)
     folded = at.session_state[keys.MEMORY].summarized_message_count
     assert folded == 4
+    sent = at.session_state[keys.MEMORY].last_prepared
 
     reloaded = open_page(at.query_params["c"])
     page = texts(reloaded)
-    # The fold's reason and the last request are not kept with the conversation: say so, never "0 tokens" or "nothing folded".
+    # The fold's reason is not kept with the conversation: say so, never "nothing folded". The last request is
+    # (issue 36): the page reads it as it was sent, never "0 tokens".
     assert f"{folded} messages had been folded into its summary before" in page
-    assert "no request has been sent since this conversation was opened here" in page
+    assert reloaded.session_state[keys.MEMORY].last_prepared == sent
+    assert f"the last request sent {sent.input_tokens:,}" in page
     assert "Nothing has been folded yet" not in page and "the last request sent 0" not in page
-    send(reloaded, "I like tea.")
-    assert "the last request sent" in texts(reloaded)
 
 
 def test_the_language_comes_back_with_the_conversation(store_path):
@@ -321,6 +322,7 @@ def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(stor
     cid, before = at.query_params["c"], stored_rows(store_path)
     padded = json.loads(dumps_transcript(at.session_state[keys.MEMORY]))
     padded["last_context"] = [{"role": "user", "content": "padding " * 1_000}] * 80  # the bulk a hostile file puts in the last context
+    del padded["last_request"]  # as a file written before the last request was kept: its figures would not match
     at.file_uploader(key=keys.IMPORT_INPUT).set_value(("big.json", json.dumps(padded).encode(), "application/json")).run()
     next(b for b in at.button if b.label == "Continue from this file").click().run()
     assert "was not imported" in texts(at) and "512 KB" in texts(at)

@@ -15,6 +15,7 @@ from memora.backends import OfflineBackend
 from memora.classroom.limits import SessionLimits
 from memora.classroom.store import (
     CapReached,
+    Gone,
     IdleSweep,
     StoreCaps,
     StoreError,
@@ -23,7 +24,7 @@ from memora.classroom.store import (
     new_conversation_id,
     open_store,
 )
-from memora.classroom.store.keeper import ConversationKeeper, reopen
+from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
 from memora.classroom.store.sqlite import SqliteStore
@@ -31,7 +32,7 @@ from memora.classroom.transcript.format import TranscriptError, continue_in_sess
 from memora.memory import ShortTermMemory
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
-from tests.support.stores import OWNER, STORE_KINDS, FlakyStore, backdate, make_store, require_postgres_url, write_raw
+from tests.support.stores import OWNER, STORE_KINDS, FlakyStore, backdate, make_store, owned, require_postgres_url, write_raw
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -586,7 +587,7 @@ def test_an_import_refused_by_a_cap_leaves_the_keeper_on_its_conversation(tmp_pa
     keeper.save(memory)
     cid = keeper.conversation_id
     imported = talked("From a file.")
-    refused = keeper.adopt(imported)
+    refused = save_import(keeper, imported)
     assert refused.cap == "browser"
     assert (keeper.memory, keeper.conversation_id, keeper.version, keeper.refusal) == (memory, cid, 1, None)
     chat(memory, "Still saved here.")
@@ -630,9 +631,11 @@ def test_a_deleted_conversation_is_gone_with_every_version_and_only_its_owner_ca
     assert store.delete(cid, OWNER) is True
     assert store.load(cid, OWNER) is None
     assert store.delete(cid, OWNER) is False
-    with pytest.raises(VersionConflict):  # a tab still on version 3 cannot write it back under its old id
+    with pytest.raises(Gone):  # a tab still on version 3 cannot write it back under its old id
         store.save(cid, json.dumps({"turn": 3}), 3, OWNER)
-    assert store.load(cid, OWNER) is None
+    with pytest.raises(Gone):  # nor as a copy under a new one (its tombstone is checked on every save)
+        store.save(new_conversation_id(), json.dumps({"turn": 3}), 0, OWNER, forked_from=cid)
+    assert store.load(cid, OWNER) is None and owned(store) == 0
 
 
 def test_deleting_an_owner_deletes_all_its_conversations_and_no_one_elses(store):
@@ -684,7 +687,7 @@ def test_a_deleted_conversations_late_turn_saves_nothing_and_the_keeper_starts_a
     assert keeper.conversation_id != deleted and not keeper.saved and keeper.memory is None
     chat(memory, "A turn that finished late, in another thread.")
     assert store.load(deleted, OWNER) is None and store.load(keeper.conversation_id, OWNER) is None
-    assert keeper.fork is None and store.delete_owner(OWNER) == 0, "nothing of it was saved anywhere"
+    assert keeper.fork is None and owned(store) == 0, "nothing of it was saved anywhere"
     fresh = ShortTermMemory(ScriptedBackend())
     keeper.attach(fresh)
     chat(fresh, "A new start.")

@@ -8,7 +8,11 @@ sent, that the message comes back, and that a turn's real growth never passes th
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,16 +23,27 @@ from memora.app.page.conversation import shared_store
 from memora.app.page.state import new_memory
 from memora.app.settings import Settings
 from memora.classroom.store import StoreCaps, new_conversation_id
-from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.keeper import ConversationKeeper, reopen
 from memora.classroom.store.owner import new_owner
-from memora.classroom.store.room import BOOKINGS, BYTES_PER_TOKEN, escaped, turn_growth
+from memora.classroom.store.room import BYTES_PER_TOKEN, escaped, turn_growth
 from memora.classroom.store.saved import dumps_saved
 from memora.memory import ShortTermMemory
 from memora.text.tokens import o200k_base
+from tests.support import room
 from tests.support.app import APP, CLASSROOM_KEY, finish, send, texts
+from tests.support.budget import isolated_postgres_url
 from tests.support.fakes import GatedBackend, ScriptedBackend
 from tests.support.memory import chat
 from tests.support.stores import OWNER, STORE_KINDS, make_store, write_raw
+
+
+def booked(store) -> int:
+    """The bytes booked in the store for turns still running, on any process: SQL on the real table."""
+    if hasattr(store, "db"):
+        return store.db.run(lambda c: c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_room_bookings").fetchone()[0])
+    with store._lock:
+        return store._connect().execute("SELECT COALESCE(SUM(size), 0) FROM room_bookings").fetchone()[0]
+
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -143,7 +158,7 @@ def test_a_conversation_near_its_own_cap_is_refused_its_next_turn_before_it_is_s
         assert keeper.room("Hi.").cap == "conversation", "the bound holds the reply at its cap, not only the message"
         store.caps = StoreCaps(conversation_bytes=largest - 1)
         assert keeper.room("Next.").cap == "conversation"
-        assert BOOKINGS.reserved(store, None) == 0, "a refused turn books nothing"
+        assert booked(store) == 0, "a refused turn books nothing"
         store.caps = StoreCaps(conversation_bytes=largest)
         assert keeper.room("Next.") is None
         keeper.release_room()
@@ -212,4 +227,92 @@ def test_a_new_conversation_whose_first_save_is_refused_is_not_called_kept_as_la
     assert keeper.refusal.cap == "store" and not keeper.saved
     shown = texts(student)
     assert "could not be saved: a reload will not bring it back" in shown and "kept as last saved" not in shown
-    assert BOOKINGS.reserved(keeper.store, None) == 0, "the turn's booking was given back when its job ended"
+    assert booked(keeper.store) == 0, "the turn's booking was given back when its job ended"
+
+
+# -- across processes and tabs (issue 39): the room is booked in the store itself ---------------------------------------
+
+
+def wait_for(path: Path, process: subprocess.Popen) -> None:
+    """Until the other process wrote ``path`` (or ended): a bound on a hang, not a measure of speed."""
+    deadline = time.monotonic() + room.GO_WAIT_S
+    while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.exists(), "the second process did not get ready"
+
+
+def test_two_processes_on_one_postgresql_store_with_room_for_one_turn_bill_only_what_is_saved(postgres_url, tmp_path):
+    """The issue's break: the store had room for one turn; two students, one per process, sent at the same moment:
+    2 replies billed, 1 stored. Now whichever books second sees the first one's booking in the store."""
+    from memora.classroom.store.postgres import PostgresStore
+
+    url = isolated_postgres_url(postgres_url)
+    store = PostgresStore(url, StoreCaps(store_bytes=room.STORE_BYTES))
+    ready, go, out = tmp_path / "ready", tmp_path / "go", tmp_path / "out"
+    root = Path(__file__).resolve().parents[1]
+    other = subprocess.Popen([sys.executable, "-m", "tests.support.room", url, str(ready), str(go), str(out)], cwd=root)
+    try:
+        keeper, backend = room.student(store)
+        wait_for(ready, other)
+        growth = max(room.next_turn_growth(keeper), int(ready.read_text()))
+        fill_to(store, room.STORE_BYTES - growth - growth // 2)
+        go.touch()
+        mine = room.send(keeper, backend)
+        assert other.wait(timeout=120) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+        store.close()
+    outcomes = [mine, json.loads(out.read_text())]
+    assert sum(o["admitted"] for o in outcomes) == 1, outcomes
+    assert [o["billed"] for o in outcomes if not o["admitted"]] == [1], "the refused student billed only the first turn"
+    admitted = next(o for o in outcomes if o["admitted"])
+    assert admitted["billed"] == 2 and not admitted["unsaved"] and admitted["version"] >= 2, "the billed reply is saved"
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_turn_that_must_copy_the_conversation_is_refused_before_it_is_sent_at_the_hourly_cap(kind, tmp_path):
+    """The issue's second break: two tabs of one conversation, the browser at its hourly cap of new conversations.
+    The second tab's turn would fork into a copy the cap refuses: it is refused before anything is sent, whether the
+    other tab saved first or is sending at the same moment; with room under the cap it forks as before."""
+    store = make_store(kind, tmp_path, StoreCaps(new_per_hour=2))
+    try:
+        tab_a = keeper_with(store, "Hello.")
+        opened = reopen(store, tab_a.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        tab_b = opened.keeper
+        tab_b.attach(b_memory := opened.memory)
+        sent = len(b_memory.server.backend.billed)
+
+        assert tab_a.room("A sends now.") is None, "tab A's turn is booked on the conversation"
+        refused = tab_b.room("B sends at the same moment.")
+        assert refused is None and tab_b.would_fork, "with room under the hourly cap the copy is allowed"
+        tab_b.release_room()
+
+        write_raw(store, new_conversation_id(), "{}")  # a second conversation this hour: the browser is at its cap
+        refused = tab_b.room("B sends at the same moment.")
+        assert refused.cap == "browser" and tab_b.would_fork, "a copy the cap refuses is refused before it is sent"
+        chat(tab_a.memory, "A sends now.")
+        tab_a.release_room()
+        assert tab_a.fork is None and tab_a.version >= 2
+
+        refused = tab_b.room("B, after A saved.")
+        assert refused.cap == "browser" and tab_b.would_fork, "A saved first: B's copy is still one the cap refuses"
+        assert len(b_memory.server.backend.billed) == sent, "nothing of B's was sent"
+        assert tab_b.refusal is None and tab_b.fork is None
+    finally:
+        store.close()
+
+
+def test_a_turn_admitted_as_a_copy_saves_the_copy_and_leaves_the_other_tabs_conversation_alone(tmp_path):
+    store = make_store("sqlite", tmp_path)
+    try:
+        tab_a = keeper_with(store, "Hello.")
+        opened = reopen(store, tab_a.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        tab_b = opened.keeper
+        tab_b.attach(opened.memory)
+        assert tab_a.room("A.") is None and tab_b.room("B.") is None and tab_b.would_fork
+        chat(opened.memory, "B.")  # B finishes first: it saves its copy, not over A's conversation
+        chat(tab_a.memory, "A.")
+        assert tab_b.fork.from_id == tab_a.conversation_id and tab_a.fork is None, "A saved its own turn, B its copy"
+    finally:
+        store.close()

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from memora.classroom.store import StoreError
-from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation
+from memora.classroom.store.base import Admission, CapReached, RoomRequest, StoreCaps, StoredConversation
 from memora.classroom.store.owner import new_owner
-from memora.classroom.store.room import Growth
 from memora.classroom.store.sqlite import SqliteStore
 
 POSTGRES_URL_VARIABLE = "MEMORA_TEST_POSTGRES_URL"
@@ -52,7 +51,8 @@ def empty_postgres_store(url: str, caps: StoreCaps | None = None):
     from memora.classroom.store.postgres import PostgresStore
 
     store = PostgresStore(url, caps)
-    store.db.run(lambda c: c.execute("DELETE FROM memora_conversations"))
+    for table in ("memora_conversations", "memora_tombstones", "memora_room_bookings"):
+        store.db.run(lambda c, table=table: c.execute(f"DELETE FROM {table}"))
     return store
 
 
@@ -77,6 +77,14 @@ def backdate(store, conversation_id: str, days: float) -> None:
         )
 
 
+def owned(store, owner: str = OWNER) -> int:
+    """How many conversations ``owner`` has in the store, counted in SQL on the real table."""
+    if isinstance(store, SqliteStore):
+        with store._lock:
+            return store._connect().execute("SELECT COUNT(*) FROM conversations WHERE owner = ?", (owner,)).fetchone()[0]
+    return store.db.run(lambda c: c.execute("SELECT COUNT(*) FROM memora_conversations WHERE owner = %s", (owner,)).fetchone()[0])
+
+
 def write_raw(store, conversation_id: str, payload: str, owner: str = OWNER) -> None:
     """Puts ``payload`` in the store as it is, as someone with write access to the database could."""
     store.save(conversation_id, payload, 0, owner)
@@ -92,14 +100,24 @@ class FlakyStore:
         self._check()
         return self.inner.load(conversation_id, owner)
 
-    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+    def save(
+        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+    ) -> StoredConversation:
         self.saves.append((conversation_id, expected_version, self.down))
         self._check()
-        return self.inner.save(conversation_id, payload, expected_version, owner)
+        return self.inner.save(conversation_id, payload, expected_version, owner, forked_from=forked_from)
 
-    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+    def book(self, request: RoomRequest) -> Admission:
         self._check()
-        return self.inner.room(owner, new=new, growth=growth)
+        return self.inner.book(request)
+
+    def release(self, holder: str) -> None:
+        self._check()
+        self.inner.release(holder)
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        self._check()
+        return self.inner.room(owner, new=new)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         self._check()

@@ -33,7 +33,7 @@ from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen
+from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
@@ -143,7 +143,7 @@ def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
     """Saves an imported conversation as this browser's new one; a notice naming the cap when the store
     refuses it, and then the session goes on with the conversation it had (nothing of it changed)."""
     keeper: ConversationKeeper | None = state[keys.CONVERSATION]
-    cap = None if keeper is None else keeper.adopt(memory)
+    cap = None if keeper is None else save_import(keeper, memory)
     return None if cap is None else cap_notice(cap, "conversation.cap_import")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from memora.classroom.store.base import (
     CapReached,
     ConversationStore,
+    Gone,
     IdleSweep,
     StoreCaps,
     StoredConversation,
@@ -69,6 +70,7 @@ def is_postgres(url: str | None) -> bool:
 __all__ = [
     "CapReached",
     "ConversationStore",
+    "Gone",
     "IdleSweep",
     "StoreCaps",
     "StoreError",

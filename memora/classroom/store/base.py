@@ -12,6 +12,12 @@ Every row is bound to its owner: the hash of the secret of the browser that made
 (``memora.classroom.store.owner``). ``load`` and ``save`` name the owner, and a row of another owner (or a row
 saved before owners existed, whose owner is NULL) is neither read nor written: to that browser it is
 not there. Every save is checked against ``StoreCaps`` in its own transaction.
+
+A deletion leaves a tombstone: the id of a deleted conversation, or the owner hash of a forgotten browser, with
+when it happened. Every save checks them in its own transaction and raises ``Gone`` for a tombstoned id, owner, or
+conversation it was forked from, so a tab or a process that still holds a deleted conversation (idle, or mid-reply)
+can never save it back, under its id or a new one. Tombstones hold no text; the idle sweep removes them with the
+conversations, once no tab can still hold what they name.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
-from memora.classroom.store.room import Growth
-
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{32}")
 """``secrets.token_urlsafe(24)``: 24 random bytes, 32 URL-safe characters."""
 SWEEP_INTERVAL_S = 3600.0
 """The idle sweep runs at most hourly per process: it is a housekeeping DELETE, not part of any turn."""
+
+
+BOOKING_LEASE_S = 3600.0
+"""How long a turn's room booking holds its bytes when nobody gives it back (a process that died mid-reply): longer
+than any reply runs, so a live turn never loses its room; a dead process's booking only holds room for that long."""
 
 
 class StoreError(RuntimeError):
@@ -102,21 +111,23 @@ class StoreCaps:
         if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
             raise CapReached("store", self.store_bytes)
 
-    def room(self, *, new_this_hour: int | None, store_total: int, growth: Growth | None = None) -> CapReached | None:
-        """The cap a save would reach now, or None (see ``ConversationStore.room``).
-
-        Without ``growth``, the cap that even a small save would reach. With it (a turn about to be sent),
-        the cap its largest growth would reach: the conversation at ``growth.after`` over its cap, or the
-        store's total with the other turns' bookings and this growth over the store's.
-        """
-        if growth is not None and self.conversation_bytes is not None and growth.after > self.conversation_bytes:
-            return CapReached("conversation", self.conversation_bytes)
+    def room(self, *, new_this_hour: int | None, store_total: int) -> CapReached | None:
+        """The cap that even a small save would reach now, or None (see ``ConversationStore.room``); a turn about to
+        be sent asks ``admit_turn`` instead, with its largest growth."""
         if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
             return CapReached("browser", self.new_per_hour)
-        added, reserved = (1, 0) if growth is None else (growth.added, growth.reserved)
-        if self.store_bytes is not None and store_total + reserved + added > self.store_bytes:
+        if self.store_bytes is not None and store_total + 1 > self.store_bytes:
             return CapReached("store", self.store_bytes)
         return None
+
+
+class Gone(StoreError):
+    """A save or a turn was refused, changing nothing, because its conversation was deleted (``what`` is
+    ``conversation``) or its browser forgotten (``browser``) by another tab or process since it was loaded."""
+
+    def __init__(self, what: Literal["conversation", "browser"]) -> None:
+        self.what = what
+        super().__init__(f"this {what} was deleted or forgotten in another tab")
 
 
 class CapReached(StoreError):
@@ -137,6 +148,82 @@ class StoredConversation:
     updated_at: datetime
 
 
+@dataclass(frozen=True)
+class RoomRequest:
+    """One turn asking for room before it is sent (``ConversationStore.book``).
+
+    ``holder`` names the asker (a keeper: one booking each, a new one replaces its last); ``version`` is the one its
+    copy of ``conversation_id`` was loaded or saved at (0: not saved yet); ``stored`` that copy's saved size and
+    ``after`` its largest size after the turn (``memora.classroom.store.room``).
+    """
+
+    holder: str
+    owner: str
+    conversation_id: str
+    version: int
+    stored: int
+    after: int
+
+
+@dataclass(frozen=True)
+class Booked:
+    """Another holder's live booking, as ``admit_turn`` weighs it: its conversation, owner, bytes, and whether its
+    turn saves a new conversation (a first turn, or a copy of one another tab saved)."""
+
+    conversation_id: str
+    owner: str
+    size: int
+    new: bool
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The store's answer to a ``RoomRequest``: ``refusal`` (None: admitted, and ``size`` bytes are booked); ``fork``
+    when the turn must be saved as a new conversation, since another tab saved or is saving this one; ``new`` when
+    the turn's save creates a conversation (its first turn, or that fork)."""
+
+    refusal: CapReached | Gone | None
+    fork: bool = False
+    new: bool = False
+    size: int = 0
+
+
+def admit_turn(
+    caps: StoreCaps,
+    request: RoomRequest,
+    found: tuple[int, str | None, int] | None,
+    others: list[Booked],
+    *,
+    new_this_hour: Callable[[], int],
+    store_total: int,
+) -> Admission:
+    """The decision every store makes under its lock, on the row it found under the id and the other live bookings.
+
+    The turn forks when its copy is not the stored one (another version, another owner's id, or no row: swept) or
+    another holder is sending on the same conversation now: then its save is a whole new conversation, so the
+    browser's hourly cap applies, with the new conversations other turns of the browser have booked, and the store
+    needs room for the whole copy. Otherwise it needs room for its growth only. The store's bytes count every other
+    live booking, so turns on several processes are never admitted on the same last bytes.
+    """
+    fork = request.version > 0 and (
+        found is None
+        or found[0] != request.version
+        or found[1] != request.owner
+        or any(b.conversation_id == request.conversation_id for b in others)
+    )
+    new = request.version == 0 or fork
+    size = request.after if fork else max(1, request.after - request.stored)
+    if caps.conversation_bytes is not None and request.after > caps.conversation_bytes:
+        return Admission(CapReached("conversation", caps.conversation_bytes), fork, new)
+    if new and caps.new_per_hour is not None:
+        booked_new = sum(1 for b in others if b.new and b.owner == request.owner)
+        if new_this_hour() + booked_new >= caps.new_per_hour:
+            return Admission(CapReached("browser", caps.new_per_hour), fork, new)
+    if caps.store_bytes is not None and store_total + sum(b.size for b in others) + size > caps.store_bytes:
+        return Admission(CapReached("store", caps.store_bytes), fork, new)
+    return Admission(None, fork, new, size)
+
+
 def new_conversation_id() -> str:
     """An unguessable id: whoever knows it can open the conversation, so it is as strong as a session token."""
     return secrets.token_urlsafe(24)
@@ -155,24 +242,38 @@ class ConversationStore(Protocol):
         or saved by another owner (or before owners existed), which is not told apart. Raises StoreError."""
         ...
 
-    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+    def save(
+        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+    ) -> StoredConversation:
         """Replaces the payload in one transaction and returns the new row (version ``expected_version + 1``).
 
-        ``expected_version`` is 0 for a conversation never saved: the new row is bound to ``owner``.
-        Raises VersionConflict, changing nothing, when the stored version is another, or the row is another
-        owner's (or, for 0, when the id is taken); CapReached when the payload, the owner's new conversations
-        this hour or the whole store would pass the store's caps; StoreError otherwise.
+        ``expected_version`` is 0 for a conversation never saved: the new row is bound to ``owner``; ``forked_from``
+        names the conversation a new row copies (a second tab's). Raises Gone, changing nothing, when the id, the
+        conversation it was forked from or the owner has a tombstone; VersionConflict when the stored version is
+        another, or the row is another owner's (or, for 0, when the id is taken); CapReached when the payload, the
+        owner's new conversations this hour or the whole store would pass the store's caps; StoreError otherwise.
         """
         ...
 
-    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
-        """The cap a save would reach now: the owner's new conversations this hour (when ``new``), and the
-        whole store already full, or, with ``growth``, too full for it (``StoreCaps.room``); the conversation's
-        own cap too with ``growth``. None when there is room. Changes nothing. Raises StoreError."""
+    def book(self, request: RoomRequest) -> Admission:
+        """Books room for one turn before it is sent, in one transaction under the store's lock (``admit_turn``):
+        refused with Gone for a tombstoned owner or conversation, with CapReached at a cap. An admitted booking
+        replaces the holder's last one and holds until ``release`` or ``BOOKING_LEASE_S``. Raises StoreError."""
+        ...
+
+    def release(self, holder: str) -> None:
+        """Drops ``holder``'s booking, if any: its turn has ended, and saved what it could. Raises StoreError."""
+        ...
+
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
+        """The cap a save would reach now: the owner's new conversations this hour (when ``new``), and the whole store
+        already full (``StoreCaps.room``). None when there is room. Changes nothing. Raises StoreError."""
         ...
 
     def delete(self, conversation_id: str, owner: str) -> bool:
-        """Deletes ``owner``'s conversation saved under that id, in one transaction; True when there was one.
+        """Deletes ``owner``'s conversation saved under that id, and leaves its tombstone, in one transaction; True
+        when there was one. The tombstone is left for an id not saved yet too (a reply in another tab may save it
+        first), never for another owner's row.
 
         The row holds the conversation's only stored copy (every save replaced the last), so this removes
         every saved version: no ``load`` finds it again, and a later save naming its old version gets
@@ -182,12 +283,14 @@ class ConversationStore(Protocol):
         ...
 
     def delete_owner(self, owner: str) -> int:
-        """Deletes every conversation ``owner`` saved (a browser that is forgotten), in one transaction;
-        returns how many. Another owner's rows are never touched. Raises StoreError, deleting nothing."""
+        """Deletes every conversation ``owner`` saved (a browser that is forgotten), and leaves the owner's
+        tombstone, in one transaction; returns how many. Another owner's rows are never touched. Raises
+        StoreError, deleting nothing."""
         ...
 
     def delete_idle(self, idle_for: timedelta) -> int:
-        """Deletes conversations not saved for longer than ``idle_for``; returns how many. Raises StoreError."""
+        """Deletes conversations not saved for longer than ``idle_for``, and tombstones older than that (what they
+        name would have been swept by now), and bookings past their lease; returns how many conversations. Raises StoreError."""
         ...
 
     def close(self) -> None:

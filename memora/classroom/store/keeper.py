@@ -7,14 +7,20 @@ says so. Nothing in memory is ever dropped because the store failed.
 
 Every keeper saves for one owner (``memora.classroom.store.owner``: the hash of its browser's secret), and
 ``reopen`` opens only that owner's conversations. Before a turn is sent, ``room`` asks the store whether
-it can keep the turn at its largest (``memora.classroom.store.room``) and books that growth until the turn has
-ended, so no reply is billed for a conversation that cannot be saved. A save the store's caps refuse
-anyway is kept as ``refusal``: not retried on every run (it would be refused again), but by the next
-turn, which ``room`` checks first.
+it can keep the turn at its largest (``memora.classroom.store.room``) and books that growth in the store itself
+until the turn has ended (``ConversationStore.book``), so no reply is billed for a conversation that cannot be saved,
+whichever process its classmates' turns run on. When the store says the turn must be saved as a copy (another tab
+saved this conversation, or is sending on it now), the turn is weighed as a new conversation before it is sent, and
+its first save makes that copy. A save the store's caps refuse anyway is kept as ``refusal``: not retried on every
+run (it would be refused again), but by the next turn, which ``room`` checks first. A save or a turn refused because
+the conversation was deleted, or the browser forgotten, in another tab is kept as ``gone``: nothing of it is saved
+again, under any id.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -22,17 +28,22 @@ from typing import Literal
 from memora.classroom.store.base import (
     CapReached,
     ConversationStore,
+    Gone,
     IdleSweep,
+    RoomRequest,
+    StoredConversation,
     StoreError,
     VersionConflict,
     is_conversation_id,
     new_conversation_id,
 )
 from memora.classroom.store.owner import new_owner
-from memora.classroom.store.room import BOOKINGS, Growth, turn_growth
+from memora.classroom.store.room import turn_growth
 from memora.classroom.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending
+from memora.classroom.transcript.format import committed_request
 from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
+from memora.memory.values import PreparedContext
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,8 @@ class ConversationKeeper:
     ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
     ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
     (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
-    records the stored copy holds.
+    records the stored copy holds. ``holder`` names its room booking in the store; ``would_fork``: the last turn
+    ``room`` weighed was to be saved as a copy; ``request``: the last finished turn's (``committed_request``).
     """
 
     def __init__(
@@ -66,6 +78,7 @@ class ConversationKeeper:
         self.owner = owner or new_owner()
         self.language = "en"
         self.memory: ShortTermMemory | None = None
+        self.holder = secrets.token_urlsafe(16)
         self._new_id()  # also sets failure, refusal, fork, dirty, saved_choices and the sizes
         if conversation_id is not None:
             self.conversation_id, self.version = conversation_id, version
@@ -138,23 +151,22 @@ class ConversationKeeper:
 
     def _save(self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None) -> bool:
         with self._lock:
-            payload = dumps_saved(memory, self.language, pending_message=pending_message)
+            if self.gone is not None:
+                return False  # deleted or forgotten elsewhere: nothing of it is ever saved again
+            self.request = committed_request(memory, self.request)
+            payload = dumps_saved(memory, self.language, pending_message=pending_message, last_request=self.request)
             self.size = len(payload.encode())
             if self.size > MAX_SAVED_BYTES:
                 # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
                 self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
                 return False
             try:
-                try:
-                    row = self.store.save(self.conversation_id, payload, self.version, self.owner)
-                except VersionConflict:
-                    if not fork:
-                        self.saved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
-                        return False
-                    forked = new_conversation_id()
-                    row = self.store.save(forked, payload, 0, self.owner)
-                    self.fork = Fork(self.conversation_id, forked)
-                    self.conversation_id = forked
+                row = self._write(memory, payload, fork)
+                if row is None:
+                    return False
+            except Gone as gone:
+                self.gone, self.failure, self.refusal, self.dirty = gone, None, None, False
+                return False
             except CapReached as cap:
                 self.refusal, self.failure, self.dirty = cap, None, False
                 return False
@@ -166,6 +178,21 @@ class ConversationKeeper:
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
+
+    def _write(self, memory: ShortTermMemory, payload: str, fork: bool) -> StoredConversation | None:
+        """Saves ``payload`` under this id, or as a copy when ``room`` said so or on a version conflict; None when a
+        save of the choices alone (``fork`` False) conflicts. Raises Gone, CapReached and StoreError as the store does."""
+        if not (fork and self._fork_next):
+            try:
+                return self.store.save(self.conversation_id, payload, self.version, self.owner)
+            except VersionConflict:
+                if not fork:
+                    self.saved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
+                    return None
+        forked = new_conversation_id()
+        row = self.store.save(forked, payload, 0, self.owner, forked_from=self.conversation_id)
+        self.fork, self.conversation_id, self._fork_next = Fork(self.conversation_id, forked), forked, False
+        return row
 
     def unsaved_tokens(self) -> int:
         """The tokens of the model requests this conversation holds that the store does not have yet (0 when
@@ -193,36 +220,44 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
-    def room(self, message: str) -> CapReached | None:
+    def room(self, message: str) -> CapReached | Gone | None:
         """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
-        sent, so that no reply is billed for a turn that cannot be kept, in a new conversation or a saved one.
-
-        None when there is room: the turn's growth is then booked until ``release_room`` (the turn has ended),
-        so that turns of other pages cannot take the same bytes meanwhile. None too when the store cannot say
+        sent, so that no reply is billed for a turn that cannot be kept: in a new conversation, a saved one, or the copy
+        a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
+        deleted, or the browser forgotten, in another tab. None when there is room: the turn is then booked in the store
+        until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
         (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
         """
         memory = self.memory
         if memory is None:
             return None
+        if self.gone is not None:
+            return self.gone
         refusal = self.refusal
         if refusal is not None and refusal.cap == "conversation":
             return refusal  # a conversation only grows: its next save would be refused too
         if self.size is None:
-            self.size = len(dumps_saved(memory, self.language).encode())
-        growth = Growth(self.stored_bytes, self.size + turn_growth(memory, message), BOOKINGS.reserved(self.store, self))
-        if growth.after > MAX_SAVED_BYTES:
+            self.size = len(dumps_saved(memory, self.language, last_request=committed_request(memory, self.request)).encode())
+        after = self.size + turn_growth(memory, message)
+        if after > MAX_SAVED_BYTES:
             return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
+        request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
         try:
-            cap = self.store.room(self.owner, new=not self.saved, growth=growth)
+            admission = self.store.book(request)
         except StoreError:
             return None
-        if cap is None:
-            BOOKINGS.book(self.store, self, growth.added)
-        return cap
+        self.would_fork = admission.fork
+        if admission.refusal is None:
+            self._fork_next = admission.fork
+        elif isinstance(admission.refusal, Gone):
+            self.gone = admission.refusal
+        return admission.refusal
 
     def release_room(self) -> None:
-        """Gives back the growth ``room`` booked: the turn has ended, and its saves are done or refused."""
-        BOOKINGS.release(self.store, self)
+        """Gives back the room ``room`` booked (the turn has ended). Never raises: one the store cannot drop lapses
+        after its lease (``BOOKING_LEASE_S``)."""
+        with contextlib.suppress(StoreError):
+            self.store.release(self.holder)
 
     def delete(self) -> None:
         """Deletes this conversation from the store, every saved version of it, and lets go of its memory.
@@ -256,9 +291,12 @@ class ConversationKeeper:
         self._new_id()
 
     def _new_id(self) -> None:
-        """A new id, not saved yet, with nothing stored, refused or failed."""
+        """A new id, not saved yet, with nothing stored, refused, failed or gone."""
         self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
         self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+        self.gone: Gone | None = None
+        self.would_fork = self._fork_next = False
+        self.request: PreparedContext | None = None
         self.stored_bytes, self.size, self.stored_requests = 0, None, 0
 
     def start_new(self, memory: ShortTermMemory) -> None:
@@ -267,32 +305,43 @@ class ConversationKeeper:
             self._new_id()
         self.attach(memory)
 
-    def adopt(self, memory: ShortTermMemory) -> CapReached | None:
-        """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
 
-        Returns the cap that refused it, and then nothing changed: this keeper still keeps the conversation
-        it had. Otherwise the keeper keeps ``memory`` from now on; a store that failed otherwise is
-        retried as after any failed save.
-        """
-        with memory.lock:
-            payload = dumps_saved(memory, self.language)
-        if len(payload.encode()) > MAX_SAVED_BYTES:
-            return CapReached("conversation", MAX_SAVED_BYTES)
-        conversation_id = new_conversation_id()
+def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReached | Gone | None:
+    """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
+
+    An import takes room as a turn does: it is booked in the store first (``ConversationStore.book``), against
+    the room the turns running on every process hold, and given back once saved. Returns the cap (or Gone, for a
+    forgotten browser) that refused it, and then nothing changed: ``keeper`` still keeps the conversation it had.
+    Otherwise ``keeper`` keeps ``memory`` from now on; a store that failed otherwise is retried as after any
+    failed save.
+    """
+    with memory.lock:
+        request = committed_request(memory)
+        payload = dumps_saved(memory, keeper.language, last_request=request)
+    if len(payload.encode()) > MAX_SAVED_BYTES:
+        return CapReached("conversation", MAX_SAVED_BYTES)
+    conversation_id = new_conversation_id()
+    try:
         try:
-            row = self.store.save(conversation_id, payload, 0, self.owner)
-        except CapReached as cap:
-            return cap
-        except StoreError as error:
-            self.start_new(memory)
-            self.failure, self.dirty = error, True
-            return None
-        self.start_new(memory)
-        with self._lock:
-            self.conversation_id, self.version, self.saved_choices = conversation_id, row.version, self.choices(memory)
-            self.stored_bytes = self.size = len(payload.encode())
-            self.stored_requests = len(memory.ledger)
+            admission = keeper.store.book(RoomRequest(keeper.holder, keeper.owner, conversation_id, 0, 0, len(payload.encode())))
+            if admission.refusal is not None:
+                return admission.refusal
+            row = keeper.store.save(conversation_id, payload, 0, keeper.owner)
+        finally:
+            keeper.release_room()
+    except (CapReached, Gone) as cap:
+        return cap
+    except StoreError as error:
+        keeper.start_new(memory)
+        keeper.failure, keeper.dirty = error, True
         return None
+    keeper.start_new(memory)
+    with keeper._lock:
+        keeper.conversation_id, keeper.version, keeper.saved_choices = conversation_id, row.version, keeper.choices(memory)
+        keeper.request = request
+        keeper.stored_bytes = keeper.size = len(payload.encode())
+        keeper.stored_requests = len(memory.ledger)
+    return None
 
 
 Opened = Literal["new", "restored", "missing", "refused", "failed"]
@@ -347,6 +396,7 @@ def reopen(
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
     keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
+    keeper.request = memory.last_prepared
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
 
 
@@ -366,7 +416,7 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
         return None
     try:
         with live._lock:
-            payload = dumps_saved(memory, live.language)
+            payload = dumps_saved(memory, live.language, last_request=committed_request(memory, live.request))
             conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
             stored_bytes, stored_requests = live.stored_bytes, live.stored_requests
     finally:
@@ -379,4 +429,5 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
     keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
     keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
     keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
+    keeper.request = restored.last_prepared
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

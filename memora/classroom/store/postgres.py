@@ -17,8 +17,19 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation, StoreError, VersionConflict
-from memora.classroom.store.room import Growth
+from memora.classroom.store.base import (
+    BOOKING_LEASE_S,
+    Admission,
+    Booked,
+    CapReached,
+    Gone,
+    RoomRequest,
+    StoreCaps,
+    StoredConversation,
+    StoreError,
+    VersionConflict,
+    admit_turn,
+)
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5
@@ -34,13 +45,28 @@ ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS owner TEXT;
 ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS created_at TIMESTAMPTZ;
 ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS size INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS memora_conversations_owner_created ON memora_conversations (owner, created_at);
-UPDATE memora_conversations SET size = octet_length(payload) WHERE size = 0
+UPDATE memora_conversations SET size = octet_length(payload) WHERE size = 0;
+CREATE TABLE IF NOT EXISTS memora_tombstones (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    deleted_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (kind, key)
+);
+CREATE TABLE IF NOT EXISTS memora_room_bookings (
+    holder TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    new BOOLEAN NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+)
 """
 """The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so no
-browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap."""
+browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap. The tombstones
+and the turns' room bookings (``base``) are tables of their own, made when missing."""
 CAPS_LOCK = 734_522_002
-"""An advisory lock taken by a save when the store has a per-browser or whole-store cap: two processes
-checking those caps at once would otherwise both pass them."""
+"""An advisory lock taken by every room booking, and by a save when the store has a per-browser or whole-store cap:
+two processes checking those caps (or booking turns of one conversation) at once would otherwise both pass them."""
 SCHEMA_LOCK = 734_522_001
 """An advisory lock id: two processes creating the tables at once would otherwise race in PostgreSQL's catalog."""
 
@@ -151,12 +177,21 @@ class PostgresStore:
         row = self.db.run(lambda c: c.execute(query, (conversation_id, owner)).fetchone())
         return None if row is None else StoredConversation(*row)
 
-    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+    def save(
+        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+    ) -> StoredConversation:
         size = len(payload.encode())
 
         def write(c: Any) -> StoredConversation:
             if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
+            # A deletion holds its row's lock until its tombstone commits: waiting for the lock of the row this one
+            # copies (FOR UPDATE) makes the check below see that tombstone, so a copy never outlives its deletion.
+            if forked_from is not None:
+                c.execute("SELECT 1 FROM memora_conversations WHERE id = %s FOR UPDATE", (forked_from,))
+            gone = _tombstone(c, owner, conversation_id, forked_from)
+            if gone is not None:
+                raise gone
             row = c.execute("SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone()
             self.caps.admit(
                 conversation_id,
@@ -185,21 +220,75 @@ class PostgresStore:
 
         return self.db.run(write)
 
-    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
         def ask(c: Any) -> CapReached | None:
-            return self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c), growth=growth)
+            return self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c))
 
         return self.db.run(ask)
 
+    def book(self, request: RoomRequest) -> Admission:
+        def book(c: Any) -> Admission:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))  # every process books one turn at a time
+            gone = _tombstone(c, request.owner, request.conversation_id if request.version else None, None)
+            if gone is not None:
+                return Admission(gone)
+            query = "SELECT version, owner, size FROM memora_conversations WHERE id = %s"
+            found = c.execute(query, (request.conversation_id,)).fetchone()
+            others = [
+                Booked(*row)
+                for row in c.execute(
+                    "SELECT conversation_id, owner, size, new FROM memora_room_bookings WHERE holder != %s AND expires_at > now()",
+                    (request.holder,),
+                )
+            ]
+            admission = admit_turn(
+                self.caps,
+                request,
+                found,
+                others,
+                new_this_hour=lambda: self._new_this_hour(c, request.owner),
+                store_total=self._total(c),
+            )
+            if admission.refusal is None:
+                lease = timedelta(seconds=BOOKING_LEASE_S)
+                c.execute(
+                    "INSERT INTO memora_room_bookings (holder, owner, conversation_id, size, new, expires_at) "
+                    "VALUES (%s, %s, %s, %s, %s, now() + %s) ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
+                    "conversation_id = excluded.conversation_id, size = excluded.size, new = excluded.new, "
+                    "expires_at = excluded.expires_at",
+                    (request.holder, request.owner, request.conversation_id, admission.size, admission.new, lease),
+                )
+            return admission
+
+        return self.db.run(book)
+
+    def release(self, holder: str) -> None:
+        self.db.run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
+
     def delete(self, conversation_id: str, owner: str) -> bool:
-        query = "DELETE FROM memora_conversations WHERE id = %s AND owner = %s"
-        return bool(self.db.run(lambda c: c.execute(query, (conversation_id, owner)).rowcount))
+        def delete(c: Any) -> bool:
+            deleted = c.execute("DELETE FROM memora_conversations WHERE id = %s AND owner = %s", (conversation_id, owner)).rowcount
+            if c.execute("SELECT 1 FROM memora_conversations WHERE id = %s", (conversation_id,)).fetchone() is None:
+                _bury(c, "conversation", conversation_id)  # never for another owner's row: nobody may bury what is not theirs
+            return bool(deleted)
+
+        return bool(self.db.run(delete))
 
     def delete_owner(self, owner: str) -> int:
-        return int(self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount))
+        def delete(c: Any) -> int:
+            deleted = int(c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount)
+            _bury(c, "owner", owner)
+            return deleted
+
+        return int(self.db.run(delete))
 
     def delete_idle(self, idle_for: timedelta) -> int:
-        return self.db.run(lambda c: c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
+        def sweep(c: Any) -> int:
+            c.execute("DELETE FROM memora_tombstones WHERE deleted_at < now() - %s", (idle_for,))
+            c.execute("DELETE FROM memora_room_bookings WHERE expires_at < now()")
+            return int(c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
+
+        return self.db.run(sweep)
 
     def close(self) -> None:
         self.db.close()
@@ -214,3 +303,19 @@ class PostgresStore:
         if self.caps.store_bytes is None:
             return 0
         return int(c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_conversations").fetchone()[0])
+
+
+def _bury(c: Any, kind: str, key: str) -> None:
+    c.execute(
+        "INSERT INTO memora_tombstones (kind, key) VALUES (%s, %s) ON CONFLICT (kind, key) DO UPDATE SET deleted_at = now()", (kind, key)
+    )
+
+
+def _tombstone(c: Any, owner: str, conversation_id: str | None, forked_from: str | None) -> Gone | None:
+    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
+    if c.execute("SELECT 1 FROM memora_tombstones WHERE kind = 'owner' AND key = %s", (owner,)).fetchone():
+        return Gone("browser")
+    keys = [key for key in (conversation_id, forked_from) if key is not None]
+    if keys and c.execute("SELECT 1 FROM memora_tombstones WHERE kind = 'conversation' AND key = ANY(%s)", (keys,)).fetchone():
+        return Gone("conversation")
+    return None

@@ -10,7 +10,8 @@ room for everything the turn can add to the saved payload (``turn_growth``):
   ``max_summary_tokens`` (the summarizer cuts it there, in o200k_base tokens);
 - the reply's ledger row;
 - the new last context: a summary, every message not folded yet, and the message (the old one is not
-  subtracted: an upper bound, not an estimate).
+  subtracted: an upper bound, not an estimate), and beside it the last request's figures (``last_request``): its
+  instructions, each message's source and tokens, and its counts.
 
 ``BYTES_PER_TOKEN`` is o200k_base's costliest token as saved JSON text: 128 spaces (a test reads the whole
 vocabulary). A server whose own tokenizer has longer tokens can pass the bound; its save is then refused
@@ -21,17 +22,15 @@ The bound is large beside a typical turn (about 130 KB for the reply alone at th
 cap), so a conversation is refused its next turn once it is within that much of its cap: the price of
 never billing a reply that cannot be kept.
 
-``BOOKINGS`` holds, per store, the growth of the turns admitted and still running in this process, so
-students sending at once cannot all be admitted on the same last bytes. Several processes sharing a
-PostgreSQL store do not see each other's bookings: there, only each process's own turns are held apart.
+The growth of a turn admitted is booked in the store itself (``ConversationStore.book``) until its job ends, so
+students sending at once, on one process or several sharing a PostgreSQL store, are never admitted on the same last
+bytes.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from memora.memory import MAX_REPLY_TOKENS, ShortTermMemory
 from memora.memory.core import served_by
@@ -43,24 +42,13 @@ that makes it longer (tests/test_store_room.py checks the whole vocabulary)."""
 _MESSAGE_FRAME = len(json.dumps({"role": "assistant", "content": ""}, separators=(",", ":"))) + 1  # and its comma
 _VERSION_FRAME = 200
 """A summary version's saved fields but its text: the keys, four counts, two flags and the folded range."""
+_REQUEST_FRAME = 300
+"""The last request's saved fields but its instructions and its lists: the keys and four counts at 16 digits."""
+_PER_CONTEXT_MESSAGE = len(json.dumps(["instructions_summary", 10**15])) + 2
+"""One context message's source and token count in the last request: the longest source, a 16-digit count, commas."""
 _LARGE = 10**15
 _LONGEST_FLOAT = -1.2345678901234567e-100
 """A float whose JSON text is as long as any float's: 17 digits, a sign and a three-digit exponent."""
-
-
-@dataclass(frozen=True)
-class Growth:
-    """What one turn may do to the store: the conversation's ``stored`` size (0 when not saved yet), its largest
-    size ``after`` the turn, and the bytes ``reserved`` by other turns of this process still running."""
-
-    stored: int
-    after: int
-    reserved: int = 0
-
-    @property
-    def added(self) -> int:
-        """The most the store's total can grow by (at least 1: even a small save needs room)."""
-        return max(1, self.after - self.stored)
 
 
 def escaped(text: str) -> int:
@@ -81,7 +69,9 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
     reply = (memory.limits.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN + _MESSAGE_FRAME + ledger_row
     folds = (len(unfolded) // 2 + 1) * (summary + _VERSION_FRAME + ledger_row)
     context = summary + _MESSAGE_FRAME + sum(escaped(m.content) + _MESSAGE_FRAME for m in unfolded)
-    return sent + reply + folds + context
+    # Instructions travel as the request's own field or inside its system message: either way at most the prompt.
+    request = _REQUEST_FRAME + escaped(memory.system_prompt) + (len(unfolded) + 2) * _PER_CONTEXT_MESSAGE
+    return sent + reply + folds + context + request
 
 
 def _ledger_row(memory: ShortTermMemory) -> int:
@@ -94,35 +84,3 @@ def _ledger_row(memory: ShortTermMemory) -> int:
         newly_summarized=_LARGE, summary_tokens=_LARGE, server_counted_input_tokens=_LARGE, source="x" * 64,
     )  # fmt: skip
     return len(json.dumps(asdict(row), ensure_ascii=False, separators=(",", ":")).encode()) + 1
-
-
-class Bookings:
-    """The growth booked by the turns of this process still running, per store; thread-safe.
-
-    One booking per holder (a keeper): booking again replaces its last one, so a holder never holds more than
-    one. A holder is held weakly: a page gone without giving its booking back (its process thread killed) does
-    not keep the bytes booked. The store is named by ``id``, which cannot be reused while a holder refers to it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._booked: weakref.WeakKeyDictionary[object, tuple[int, int]] = weakref.WeakKeyDictionary()
-
-    def reserved(self, store: object, holder: object) -> int:
-        """The bytes booked on ``store`` by every holder but ``holder``."""
-        with self._lock:
-            return sum(size for who, (where, size) in self._booked.items() if where == id(store) and who is not holder)
-
-    def book(self, store: object, holder: object, size: int) -> None:
-        with self._lock:
-            self._booked[holder] = (id(store), size)
-
-    def release(self, store: object, holder: object) -> None:
-        """Drops ``holder``'s booking on ``store``, if any (its turn has ended, and saved what it could)."""
-        with self._lock:
-            if self._booked.get(holder, (None, 0))[0] == id(store):
-                del self._booked[holder]
-
-
-BOOKINGS = Bookings()
-"""This process's bookings: one Streamlit server runs every session's turns in its threads."""

@@ -29,6 +29,7 @@ from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.format import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
 from memora.classroom.transcript.untrusted import StrictModel
 from memora.memory import FoldPolicy, ShortTermMemory, policies
+from memora.memory.values import PreparedContext
 
 SAVED_FORMAT = "memora-conversation"
 SAVED_VERSION = 1
@@ -66,17 +67,25 @@ class SavedConversation:
     pending_message: str | None = None
 
 
-def dumps_saved(memory: ShortTermMemory, language: str, *, now: datetime | None = None, pending_message: str | None = None) -> str:
+def dumps_saved(
+    memory: ShortTermMemory,
+    language: str,
+    *,
+    now: datetime | None = None,
+    pending_message: str | None = None,
+    last_request: PreparedContext | None = None,
+) -> str:
     """The payload to store for ``memory``: compact JSON text (a pending user message is left out, as in an export).
 
-    ``pending_message``, when given, is kept beside the transcript, for the next visit's input box.
+    ``pending_message``, when given, is kept beside the transcript, for the next visit's input box. ``last_request``
+    is the last finished turn's request as the keeper kept it (``committed_request``), for a save made mid-turn.
     """
     document: dict[str, Any] = {
         "format": SAVED_FORMAT,
         "version": SAVED_VERSION,
         "language": language,
         "fold_policy": memory.limits.fold_policy,
-        "transcript": export_transcript(memory, now=now),
+        "transcript": export_transcript(memory, now=now, last_request=last_request),
     }
     if pending_message is not None:
         document["pending_message"] = pending_message

@@ -9,7 +9,8 @@ are zeroed (``secure_delete``) and the write-ahead log, which holds every earlie
 
 A file made before conversations had owners is migrated in place when it is opened: the new columns
 are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them) and
-their sizes are filled in so that they count against the store's cap.
+their sizes are filled in so that they count against the store's cap. The tombstones and the turns' room bookings
+(``base``) are tables of their own, made when missing.
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memora.classroom.store.base import CapReached, StoreCaps, StoredConversation, StoreError
-from memora.classroom.store.room import Growth
+from memora.classroom.store.base import (
+    BOOKING_LEASE_S,
+    Admission,
+    Booked,
+    CapReached,
+    Gone,
+    RoomRequest,
+    StoreCaps,
+    StoredConversation,
+    StoreError,
+    admit_turn,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -30,6 +41,20 @@ CREATE TABLE IF NOT EXISTS conversations (
     updated_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS conversations_updated_at ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS tombstones (
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    PRIMARY KEY (kind, key)
+);
+CREATE TABLE IF NOT EXISTS room_bookings (
+    holder TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    new INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+);
 """
 _ADDED_COLUMNS = (("owner", "TEXT"), ("created_at", "REAL"), ("size", "INTEGER NOT NULL DEFAULT 0"))
 """Columns added since the first schema (owners and caps); a file without them gets them when opened."""
@@ -55,7 +80,9 @@ class SqliteStore:
             row = self._connect().execute(query, (conversation_id, owner)).fetchone()
         return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
 
-    def save(self, conversation_id: str, payload: str, expected_version: int, owner: str) -> StoredConversation:
+    def save(
+        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+    ) -> StoredConversation:
         now = datetime.now(UTC)
         size = len(payload.encode())
         with self._lock, _errors():
@@ -63,6 +90,7 @@ class SqliteStore:
             # BEGIN IMMEDIATE takes the write lock first, so nothing read below can change before the write.
             connection.execute("BEGIN IMMEDIATE")
             try:
+                _check_tombstones(connection, owner, conversation_id, forked_from)
                 row = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
                 self.caps.admit(
                     conversation_id,
@@ -85,16 +113,65 @@ class SqliteStore:
             connection.execute("COMMIT")
         return StoredConversation(conversation_id, expected_version + 1, payload, now)
 
-    def room(self, owner: str, *, new: bool, growth: Growth | None = None) -> CapReached | None:
+    def room(self, owner: str, *, new: bool) -> CapReached | None:
         with self._lock, _errors():
             connection = self._connect()
             new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
-            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection), growth=growth)
+            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection))
+
+    def book(self, request: RoomRequest) -> Admission:
+        now = datetime.now(UTC)
+        with self._lock, _errors():
+            connection = self._connect()
+            connection.execute("BEGIN IMMEDIATE")  # every booking and save waits: no two turns weigh the same bytes
+            try:
+                admission = self._admit(connection, request, now)
+                if admission.refusal is None:
+                    expires = now.timestamp() + BOOKING_LEASE_S
+                    connection.execute(
+                        "INSERT OR REPLACE INTO room_bookings (holder, owner, conversation_id, size, new, expires_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (request.holder, request.owner, request.conversation_id, admission.size, int(admission.new), expires),
+                    )
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        return admission
+
+    def _admit(self, connection: sqlite3.Connection, request: RoomRequest, now: datetime) -> Admission:
+        gone = _tombstone(connection, request.owner, request.conversation_id if request.version else None, None)
+        if gone is not None:
+            return Admission(gone)
+        found = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (request.conversation_id,)).fetchone()
+        query = "SELECT conversation_id, owner, size, new FROM room_bookings WHERE holder != ? AND expires_at > ?"
+        others = [Booked(c, o, size, bool(new)) for c, o, size, new in connection.execute(query, (request.holder, now.timestamp()))]
+        return admit_turn(
+            self.caps,
+            request,
+            found,
+            others,
+            new_this_hour=lambda: self._new_this_hour(connection, request.owner, now),
+            store_total=self._total(connection),
+        )
+
+    def release(self, holder: str) -> None:
+        with self._lock, _errors():
+            self._connect().execute("DELETE FROM room_bookings WHERE holder = ?", (holder,))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         with self._lock, _errors():
             connection = self._connect()
-            deleted = connection.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)).rowcount
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = connection.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)).rowcount
+                theirs = connection.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+                if theirs is None:  # another owner's row keeps its id alive: nobody may tombstone what is not theirs
+                    _bury(connection, "conversation", conversation_id)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
             if deleted:
                 _scrub(connection)
         return deleted > 0
@@ -102,15 +179,26 @@ class SqliteStore:
     def delete_owner(self, owner: str) -> int:
         with self._lock, _errors():
             connection = self._connect()
-            deleted = int(connection.execute("DELETE FROM conversations WHERE owner = ?", (owner,)).rowcount)
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = int(connection.execute("DELETE FROM conversations WHERE owner = ?", (owner,)).rowcount)
+                _bury(connection, "owner", owner)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
             if deleted:
                 _scrub(connection)
         return deleted
 
     def delete_idle(self, idle_for: timedelta) -> int:
-        cutoff = (datetime.now(UTC) - idle_for).timestamp()
+        now = datetime.now(UTC)
+        cutoff = (now - idle_for).timestamp()
         with self._lock, _errors():
-            return self._connect().execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
+            connection = self._connect()
+            connection.execute("DELETE FROM tombstones WHERE deleted_at < ?", (cutoff,))
+            connection.execute("DELETE FROM room_bookings WHERE expires_at < ?", (now.timestamp(),))
+            return connection.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
 
     def close(self) -> None:
         with self._lock:
@@ -157,6 +245,27 @@ def _migrate(connection: sqlite3.Connection) -> None:
         raise
     connection.execute("COMMIT")
     connection.executescript(_AFTER_MIGRATION)
+
+
+def _bury(connection: sqlite3.Connection, kind: str, key: str) -> None:
+    now = datetime.now(UTC).timestamp()
+    connection.execute("INSERT OR REPLACE INTO tombstones (kind, key, deleted_at) VALUES (?, ?, ?)", (kind, key, now))
+
+
+def _tombstone(connection: sqlite3.Connection, owner: str, conversation_id: str | None, forked_from: str | None) -> Gone | None:
+    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
+    if connection.execute("SELECT 1 FROM tombstones WHERE kind = 'owner' AND key = ?", (owner,)).fetchone():
+        return Gone("browser")
+    for key in (conversation_id, forked_from):
+        if key is not None and connection.execute("SELECT 1 FROM tombstones WHERE kind = 'conversation' AND key = ?", (key,)).fetchone():
+            return Gone("conversation")
+    return None
+
+
+def _check_tombstones(connection: sqlite3.Connection, owner: str, conversation_id: str, forked_from: str | None) -> None:
+    gone = _tombstone(connection, owner, conversation_id, forked_from)
+    if gone is not None:
+        raise gone
 
 
 def _scrub(connection: sqlite3.Connection) -> None:

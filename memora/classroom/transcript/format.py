@@ -1,8 +1,10 @@
 """Export a conversation to JSON and import it back into a new memory.
 
 A transcript holds the full history, every summary version, the usage ledger,
-the per-turn stats, the last request's context, the memory's limits and model,
-and when it was made. It never holds the API key, the base URL or any other
+the per-turn stats, the last request's context (its messages, and beside them
+each one's source and tokens, its instructions and its counts: ``last_request``,
+so that the page draws it again after a reload, in another tab or after a
+restart), the memory's limits and model, and when it was made. It never holds the API key, the base URL or any other
 part of the backend's configuration: export reads only the memory's own state.
 Prompts are not exported either; an imported conversation continues under the
 prompts configured where it is imported.
@@ -43,7 +45,7 @@ from memora.classroom.limits import SessionLimits
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion
-from memora.memory.values import Limits
+from memora.memory.values import Limits, PreparedContext, Source
 from memora.text.messages import Message
 from memora.text.tokens import count_text
 from memora.text.usage import UsageRecord
@@ -163,6 +165,21 @@ class TurnStatsEntry(StrictModel):
     implausible: bool = False
 
 
+class LastRequestEntry(StrictModel):
+    """The last finished turn's reply request beside ``last_context`` (its messages): what ``PreparedContext`` adds.
+
+    Written since the last request came back with a conversation; a file without it reads as before (no figures:
+    the page says no request was made in this session yet)."""
+
+    instructions: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+    sources: Annotated[list[Source], Field(max_length=MAX_MESSAGES)]
+    message_tokens: Annotated[list[Count], Field(max_length=MAX_MESSAGES)]
+    input_tokens: Count
+    summary_token_usage: Count
+    newly_summarized_count: Index
+    server_input_tokens: Count | None = None
+
+
 class TranscriptFile(StrictModel):
     """A transcript file as JSON holds it; ``parse_transcript`` adds the cross-field rules."""
 
@@ -175,6 +192,7 @@ class TranscriptFile(StrictModel):
     ledger: Annotated[list[LedgerEntry], Field(max_length=MAX_LEDGER_ROWS)]
     turn_stats: Annotated[list[TurnStatsEntry], Field(max_length=MAX_MESSAGES, default_factory=list)]
     last_context: Annotated[list[ContextMessage], Field(max_length=MAX_MESSAGES)]
+    last_request: LastRequestEntry | None = None
 
 
 @dataclass(frozen=True)
@@ -189,17 +207,37 @@ class Transcript:
     ledger: tuple[UsageRecord, ...]
     turn_stats: tuple[tuple[int, TurnStatsEntry], ...]
     last_context: tuple[Message, ...]
+    last_request: PreparedContext | None = None
+    """The request ``last_context`` was sent in, whole (None in a file written before it was kept)."""
 
 
 # -- export -------------------------------------------------------------------
 
 
-def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -> dict[str, Any]:
+def committed_request(memory: ShortTermMemory, earlier: PreparedContext | None = None) -> PreparedContext | None:
+    """The request of the memory's last finished turn: the one whose messages are ``last_context``.
+
+    ``memory.last_prepared`` is the last request prepared, which is another one while a turn is under way (or None
+    once its message is added) and after a failed turn; ``earlier`` (what a keeper saved last) is asked then. None
+    when neither is that request (a conversation restored from a file written before requests were kept).
+    """
+    sent = tuple(memory.last_context)
+    for request in (memory.last_prepared, earlier):
+        if request is not None and request.context_messages == sent:
+            return request
+    return None
+
+
+def export_transcript(
+    memory: ShortTermMemory, *, now: datetime | None = None, last_request: PreparedContext | None = None
+) -> dict[str, Any]:
     """The memory as a JSON-ready dict.
 
     A user message still waiting for its reply is left out, so the export is
     always complete pairs; its stats and context stay as of the last finished turn.
+    ``last_request``: that turn's request when the caller kept it (``committed_request``); by default, the memory's.
     """
+    request = committed_request(memory, last_request)
     completed = len(memory.history) - (1 if memory.conversation.pending else 0)
     created = (now or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="seconds")
     return {
@@ -217,6 +255,7 @@ def export_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -
         "summary_versions": [{**asdict(v), "folded": list(v.folded)} for v in memory.conversation.versions],
         "ledger": [asdict(record) for record in memory.ledger],
         "last_context": [_message(m) for m in memory.last_context],
+        **({} if request is None else {"last_request": _request(request)}),
     }
 
 
@@ -227,6 +266,19 @@ def dumps_transcript(memory: ShortTermMemory, *, now: datetime | None = None) ->
 
 def _message(message: Message) -> dict[str, str]:
     return {"role": message.role, "content": message.content}
+
+
+def _request(request: PreparedContext) -> dict[str, Any]:
+    # Its messages are last_context's: only what the request adds to them is written here.
+    return {
+        "instructions": request.instructions,
+        "sources": list(request.sources),
+        "message_tokens": list(request.message_tokens),
+        "input_tokens": request.input_tokens,
+        "summary_token_usage": request.summary_token_usage,
+        "newly_summarized_count": request.newly_summarized_count,
+        "server_input_tokens": request.server_input_tokens,
+    }
 
 
 # -- import -------------------------------------------------------------------
@@ -250,6 +302,7 @@ def transcript_from_data(data: Any) -> Transcript:
     versions = _summary_chain(file.summary_versions, len(history))
     for i, row in enumerate(file.ledger):
         _check_turn(row.turn, len(history) // 2 + 1, f"ledger[{i}].turn")
+    last_context = tuple(Message(m.role, m.content) for m in file.last_context)
     return Transcript(
         created_at=file.created_at,
         settings=file.settings,
@@ -257,7 +310,8 @@ def transcript_from_data(data: Any) -> Transcript:
         summary_versions=versions,
         ledger=tuple(UsageRecord(**row.model_dump()) for row in file.ledger),
         turn_stats=_turn_stats(file.turn_stats, len(history)),
-        last_context=tuple(Message(m.role, m.content) for m in file.last_context),
+        last_context=last_context,
+        last_request=None if file.last_request is None else _last_request(file.last_request, last_context),
     )
 
 
@@ -293,6 +347,7 @@ def restore_memory(
     except ValueError as problem:
         raise TranscriptError("bad_settings", f"the transcript's settings do not fit here: {problem}", "settings") from None
     memory.restore(transcript.history, transcript.summary_versions, with_turn_stats(transcript), transcript.last_context)
+    memory.last_prepared = transcript.last_request  # the page draws the last request again, as it was sent
     return memory
 
 
@@ -447,6 +502,31 @@ def _check_pointer(count: int, history_length: int, path: str) -> None:
             count=count,
             history=history_length,
         )
+
+
+def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...]) -> PreparedContext:
+    """The request whose messages are ``messages``: one source and one count for each, the current message last."""
+    for name, values in (("sources", entry.sources), ("message_tokens", entry.message_tokens)):
+        if len(values) != len(messages):
+            raise E(
+                "bad_value",
+                f"last_request.{name} has {len(values)} entries for the {len(messages)} messages of last_context.",
+                f"last_request.{name}",
+                entries=len(values),
+                messages=len(messages),
+            )
+    if entry.sources and entry.sources[-1] != "current":
+        raise E("bad_value", "the last request's last message is its current message.", "last_request.sources", index=len(messages) - 1)
+    return PreparedContext(
+        entry.instructions,
+        messages,
+        tuple(entry.sources),
+        tuple(entry.message_tokens),
+        entry.input_tokens,
+        entry.summary_token_usage,
+        entry.newly_summarized_count,
+        entry.server_input_tokens,
+    )
 
 
 def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> tuple[SummaryVersion, ...]:
