@@ -315,6 +315,50 @@ def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and
     assert [row[0] for row in stored_rows(store_path)] == [first]
 
 
+def test_a_second_tab_whose_copy_the_hourly_cap_refuses_is_told_to_reload_before_anything_is_sent(store_path, monkeypatch):
+    """Issue 39's second break: the browser at its hourly cap, two tabs on one conversation. The second tab's message
+    would fork into a copy the cap refuses to save: it is refused before it is sent, and says what to do."""
+    monkeypatch.setenv("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", "2")
+    tab_a = open_page()
+    send(tab_a, "Shared start.")
+    cid = tab_a.query_params["c"]
+    send(open_page(), "A second conversation this hour: the browser is at its cap.")
+    tab_b = open_page(cid)
+    send(tab_a, "Only in tab A.")
+    tab_b.chat_input[0].set_value("Only in tab B?").run()
+    assert len(tab_b.session_state[keys.MEMORY].history) == 2, "nothing was sent for a turn whose copy could not be kept"
+    shown = texts(tab_b)
+    assert "would start a copy" in shown and "Reload this page to go on with the conversation as the other tab left it" in shown
+    assert tab_b.chat_input[0].value == "Only in tab B?"
+    assert len(stored_rows(store_path)) == 2, "no copy was made"
+    reloaded = open_page(cid)
+    send(reloaded, "Only in tab B, after the reload.")
+    assert reloaded.query_params["c"] == cid and len(stored_rows(store_path)) == 2, "it goes on in the same conversation"
+
+
+def test_after_delete_another_tab_of_the_conversation_sends_and_saves_nothing(store_path):
+    """Issue 39's third break: after Delete in tab A, tab B saved the whole conversation under a new id."""
+    tab_a = open_page()
+    send(tab_a, "My phone number is 0912 345 678.")
+    tab_b = open_page(tab_a.query_params["c"])
+    click(tab_a, "Yes, delete it")
+    tab_b.chat_input[0].set_value("Are you still there?").run()
+    assert len(tab_b.session_state[keys.MEMORY].history) == 2, "refused before it was sent"
+    assert "deleted in another tab" in texts(tab_b) and tab_b.chat_input[0].value == "Are you still there?"
+    assert stored_rows(store_path) == []
+    assert b"0912 345 678" not in b"".join(p.read_bytes() for p in store_path.parent.iterdir())
+
+
+def test_after_forget_another_tab_of_the_old_browser_sends_and_saves_nothing(store_path):
+    tab, other_tab = open_page(), open_page()
+    send(tab, "Mine.")
+    send(other_tab, "Also mine, in another tab.")
+    click(tab, "Yes, forget this browser")
+    other_tab.chat_input[0].set_value("Still here?").run()
+    assert len(other_tab.session_state[keys.MEMORY].history) == 2 and "forgotten in another tab" in texts(other_tab)
+    assert [row for row in stored_rows(store_path) if row[3] == owner_of(TEACHER)] == [], "nothing under the old cookie"
+
+
 def test_an_import_over_the_conversation_cap_is_refused_and_nothing_changes(store_path, monkeypatch):
     monkeypatch.setenv("MEMORA_MAX_CONVERSATION_KB", "512")  # room for a first turn at its largest (memora.classroom.store.room)
     at = open_page()

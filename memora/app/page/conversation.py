@@ -32,7 +32,7 @@ from memora.app.page.browser import browser_secret, remember_browser
 from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
-from memora.classroom.store import CapReached, ConversationStore, IdleSweep, StoreCaps, is_conversation_id, open_store
+from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, is_conversation_id, open_store
 from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
@@ -147,8 +147,11 @@ def adopt_import(state: Any, memory: ShortTermMemory) -> Notice | None:
     return None if cap is None else cap_notice(cap, "conversation.cap_import")
 
 
-def cap_notice(cap: CapReached, prefix: str) -> Notice:
-    """``prefix.<cap>``, with the limit as a size (``conversation``, ``store``) or a count (``browser``)."""
+def cap_notice(cap: CapReached | Gone, prefix: str) -> Notice:
+    """``prefix.<cap>``, with the limit as a size (``conversation``, ``store``) or a count (``browser``); for a
+    conversation deleted (or a browser forgotten) in another tab, ``conversation.gone.<what>``, whatever the prefix."""
+    if isinstance(cap, Gone):
+        return Notice("error", f"conversation.gone.{cap.what}")
     limit = f"{cap.limit:,}" if cap.cap == "browser" else _size(cap.limit)
     return Notice("error", f"{prefix}.{cap.cap}", {"limit": limit})
 
@@ -178,7 +181,9 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
     else:
         render.caption(":material/bookmark_border: " + t(lang, "conversation.unsaved"))
     render_class_link(lang)
-    fork, failure, refusal = keeper.fork, keeper.failure, keeper.refusal  # read once: a worker thread may change them meanwhile
+    fork, failure, refusal, gone = keeper.fork, keeper.failure, keeper.refusal, keeper.gone  # read once: a worker thread may change them
+    if gone is not None:
+        render.alert("warning", t(lang, f"conversation.gone.{gone.what}"), icon=":material/delete:")
     if fork is not None:
         render.alert("warning", t(lang, "conversation.forked"), icon=":material/call_split:")
     if failure is not None:

@@ -56,8 +56,10 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     The character cap comes before any tokenizing, so a pasted book is never counted, drawn or sent;
     commands are short, so it applies to them too, but the other checks only to messages
     (``memory.plan(text)``: the session caps, then a message too big for the budget alone).
-    A store cap refuses a message whose turn could not be saved at its largest: no reply is billed for it.
-    A message that passes has that room booked in the store until its job ends (``start``).
+    A store cap refuses a message whose turn could not be saved at its largest: no reply is billed for it. So does
+    a conversation deleted (or a browser forgotten) in another tab, and a cap that would refuse the copy this turn
+    must make when another tab saved or is sending on the conversation: it says to reload, never forks into a
+    conversation it cannot keep. A message that passes has that room booked in the store until its job ends (``start``).
     """
     command = parse_command(text)
     if busy:
@@ -75,7 +77,8 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     if cap is None:
         return Submission(text, command)
     # Nothing to export or keep in an empty conversation: its notice says only what to do next.
-    return Submission(text, command, cap_notice(cap, "conversation.cap" if memory.history else "conversation.cap_new"))
+    prefix = "conversation.cap_fork" if keeper is not None and keeper.would_fork else "conversation.cap"
+    return Submission(text, command, cap_notice(cap, prefix if memory.history else "conversation.cap_new"))
 
 
 def queue() -> None:
