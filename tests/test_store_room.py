@@ -23,7 +23,7 @@ from memora.app.page.conversation import shared_store
 from memora.app.page.state import new_memory
 from memora.app.settings import Settings
 from memora.classroom.store import StoreCaps, new_conversation_id
-from memora.classroom.store.keeper import ConversationKeeper, reopen
+from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.room import BYTES_PER_TOKEN, escaped, turn_growth
 from memora.classroom.store.saved import dumps_saved
@@ -314,5 +314,29 @@ def test_a_turn_admitted_as_a_copy_saves_the_copy_and_leaves_the_other_tabs_conv
         chat(opened.memory, "B.")  # B finishes first: it saves its copy, not over A's conversation
         chat(tab_a.memory, "A.")
         assert tab_b.fork.from_id == tab_a.conversation_id and tab_a.fork is None, "A saved its own turn, B its copy"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_an_import_takes_room_so_it_cannot_take_the_bytes_a_running_turn_booked(kind, tmp_path):
+    """The issue's untried case: an import landing while a classmate's reply runs. The import books its size
+    against the running turn's booking, as a turn does; once that turn has ended, the same import fits."""
+    store = make_store(kind, tmp_path, StoreCaps(store_bytes=400_000))
+    try:
+        running = keeper_with(store, "Hello.")
+        growth = running.size + turn_growth(running.memory, "Next.") - running.stored_bytes
+        importer = keeper_with(store, "Mine.")
+        imported = ShortTermMemory(ScriptedBackend(), max_recent_turns=1)
+        chat(imported, "From a file.")
+        size = len(dumps_saved(imported, "en").encode())
+        fill_to(store, 400_000 - growth - size // 2)
+        assert running.room("Next.") is None, "the classmate's turn is admitted and booked"
+        refused = save_import(importer, imported)
+        assert refused.cap == "store" and importer.memory is not imported, "the import does not take the booked bytes"
+        assert booked(store) == growth, "a refused import leaves only the running turn's booking"
+        running.release_room()
+        assert save_import(importer, imported) is None and importer.memory is imported
+        assert booked(store) == 0, "the import gave its booking back once saved"
     finally:
         store.close()
