@@ -8,6 +8,9 @@ within 5 s, with no 502 for the page, the health endpoint or the websocket's han
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import os
 import shutil
 import signal
@@ -20,6 +23,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from memora.classroom.store.owner import new_browser_secret, owner_of
+from tests.support.budget import isolated_postgres_url
+from tests.support.tab import visit
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILOVER_S = 5.0
@@ -147,3 +154,69 @@ def test_two_processes_behind_the_shipped_caddyfile_fail_over_within_5_s_without
         assert all(status in (200, 101) for _, status in seen), f"a student saw {sorted({s for _, s in seen})}"
         assert seen[0][0] <= FAILOVER_S, f"the first answer took {seen[0][0]:.1f} s"
     assert command.returncode == 0
+
+
+def wait_until_down(port: int) -> None:
+    """Until the process on ``port`` refuses connections (stopped): a bound on a hang, not a measure of speed."""
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the process on {port} did not stop")
+
+
+def caddy_cookie(port: int) -> str:
+    """The sticky cookie that pins a browser to the process on ``port``: Caddy 2's cookie policy, with no secret,
+    is the HMAC-SHA256 of the upstream's address under an empty key (the test checks it against Caddy's own)."""
+    return hmac.new(b"", f"127.0.0.1:{port}".encode(), hashlib.sha256).hexdigest()
+
+
+def saved_conversation(url: str, owner: str, text: str) -> str | None:
+    """The id of ``owner``'s conversation whose saved payload holds ``text``, read from PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT id FROM memora_conversations WHERE owner = %s AND payload LIKE %s", (owner, f"%{text}%")).fetchone()
+    return None if row is None else row[0]
+
+
+@pytest.mark.integration
+def test_a_student_pinned_to_a_stopped_process_gets_the_conversation_back_from_postgresql_within_5_s(postgres_url, tmp_path):
+    """A rolling restart, for one student: the conversation is written on process A, A is stopped, and the same
+    browser (same cookies, same ?c=) opens the page through Caddy: served by B, its conversation restored, within
+    5 s of A refusing connections (before that, A is draining and still answers its students)."""
+    if shutil.which("caddy") is None:
+        pytest.skip("the big-class test needs Debian's caddy (apt-get install caddy; .ci/run installs it)")
+    url = isolated_postgres_url(postgres_url)
+    first, listen = free_port(), free_port()
+    ports = [first, first + 1]
+    log = tmp_path / "serve.log"
+    options = ("--processes", "2", "--first-port", str(first), "--listen", f"127.0.0.1:{listen}")
+    command = serve(*options, env=environment(MEMORA_STORE_URL=url, HOME=str(tmp_path)), log=log)
+    secret = new_browser_secret()
+    message = "My name is Ana and I teach English in Taichung."
+    try:
+        wait_until_up(ports, command)
+        assert set(pinned_students(f"http://127.0.0.1:{listen}")) == {caddy_cookie(port) for port in ports}
+        cookies = {"memora_lb": caddy_cookie(ports[0]), "memora_browser": secret}
+        asyncio.run(visit(listen, cookies, message=message))
+        deadline = time.monotonic() + START_WAIT_S
+        while (cid := saved_conversation(url, owner_of(secret), message)) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cid is not None, "the reply was saved by process A"
+        pid = next(int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in log.read_text().splitlines() if f":{ports[0]} (pid" in line)
+        os.kill(pid, signal.SIGTERM)
+        wait_until_down(ports[0])  # until then A still answers its own students (its shutdown drain), as it should
+        stopped_at = time.monotonic()
+        status, repinned = get(f"http://127.0.0.1:{listen}/", cookies["memora_lb"])
+        shown = asyncio.run(visit(listen, {**cookies, "memora_lb": repinned or cookies["memora_lb"]}, query=f"c={cid}"))
+        back_after = time.monotonic() - stopped_at
+    finally:
+        command.send_signal(signal.SIGTERM)
+        command.wait(timeout=60)
+    assert status == 200 and repinned == caddy_cookie(ports[1]), "the page came from process B, which Caddy pinned anew"
+    assert any(message in text for text in shown), "the conversation came back from PostgreSQL"
+    assert back_after <= FAILOVER_S, f"the conversation was back {back_after:.1f} s after process A stopped"
