@@ -24,6 +24,7 @@ from memora.classroom.store import (
     new_conversation_id,
     open_store,
 )
+from memora.classroom.store.base import RoomRequest
 from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
@@ -506,7 +507,9 @@ def test_each_browser_may_start_so_many_conversations_an_hour(kind, tmp_path):
         first = new_conversation_id()
         for n in range(3):
             store.save(first if n == 0 else new_conversation_id(), f"conversation {n}", 0, OWNER)
-        assert store.room(OWNER, new=True).cap == "browser" and store.room(OWNER, new=False) is None
+        assert store.book(RoomRequest("tab", OWNER, new_conversation_id(), 0, 0, 100)).refusal.cap == "browser"
+        assert store.book(RoomRequest("tab", OWNER, first, 1, 100, 200)).refusal is None, "a saved one's turn is no new one"
+        store.release("tab")
         with pytest.raises(CapReached) as refused:
             store.save(new_conversation_id(), "one too many", 0, OWNER)
         assert refused.value.cap == "browser"
@@ -525,7 +528,7 @@ def test_a_full_store_refuses_growth_but_keeps_every_conversation_as_saved(kind,
         a, b = new_conversation_id(), new_conversation_id()
         store.save(a, "a" * 60, 0, OWNER)
         store.save(b, "b" * 40, 0, new_owner())
-        assert store.room(OWNER, new=False).cap == "store"
+        assert store.book(RoomRequest("tab", OWNER, a, 1, 60, 61)).refusal.cap == "store", "no room for even a byte"
         with pytest.raises(CapReached) as refused:
             store.save(a, "a" * 61, 1, OWNER)
         assert (refused.value.cap, refused.value.limit) == ("store", 100)

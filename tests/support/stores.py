@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memora.classroom.store import StoreError
-from memora.classroom.store.base import Admission, CapReached, RoomRequest, StoreCaps, StoredConversation
+from memora.classroom.store.base import Admission, RoomRequest, StoreCaps, StoredConversation
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.sqlite import SqliteStore
 
@@ -114,10 +114,6 @@ class FlakyStore:
     def release(self, holder: str) -> None:
         self._check()
         self.inner.release(holder)
-
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        self._check()
-        return self.inner.room(owner, new=new)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         self._check()

@@ -111,15 +111,6 @@ class StoreCaps:
         if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
             raise CapReached("store", self.store_bytes)
 
-    def room(self, *, new_this_hour: int | None, store_total: int) -> CapReached | None:
-        """The cap that even a small save would reach now, or None (see ``ConversationStore.room``); a turn about to
-        be sent asks ``admit_turn`` instead, with its largest growth."""
-        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
-            return CapReached("browser", self.new_per_hour)
-        if self.store_bytes is not None and store_total + 1 > self.store_bytes:
-            return CapReached("store", self.store_bytes)
-        return None
-
 
 class Gone(StoreError):
     """A save or a turn was refused, changing nothing, because its conversation was deleted (``what`` is
@@ -263,11 +254,6 @@ class ConversationStore(Protocol):
 
     def release(self, holder: str) -> None:
         """Drops ``holder``'s booking, if any: its turn has ended, and saved what it could. Raises StoreError."""
-        ...
-
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        """The cap a save would reach now: the owner's new conversations this hour (when ``new``), and the whole store
-        already full (``StoreCaps.room``). None when there is room. Changes nothing. Raises StoreError."""
         ...
 
     def delete(self, conversation_id: str, owner: str) -> bool:

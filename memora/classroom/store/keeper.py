@@ -247,9 +247,8 @@ class ConversationKeeper:
         except StoreError:
             return None
         self.would_fork = admission.fork
-        if admission.refusal is None:
-            self._fork_next = admission.fork
-        elif isinstance(admission.refusal, Gone):
+        self._fork_next = admission.refusal is None and admission.fork
+        if isinstance(admission.refusal, Gone):
             self.gone = admission.refusal
         return admission.refusal
 

@@ -21,7 +21,6 @@ from memora.classroom.store.base import (
     BOOKING_LEASE_S,
     Admission,
     Booked,
-    CapReached,
     Gone,
     RoomRequest,
     StoreCaps,
@@ -219,12 +218,6 @@ class PostgresStore:
             return StoredConversation(conversation_id, expected_version + 1, payload, written[0])
 
         return self.db.run(write)
-
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        def ask(c: Any) -> CapReached | None:
-            return self.caps.room(new_this_hour=self._new_this_hour(c, owner) if new else None, store_total=self._total(c))
-
-        return self.db.run(ask)
 
     def book(self, request: RoomRequest) -> Admission:
         def book(c: Any) -> Admission:

@@ -24,7 +24,6 @@ from memora.classroom.store.base import (
     BOOKING_LEASE_S,
     Admission,
     Booked,
-    CapReached,
     Gone,
     RoomRequest,
     StoreCaps,
@@ -112,12 +111,6 @@ class SqliteStore:
                 raise
             connection.execute("COMMIT")
         return StoredConversation(conversation_id, expected_version + 1, payload, now)
-
-    def room(self, owner: str, *, new: bool) -> CapReached | None:
-        with self._lock, _errors():
-            connection = self._connect()
-            new_this_hour = self._new_this_hour(connection, owner, datetime.now(UTC)) if new else None
-            return self.caps.room(new_this_hour=new_this_hour, store_total=self._total(connection))
 
     def book(self, request: RoomRequest) -> Admission:
         now = datetime.now(UTC)
