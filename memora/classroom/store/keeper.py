@@ -228,7 +228,7 @@ class ConversationKeeper:
         until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
         (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
         """
-        memory = self.memory
+        memory, self.would_fork = self.memory, False
         if memory is None:
             return None
         if self.gone is not None:
