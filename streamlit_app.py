@@ -13,7 +13,7 @@ settled = turn.settle(state[MEMORY])  # before anything reads the memory: a fini
 keeper = conversation.keep(state)  # may restore the URL's conversation into the session, so the memory is read after it
 memory = state[MEMORY]
 lang = state[LANG]
-turn.take(memory)  # the text queued by the input, checked once: a reply job, a command, or why not
+took = turn.take(memory)  # the text queued by the input, checked once: a reply job, a command, or why not
 progress = turn.current()  # the reply job's progress, read once: this whole run draws the same snapshot
 
 with st.sidebar:
@@ -31,4 +31,4 @@ chat.render_history(memory, lang, turn.history_shown(memory, progress))
 reply_tail.render_tail(progress, lang)
 chat.render_command(memory, lang)
 chat.render_notice(lang)
-chat.render_input(lang, disabled=progress is not None and progress.phase == "replying")
+chat.render_input(lang, disabled=progress is not None and progress.phase == "replying", took=took)

@@ -174,12 +174,16 @@ def render_notice(lang: str) -> None:
     render.alert(notice.level, t(lang, notice.key, **params))
 
 
-def render_input(lang: str, disabled: bool = False) -> None:
-    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while a reply is written."""
+def render_input(lang: str, disabled: bool = False, took: bool = True) -> None:
+    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while a reply is written.
+    ``took``: whether this run took a queued text (``turn.take``); a submission it did not take is caught up."""
     state = st.session_state
     restore = state[keys.RESTORE_TEXT]
     if restore is not None:
         # Setting a chat_input's value through its key before it is drawn needs Streamlit 1.47+.
         state[keys.CHAT_INPUT] = restore
         state[keys.RESTORE_TEXT] = None
-    st.chat_input(t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=turn.queue, submit_mode="disable", disabled=disabled)
+    submitted = st.chat_input(
+        t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=turn.queue, submit_mode="disable", disabled=disabled
+    )
+    turn.catch_up(submitted, took)

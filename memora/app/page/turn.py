@@ -81,21 +81,38 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     return Submission(text, command, cap_notice(cap, prefix if memory.history else "conversation.cap_new"))
 
 
-def queue() -> None:
-    """The input's callback: keeps the text for this run and clears the last run's messages."""
+def queue(text: str | None = None) -> None:
+    """The input's callback: keeps the text for this run and clears the last run's messages.
+
+    ``text``: a submission the callback never saw (``catch_up``); by default, the input's own value.
+    """
     state = st.session_state
-    state[keys.PENDING_TEXT] = state[keys.CHAT_INPUT]
+    state[keys.PENDING_TEXT] = state[keys.CHAT_INPUT] if text is None else text
     state[keys.NOTICE] = None
     state[keys.COMMAND] = None
 
 
-def take(memory: ShortTermMemory) -> None:
-    """Takes the queued text, if any: a refusal's notice (its text back in the input), a command, or a reply job."""
+def catch_up(submitted: str | None, took: bool) -> None:
+    """Queues a submission that reached this run with no callback, and runs the page again to take it.
+
+    Streamlit calls ``on_submit`` only for a widget this session has drawn before. The first run of a session that
+    a message opens, such as a page reconnected to another process behind the balancer after its own one stopped,
+    gets the message as the input's value and no callback: without this it would be dropped, neither sent nor
+    given back. ``took`` is ``take``'s answer: when the callback ran, the text was taken already.
+    """
+    if submitted is not None and not took:
+        queue(submitted)
+        st.rerun()
+
+
+def take(memory: ShortTermMemory) -> bool:
+    """Takes the queued text, if any: a refusal's notice (its text back in the input), a command, or a reply job.
+    Returns whether there was one (``catch_up`` asks)."""
     state = st.session_state
     text = state[keys.PENDING_TEXT]
     state[keys.PENDING_TEXT] = None
     if text is None:
-        return
+        return False
     submission = read(text, memory, state[keys.CONVERSATION], busy=replying())
     if submission.refusal is not None:
         state[keys.NOTICE] = submission.refusal
@@ -105,6 +122,7 @@ def take(memory: ShortTermMemory) -> None:
         state[keys.COMMAND] = submission.command
     else:
         start(memory, text)
+    return True
 
 
 def start(memory: ShortTermMemory, text: str) -> None:
