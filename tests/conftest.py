@@ -132,6 +132,7 @@ MODULE_TIERS = {
     **dict.fromkeys(
         (
             "test_browser",
+            "test_browser_big_class",
             "test_browser_classroom_drill",
             "test_browser_forget",
             "test_browser_lesson",

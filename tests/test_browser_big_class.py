@@ -1,0 +1,52 @@
+"""A big class in Chromium: two processes behind the shipped Caddyfile on one PostgreSQL, and a rolling restart.
+
+``python -m memora.serve --processes 2`` as a teacher starts it (offline, so no key), Debian's Caddy and Chromium.
+Two students, each a browser context of their own, pinned by Caddy's cookie to a different process, chat; the
+first one's process is stopped (SIGTERM), and she sends her next message at once: Streamlit's page reconnects by
+itself, through Caddy, to the other process, which opens her conversation from PostgreSQL (the ``?c=`` of her
+address bar, her browser's cookie) and answers it there; the second student never notices. No response either
+browser receives is a 5xx.
+"""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.harness.browser import Person, chat_texts, chromium, require_browser
+from tests.support.bigclass import FAILOVER_S, big_class, caddy_cookie
+from tests.support.budget import isolated_postgres_url
+
+
+def student(browser, proxy: str, pinned_to: int, errors: list[str]) -> Person:
+    """A student's own browser, pinned by Caddy's cookie to the process on ``pinned_to``; every 5xx kept in ``errors``."""
+    context = browser.new_context(viewport={"width": 1300, "height": 1000})
+    context.add_cookies([{"name": "memora_lb", "value": caddy_cookie(pinned_to), "url": proxy}])
+    context.on("response", lambda response: errors.append(f"{response.status} {response.url}") if response.status >= 500 else None)
+    return Person(browser, proxy, context).ready()
+
+
+def test_a_rolling_restart_keeps_every_conversation_and_shows_no_student_a_5xx(postgres_url, tmp_path):
+    require_browser()
+    url = isolated_postgres_url(postgres_url)
+    errors: list[str] = []
+    with big_class(url, tmp_path) as running, chromium() as browser:
+        a, b = running.ports
+        ana, ben = student(browser, running.proxy, a, errors), student(browser, running.proxy, b, errors)
+        for person, text in ((ana, "My name is Ana and I teach in Taichung."), (ben, "My name is Ben.")):
+            person.type(text)
+            person.wait_for_messages(2)
+        running.stop_process(a)
+        stopped_at = time.monotonic()
+        ana.type("What is my name?")  # on a page whose process is gone: the page reconnects through Caddy
+        ana.wait_for_messages(4)
+        back_after = time.monotonic() - stopped_at
+        ben.type("And mine?")
+        ben.wait_for_messages(4)
+        lb = {cookie["name"]: cookie["value"] for cookie in ana.context.cookies()}["memora_lb"]
+        ana_texts, ben_texts = chat_texts(ana.page), chat_texts(ben.page)
+    assert lb == caddy_cookie(b), "Caddy pinned Ana's browser to the live process"
+    assert "My name is Ana" in ana_texts[0] and len(ana_texts) == 4, "her conversation came back and went on"
+    assert "What is my name?" in ana_texts[2], "the message she sent as her process stopped was sent, not lost"
+    assert "My name is Ben" in ben_texts[0] and len(ben_texts) == 4
+    assert errors == [], "no student saw a 5xx"
+    assert back_after <= FAILOVER_S, f"Ana's next reply came {back_after:.1f} s after her process stopped"
