@@ -340,3 +340,24 @@ def test_an_import_takes_room_so_it_cannot_take_the_bytes_a_running_turn_booked(
         assert booked(store) == 0, "the import gave its booking back once saved"
     finally:
         store.close()
+
+
+def test_a_booking_the_store_could_not_drop_neither_holds_room_nor_forks_the_reloaded_tab(tmp_path, monkeypatch):
+    """Found in Chromium (tests/test_browser_reload.py): the disk was full when a turn ended, so its booking stayed;
+    the reloaded tab's next turn then looked like a second tab's and was saved as a copy. Now the store drops it at
+    its next booking."""
+    store = make_store("sqlite", tmp_path)
+    tab = keeper_with(store, "Hello.")
+    assert tab.room("Where do I live?") is None
+    with monkeypatch.context() as disk:
+        disk.setattr(store, "_connect", lambda: (_ for _ in ()).throw(sqlite3.OperationalError("database or disk is full")))
+        tab.release_room()  # the turn ends while the disk is full: the store cannot drop the booking
+    assert booked(store) > 0
+    reloaded = reopen(store, tab.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+    reloaded.keeper.attach(reloaded.memory)
+    assert reloaded.keeper.room("I like green tea.") is None and not reloaded.keeper.would_fork
+    chat(reloaded.memory, "I like green tea.")
+    assert reloaded.keeper.fork is None and reloaded.keeper.conversation_id == tab.conversation_id
+    reloaded.keeper.release_room()
+    assert booked(store) == 0, "the booking left by the full disk was dropped"
+    store.close()

@@ -179,6 +179,28 @@ class Admission:
     size: int = 0
 
 
+class Unreleased:
+    """The holders whose booking a store could not drop (it failed when their turn ended, a full disk say), per store
+    object: the next booking on that store drops them first, in its own transaction, so a booking left that way
+    neither holds bytes nor makes a reloaded tab's turn look like a second tab's until its lease ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders: set[str] = set()
+
+    def add(self, holder: str) -> None:
+        with self._lock:
+            self._holders.add(holder)
+
+    def pending(self) -> list[str]:
+        with self._lock:
+            return sorted(self._holders)
+
+    def dropped(self, holders: list[str]) -> None:
+        with self._lock:
+            self._holders.difference_update(holders)
+
+
 def admit_turn(
     caps: StoreCaps,
     request: RoomRequest,

@@ -26,6 +26,7 @@ from memora.classroom.store.base import (
     StoreCaps,
     StoredConversation,
     StoreError,
+    Unreleased,
     VersionConflict,
     admit_turn,
 )
@@ -170,6 +171,7 @@ class PostgresStore:
     def __init__(self, url: str, caps: StoreCaps | None = None) -> None:
         self.db = PostgresConnection(url, _SCHEMA)
         self.caps = caps or StoreCaps()
+        self._unreleased = Unreleased()
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         query = "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s"
@@ -220,8 +222,12 @@ class PostgresStore:
         return self.db.run(write)
 
     def book(self, request: RoomRequest) -> Admission:
+        unreleased = self._unreleased.pending()
+
         def book(c: Any) -> Admission:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))  # every process books one turn at a time
+            if unreleased:
+                c.execute("DELETE FROM memora_room_bookings WHERE holder = ANY(%s)", (unreleased,))
             gone = _tombstone(c, request.owner, request.conversation_id if request.version else None, None)
             if gone is not None:
                 return Admission(gone)
@@ -253,10 +259,14 @@ class PostgresStore:
                 )
             return admission
 
-        return self.db.run(book)
+        admission = self.db.run(book)
+        self._unreleased.dropped(unreleased)
+        return admission
 
     def release(self, holder: str) -> None:
+        self._unreleased.add(holder)  # until the deletion is written: then the next booking drops it
         self.db.run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
+        self._unreleased.dropped([holder])
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         def delete(c: Any) -> bool:

@@ -29,6 +29,7 @@ from memora.classroom.store.base import (
     StoreCaps,
     StoredConversation,
     StoreError,
+    Unreleased,
     admit_turn,
 )
 
@@ -72,6 +73,7 @@ class SqliteStore:
         self.caps = caps or StoreCaps()
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
+        self._unreleased = Unreleased()
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         with self._lock, _errors():
@@ -117,7 +119,9 @@ class SqliteStore:
         with self._lock, _errors():
             connection = self._connect()
             connection.execute("BEGIN IMMEDIATE")  # every booking and save waits: no two turns weigh the same bytes
+            unreleased = self._unreleased.pending()
             try:
+                connection.executemany("DELETE FROM room_bookings WHERE holder = ?", [(holder,) for holder in unreleased])
                 admission = self._admit(connection, request, now)
                 if admission.refusal is None:
                     expires = now.timestamp() + BOOKING_LEASE_S
@@ -130,6 +134,7 @@ class SqliteStore:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+        self._unreleased.dropped(unreleased)
         return admission
 
     def _admit(self, connection: sqlite3.Connection, request: RoomRequest, now: datetime) -> Admission:
@@ -149,8 +154,10 @@ class SqliteStore:
         )
 
     def release(self, holder: str) -> None:
+        self._unreleased.add(holder)  # until the deletion is written: then the next booking drops it
         with self._lock, _errors():
             self._connect().execute("DELETE FROM room_bookings WHERE holder = ?", (holder,))
+        self._unreleased.dropped([holder])
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         with self._lock, _errors():
