@@ -9,29 +9,22 @@ were billed under a 3,000-token cap and the ledger held them at 0.
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from benchmarks.harness.servers import ResponsesServer, slow_start, status
-from memora.app.page.state import new_memory
-from memora.app.settings import load_settings
 from memora.backends.base import BackendError
 from memora.classroom.server_budget import USAGE_DB_NAME, ServerLedger
 from memora.memory import ShortTermMemory
 from tests.support.memory import chat
+from tests.support.retries import ANSWERED_AFTER_S, TIMEOUT_S, every_bill, ledger_rows
+from tests.support.retries import classroom_memory as budgeted_memory
 
-TIMEOUT_S = 0.5
-ANSWERED_AFTER_S = 1.0
-"""Each summary is answered this long after it is asked: after the client stopped waiting, and billed all the same."""
 CAP = 3000
 PAGE_CAP = 3300
 """Room for the page's first reply (about 70 tokens), the three tries of the summary made ahead and one more try
 of the next message's fold, not two: while a summary try books between 650 and 800 tokens (726 today)."""
-BILLS_WAIT_S = 30.0
-"""How long to wait for the server's last late answers to be billed: a bound on a hang, not a measure of speed."""
 
 
 @pytest.fixture
@@ -43,36 +36,8 @@ def server() -> Iterator[ResponsesServer]:
 
 
 def classroom_memory(server_url: str, data_dir, **extra: str) -> ShortTermMemory:
-    """The page's memory on these settings: the guarded SDK backend and the server-wide ledger under ``data_dir``."""
-    environ = {
-        "OPENAI_API_KEY": "sk-test-summary-retries",
-        "OPENAI_BASE_URL": server_url,
-        "MEMORA_TIMEOUT": str(TIMEOUT_S),
-        "MEMORA_MAX_SERVER_TOKENS": str(CAP),
-        "MEMORA_DATA_DIR": str(data_dir),
-        "MEMORA_MODEL": "gpt-4.1-mini",  # not a reasoning model: no thinking allowance in each booking
-        "MEMORA_MAX_RECENT_TURNS": "0",  # every turn after the first folds the one before
-        "MEMORA_STORE_URL": "off",
-        **extra,
-    }
-    return new_memory(load_settings({}, environ))
-
-
-def ledger_rows(data_dir) -> list[tuple[str, int, bool]]:
-    """``(kind, tokens, estimated)`` of every request in the server-wide ledger, in order."""
-    with sqlite3.connect(data_dir / USAGE_DB_NAME) as db:
-        rows = db.execute("SELECT kind, tokens, estimated, settled FROM requests ORDER BY id").fetchall()
-    assert all(settled for *_, settled in rows), "every booking settled"
-    return [(kind, tokens, bool(estimated)) for kind, tokens, estimated, _ in rows]
-
-
-def every_bill(server: ResponsesServer) -> list[tuple[str, int]]:
-    """The server's bills once each request it received is answered: late answers are billed after the client left."""
-    deadline = time.monotonic() + BILLS_WAIT_S
-    while len(server.billed) < len(server.requests) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(server.billed) == len(server.requests), "every request the server received was answered and billed"
-    return list(server.billed)
+    """The page's memory under ``CAP``, folding every turn after the first: each summary is the one before's."""
+    return budgeted_memory(server_url, data_dir, CAP, **{"MEMORA_MAX_RECENT_TURNS": "0", **extra})
 
 
 def test_slow_summaries_with_the_sdks_retries_never_bill_past_the_cap(server: ResponsesServer, tmp_path) -> None:

@@ -9,9 +9,9 @@ the body asks for ``stream``, else one JSON response) and ``POST /responses/inpu
 a usage chunk. Both bill input as the local o200k_base count plus ``input_overhead``,
 so a test can tell exactly what the gap between counted and billed should be.
 
-Every request is recorded (``server.requests``), and every usage the server reports
-(``server.billed``). ``server.queue(behaviour)`` makes the next request misbehave, and
-``server.queue_for(kind, behaviour)`` the next request of one kind (count, summary, reply):
+Every request is recorded (``server.requests``), and every usage the server reports, or bills for an answer
+the client left before reading it (``slow_start``), in ``server.billed``. ``server.queue(behaviour)`` makes the
+next request misbehave, and ``server.queue_for(kind, behaviour)`` the next request of one kind (count, summary, reply):
 ``status``, ``stall``, ``cut_after``, ``stall_after``, ``error_after``, ``drip`` or ``slow_start``.
 """
 
@@ -184,11 +184,21 @@ def drip(seconds: float) -> Behaviour:
 
 
 def slow_start(seconds: float) -> Behaviour:
-    """Waits ``seconds`` before the first byte, then answers normally."""
+    """Waits ``seconds`` before the first byte, then answers normally; the whole answer is billed even when the
+    client stopped waiting and never reads it, as a provider bills what it generated (``ModelServer.bill_unread``).
+    """
 
     def behave(handler: Handler, request: Recorded) -> None:
         time.sleep(seconds)
-        handler.server.model.answer(handler, request)
+        model = handler.server.model
+        bills = len(model.billed)
+        try:
+            model.answer(handler, request)
+        except (BrokenPipeError, ConnectionResetError):
+            # A stream bills at its end, and the client's leaving made a write before it fail.
+            if len(model.billed) == bills:
+                model.bill_unread(request)
+            raise
 
     return behave
 
@@ -212,7 +222,7 @@ class ModelServer:
     side_requests: list[Recorded] = field(default_factory=list)
     """Requests outside the model API (``routes``): tokenizer endpoints and their probes."""
     billed: list[tuple[str, int]] = field(default_factory=list)
-    """``(kind, total_tokens)`` for every usage the server reported, in order."""
+    """``(kind, total_tokens)`` for every usage the server reported or billed unread (``bill_unread``), in order."""
     behaviours: deque[Behaviour] = field(default_factory=deque)
     targeted: dict[str, deque[Behaviour]] = field(default_factory=dict)
     stop_event: threading.Event = field(default_factory=threading.Event)
@@ -267,6 +277,10 @@ class ModelServer:
         """Notes a usage the server reported: what the client was really charged."""
         self.billed.append((self.kind_of(request), total_tokens))
 
+    def bill_unread(self, request: Recorded) -> None:
+        """Bills the whole answer to ``request`` (the streamed reply, or the summary text) that nobody read."""
+        self._usage(request, self.reply_text if request.body.get("stream") else self.summary_text)
+
     def paths(self) -> list[str]:
         return [r.path for r in self.requests]
 
@@ -278,6 +292,10 @@ class ModelServer:
         return LocalTokenCounter().count("", instructions, messages) + self.input_overhead
 
     def answer(self, handler: Handler, request: Recorded) -> None:
+        raise NotImplementedError
+
+    def _usage(self, request: Recorded, text: str) -> dict[str, Any]:
+        """The usage of ``request`` answered with ``text``, billed (``bill``) as it is made."""
         raise NotImplementedError
 
     def stream(
