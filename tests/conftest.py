@@ -122,6 +122,7 @@ MODULE_TIERS = {
             "test_postgres_outage",
             "test_probe",
             "test_real_server",
+            "test_reply_retries",
             "test_serve",
             "test_server_budget",
             "test_summary_retries",

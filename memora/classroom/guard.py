@@ -9,10 +9,11 @@ request the ledger cannot book is never sent. Once answered, the booking is
 settled to what the server billed, or to an estimate from local counts when it
 reported nothing (a stopped stream, say). Settling never raises: a store that
 cannot take it holds it in memory, so a billed reply is always handed back.
-A summary request is booked once per HTTP attempt: under a budget the SDK's own
-retries are turned off and made here instead, each booked before it is sent, and
-an attempt sent but never answered (a timeout) stays counted at its largest cost,
-since a server bills an answer the client stopped waiting for.
+Every request, reply or summary, is booked once per HTTP try, in one loop
+(``_tries``): under a budget the SDK's own retries are turned off and made here
+instead, each booked before it is sent, and a try sent but never answered (a
+timeout) stays counted at its largest cost, since a server bills an answer the
+client stopped waiting for. A reply is tried again only before its first delta.
 Every text it hands back (a reply, a summary, an error's message) has the
 configured secrets redacted in any form (``redact``), so nothing drawn, stored
 or exported holds them. Streamed deltas pass through as they come; the page
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import replace
-from functools import cached_property
 
 from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.redaction import redact
@@ -38,7 +39,7 @@ from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_me
 
 RETRY_WAIT_S = 0.5
 MAX_RETRY_WAIT_S = 8.0
-"""The waits between a summary's tries when they are made here: the openai SDK's own (0.5 s, doubling, at most 8 s)."""
+"""The waits between a request's tries when they are made here: the openai SDK's own (0.5 s, doubling, at most 8 s)."""
 RETRIED_STATUSES = (408, 409, 429)
 """With every 5xx, the HTTP statuses the openai SDK retries."""
 
@@ -101,90 +102,114 @@ class GuardedBackend:
         return redact(text, self.secrets)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
+        """The reply's deltas as they come, then its Completion; each HTTP try booked on its own (``_tries``).
+
+        Only a try that failed before its first delta is made again: the caller has seen none of its text. Once
+        a delta was yielded a failure ends the reply, as it would without a budget (the memory discards the
+        partial text), and that try is settled to the counted input plus the text received, estimated: the
+        server wrote about that much. A reply stopped by the caller (the generator closed) is settled so too.
+        """
         if self.budgeted and request.max_output_tokens is None:
             # An uncapped reply has no largest cost to book: it gets the default cap instead.
             request = replace(request, max_output_tokens=MAX_REPLY_TOKENS)
         counted = request.counted_input_tokens
         if counted is None:
             counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)
-        reservation = self._reserve(counted, request.model, request.max_output_tokens, "reply")
-        received: list[str] = []
-        settled = False
-        try:
-            for item in self._redacting_errors(self.inner.stream_reply(request)):
-                if isinstance(item, Completion):
-                    self._settle(reservation, item.usage.total_tokens, estimated=item.usage.estimated)
-                    settled = True
-                    yield replace(item, text=self.redact(item.text))
-                    return
-                received.append(item)
-                yield item
-        finally:
-            if not settled:
-                # Stopped, interrupted or failed: the server may still bill what it read and wrote.
-                self._settle(reservation, counted + count_text("".join(received)), estimated=True)
+        yield from self._tries("reply", counted, request.model, request.max_output_tokens, lambda sender: sender.stream_reply(request))
 
     def summarize(self, request: SummaryRequest) -> Completion:
-        """The summary, each HTTP attempt booked on its own. Under a server budget the SDK's own retries are turned
-        off (``sending_once``) and the same retries (``retryable``, with the SDK's waits) are made here, each booked
-        before it is sent: a retry the budget cannot book is not sent. An attempt that failed unanswered stays
-        counted at its largest cost (see ``_settle_failed``). The error of the last attempt says what was sent."""
+        """The summary; each HTTP try booked on its own (``_tries``). A summary yields nothing before its answer,
+        so every failed try that the SDK would retry is made again."""
         # Counted as the summarizer counts it: the instructions, one user message holding the input, the priming.
         counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
         counted += REPLY_PRIMING_TOKENS
-        sender, retries = self._summary_sender
+
+        def send(sender: Backend) -> Iterator[Completion]:
+            yield sender.summarize(request)
+
+        with closing(self._tries("summary", counted, request.model, request.max_output_tokens, send)) as tries:
+            completion = next(tries)
+        assert isinstance(completion, Completion)
+        return completion
+
+    def _tries(
+        self, kind: str, counted: int, model: str, max_output_tokens: int | None, send: Callable[[Backend], Iterator[str | Completion]]
+    ) -> Iterator[str | Completion]:
+        """What ``send`` yields (a reply's deltas, then one Completion), each HTTP try of a ``kind`` request booked.
+
+        Under a server budget the SDK's own retries are turned off (``sending_once``) and the same retries
+        (``retryable``, with the SDK's waits) are made here, each booked at its largest cost before it is sent: a
+        try the budget cannot book is not sent. A try that yielded a delta is never made again. A failed try is
+        settled by ``_failed_cost``: one sent but unanswered stays counted at its largest cost. The error of the
+        last try says what was sent and booked (``_told``). Without a budget nothing is booked, and there is one
+        try, which the SDK retries by itself; a backend without ``sending_once`` is tried once either way.
+        """
+        sender, retries = self._sender()
+        largest = self.largest_cost(counted, model, max_output_tokens)
         failed: BackendError | None = None
         unanswered = 0
-        for attempt in range(retries + 1):
+        for number in range(1, retries + 2):
             if failed is not None:
-                time.sleep(min(RETRY_WAIT_S * 2 ** (attempt - 1), MAX_RETRY_WAIT_S))
+                time.sleep(min(RETRY_WAIT_S * 2 ** (number - 2), MAX_RETRY_WAIT_S))
             try:
-                return self._summarize_once(sender, request, counted)
+                reservation = self._reserve(largest, kind)
             except (ServerBudgetReached, ServerBudgetUnavailable):
                 if failed is None:
                     raise  # nothing was sent: the budget's own refusal says so
-                raise self._told(failed, request, counted, unanswered, refused=attempt + 1) from None
-            except BackendError as error:
-                unanswered += _may_be_billed(error)
-                failed = error
-                if attempt == retries or not retryable(error):
-                    raise self._told(error, request, counted, unanswered, refused=None) from None
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                raise self._told(failed, kind, largest, unanswered, refused=number) from None
+            received: list[str] = []
+            completion: Completion | None = None
+            try:
+                with closing(send(sender)) as items:
+                    for item in items:
+                        if isinstance(item, Completion):
+                            completion = item
+                            break
+                        received.append(item)
+                        yield item
+            except BaseException as error:
+                self._settle(reservation, self._failed_cost(error, counted, received, largest), estimated=True)
+                if not isinstance(error, BackendError):
+                    raise  # a stop (the generator closed), or a bug: never tried again
+                failed = self._redacted(error)
+                unanswered += not received and _may_be_billed(failed)
+                if received or number > retries or not retryable(failed):
+                    raise self._told(failed, kind, largest, unanswered, refused=None) from None
+                continue
+            if completion is None:
+                # The stream ended without its final event: the server may still bill what it read and wrote.
+                self._settle(reservation, counted + count_text("".join(received)), estimated=True)
+                return
+            self._settle(reservation, completion.usage.total_tokens, estimated=completion.usage.estimated)
+            yield replace(completion, text=self.redact(completion.text))
+            return
+        raise AssertionError("unreachable: the last try returns or raises")
 
-    @cached_property
-    def _summary_sender(self) -> tuple[Backend, int]:
-        """The backend that sends summaries, and how often to retry here: the SDK's retries, taken over under a budget."""
+    def _sender(self) -> tuple[Backend, int]:
+        """The backend that sends a request, and how often to try it again here: under a budget, the SDK's own
+        retries, taken over on a client that never retries. Made for each request, so that it always sends with
+        the inner backend's client of the moment."""
         sending_once = getattr(self.inner, "sending_once", None)
         if not self.budgeted or sending_once is None:
             return self.inner, 0
         return sending_once(), int(getattr(self.inner, "retries", 0))
 
-    def _summarize_once(self, sender: Backend, request: SummaryRequest, counted: int) -> Completion:
-        reservation = self._reserve(counted, request.model, request.max_output_tokens, "summary")
-        try:
-            completion = sender.summarize(request)
-        except BaseException as error:
-            self._settle_failed(reservation, error)
-            if isinstance(error, BackendError):
-                raise self._redacted(error) from None
-            raise
-        self._settle(reservation, completion.usage.total_tokens, estimated=completion.usage.estimated)
-        return replace(completion, text=self.redact(completion.text))
+    @staticmethod
+    def _failed_cost(error: BaseException, counted: int, received: Sequence[str], largest: int) -> int:
+        """What a failed try is settled to. After some text: the counted input and that text, as the server wrote
+        about that much before the stream broke or was closed. Before any: nothing when the server answered with
+        an error (no provider bills a refusal) or the request was never sent; else its largest cost, since a
+        server that answered after the client stopped waiting still bills it, and nothing says how much."""
+        if received:
+            return counted + count_text("".join(received))
+        return largest if _may_be_billed(error) else 0
 
-    def _settle_failed(self, reservation: Reservation | None, error: BaseException) -> None:
-        """A request that failed: nothing when the server answered with an error (no provider bills a refusal) or
-        when it was never sent; else its largest cost, since a server that answered after the client stopped
-        waiting still bills it, and nothing says how much."""
-        if reservation is not None:
-            self._settle(reservation, reservation.tokens if _may_be_billed(error) else 0, estimated=True)
-
-    def _told(self, error: BackendError, request: SummaryRequest, counted: int, unanswered: int, *, refused: int | None) -> BackendError:
+    def _told(self, error: BackendError, kind: str, largest: int, unanswered: int, *, refused: int | None) -> BackendError:
         """``error``, its message followed by what was sent and booked: the page and the REPL show it as it is."""
         notes = []
         if self.budgeted and unanswered:
-            largest = self.largest_cost(counted, request.model, request.max_output_tokens)
             notes.append(
-                f"The summary request went unanswered {unanswered} time(s); the class's token budget counts each at its "
+                f"The {kind} request went unanswered {unanswered} time(s); the class's token budget counts each at its "
                 f"largest cost ({largest:,} tokens), since a server may bill a request it answered after Memora stopped waiting."
             )
         if refused is not None:
@@ -202,21 +227,15 @@ class GuardedBackend:
             output = billed_cap(model, output)
         return math.ceil(counted_input * ceiling) + output
 
-    def _reserve(self, counted_input: int, model: str, max_output_tokens: int | None, kind: str) -> Reservation | None:
+    def _reserve(self, tokens: int, kind: str) -> Reservation | None:
         if not self.budgeted:
             return None
         assert self.server_ledger is not None
-        return self.server_ledger.reserve(self.largest_cost(counted_input, model, max_output_tokens), kind)
+        return self.server_ledger.reserve(tokens, kind)
 
     def _settle(self, reservation: Reservation | None, tokens: int, *, estimated: bool) -> None:
         if reservation is not None and self.server_ledger is not None:
             self.server_ledger.settle(reservation, tokens, estimated=estimated)
-
-    def _redacting_errors(self, stream: Iterator[str | Completion]) -> Iterator[str | Completion]:
-        try:
-            yield from stream
-        except BackendError as error:
-            raise self._redacted(error) from None
 
     def _redacted(self, error: BackendError) -> BackendError:
         # The backends already redact; this catches what they cannot know, such as a key typed on the page.
