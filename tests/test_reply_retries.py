@@ -2,9 +2,9 @@
 
 Under a server cap the SDK's own retries of a reply are made by the guard instead, one booking per HTTP try, each
 booked before it is sent: a try the server did not answer in time stays counted at its largest cost, since a
-server bills an answer the client stopped waiting for. Only a try that failed before its first text delta is
-tried again: once a delta reached the learner, a second answer could not replace it (the memory discards a failed
-turn's partial text), so such a failure ends the turn as before.
+server bills an answer the client stopped waiting for. As the SDK does, a try is made again only when it failed
+before its streamed answer began, so never once a delta could have reached the learner (the memory discards a
+failed turn's partial text): a failure after that ends the turn as before.
 
 Before, a reply whose first byte came after ``MEMORA_TIMEOUT`` was sent 3 times under one booking, which settled
 at the counted input alone (75 tokens), while the server billed all three.
@@ -114,6 +114,24 @@ def test_a_reply_that_failed_after_its_first_delta_is_not_tried_again(tmp_path) 
     [(kind, tokens, estimated)] = ledger_rows(tmp_path)
     largest = memory.server.backend.largest_cost(turn.prepared.input_tokens, memory.model, memory.limits.max_reply_tokens)
     assert (kind, estimated) == ("reply", True) and tokens < largest, "the counted input and the text streamed"
+
+
+@pytest.mark.parametrize("api", SERVERS)
+def test_a_reply_whose_stream_began_is_not_tried_again_even_before_its_first_delta(api: str, tmp_path) -> None:
+    """As the SDK: once the streamed answer began (its headers and first event came), a stall is not retried. It
+    stays counted at its largest cost, since the server may still be writing the answer it began."""
+    server_class, environ = SERVERS[api]
+    with server_class() as server:
+        server.queue_for("reply", stall_after(0, 5.0))
+        memory = classroom_memory(server.url, tmp_path, CAP, **environ)
+        with pytest.raises(BackendError) as stalled, memory.turn("Hello, I am Ana.") as turn:
+            turn.run()
+        assert len(server.requests) == 1, "never sent again"
+    assert memory.history == []
+    largest = memory.server.backend.largest_cost(turn.prepared.input_tokens, memory.model, memory.limits.max_reply_tokens)
+    assert ledger_rows(tmp_path) == [("reply", largest, True)]
+    said = str(stalled.value)
+    assert said.startswith("The model server did not answer in time.") and "went unanswered 1 time(s)" in said
 
 
 def test_the_page_says_what_each_slow_reply_try_cost(tmp_path, monkeypatch) -> None:

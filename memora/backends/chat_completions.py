@@ -167,9 +167,10 @@ class ChatCompletionsBackend:
         parts: list[str] = []
         finished: str | None = None
         usage: Any = None
-        started = False
+        opened = started = False
         try:
             with self.client.chat.completions.create(**self.reply_params(request)) as stream:
+                opened = True  # the SDK retried what failed before this; nothing after it
                 for chunk in stream:
                     started = True
                     if chunk.usage is not None:
@@ -185,7 +186,7 @@ class ChatCompletionsBackend:
         except openai.OpenAIError as error:
             # A break after finish_reason loses only the usage chunk; the reply is whole.
             if not (finished and isinstance(error, openai.APIConnectionError)):
-                raise self._explain(error, during_stream=started) from None
+                raise self._explain(error, during_stream=started, answer_began=opened) from None
         if not finished:
             if not started:
                 self._diagnose(request)
@@ -224,7 +225,7 @@ class ChatCompletionsBackend:
             if isinstance(explained, ContextOverflowError):
                 raise explained from None
 
-    def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
+    def _explain(self, error: Exception, during_stream: bool = False, answer_began: bool = False) -> BackendError:
         key = getattr(self.client, "api_key", None)
         return explain_error(
             error,
@@ -232,4 +233,5 @@ class ChatCompletionsBackend:
             url_name="MEMORA_BASE_URL",
             secrets=(key if isinstance(key, str) else None,),
             during_stream=during_stream,
+            answer_began=answer_began,
         )

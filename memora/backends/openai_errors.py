@@ -36,13 +36,16 @@ class ModelServerError(BackendError):
     ``status_code`` is the HTTP status when the server answered, else None. ``sent`` is False only when the
     request never left (the connection was refused or never made): a request sent and not answered (a timeout, a
     broken connection) may still be billed by a server that answered after the client stopped waiting.
+    ``began`` is True when a streamed answer had begun (its status and headers had come) before the failure: the
+    openai SDK retries a request only before that, and so does ``memora.classroom.guard``.
     """
 
-    def __init__(self, message: str, kind: str, status_code: int | None = None, *, sent: bool = True) -> None:
+    def __init__(self, message: str, kind: str, status_code: int | None = None, *, sent: bool = True, began: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
         self.sent = sent
+        self.began = began
 
 
 _OVERFLOW = re.compile(
@@ -89,12 +92,15 @@ def explain_error(
     url_name: str = "OPENAI_BASE_URL",
     secrets: Iterable[str | None] = (),
     during_stream: bool = False,
+    answer_began: bool = False,
 ) -> ModelServerError:
     """A user-facing error for an SDK error; never includes the key.
 
     ``key_name`` and ``url_name`` are the settings a user should check.
     ``during_stream`` says that part of the reply had already arrived: a broken
     connection then reads as an interrupted reply, not as a server out of reach.
+    ``answer_began`` says that the streamed answer had begun (its headers came), even before its first event:
+    a timeout or a broken connection then has ``began`` set, since the SDK retries neither.
     """
     secrets = tuple(secrets)
     match error:
@@ -110,16 +116,23 @@ def explain_error(
             )
         case openai.APITimeoutError():
             return ModelServerError(
-                "The model server did not answer in time. Resend, or raise MEMORA_TIMEOUT.", "timeout", sent=_sent(error)
+                "The model server did not answer in time. Resend, or raise MEMORA_TIMEOUT.",
+                "timeout",
+                sent=_sent(error),
+                began=answer_began,
             )
         case openai.APIConnectionError() if during_stream:
             return ModelServerError(
                 "The connection to the model server broke off in the middle of the reply. Nothing was saved; resend.",
                 "interrupted",
+                began=True,
             )
         case openai.APIConnectionError():
             return ModelServerError(
-                f"Could not connect to the model server. Check the network and {url_name}.", "connection", sent=_sent(error)
+                f"Could not connect to the model server. Check the network and {url_name}.",
+                "connection",
+                sent=_sent(error),
+                began=answer_began,
             )
         case openai.APIStatusError() if error.status_code >= 500:
             return ModelServerError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.", "server", error.status_code)

@@ -172,9 +172,10 @@ class OpenAIResponsesBackend:
         and a stream that ends or breaks before its final event, raise ModelServerError.
         """
         parts: list[str] = []
-        started = False
+        opened = started = False
         try:
             with self.client.responses.create(**self.reply_params(request)) as stream:
+                opened = True  # the SDK retried what failed before this; nothing after it
                 for event in stream:
                     started = True
                     if event.type in _TEXT_DELTAS:
@@ -191,7 +192,7 @@ class OpenAIResponsesBackend:
                     elif event.type == "error":
                         raise self._failed(event)
         except openai.OpenAIError as error:
-            raise self._explain(error, during_stream=started) from None
+            raise self._explain(error, during_stream=started, answer_began=opened) from None
         raise stream_ended_early()
 
     def summarize(self, request: SummaryRequest) -> Completion:
@@ -229,8 +230,8 @@ class OpenAIResponsesBackend:
         counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)
         return Usage(counted, count_text(text), estimated=True)
 
-    def _explain(self, error: Exception, during_stream: bool = False) -> BackendError:
-        return explain_error(error, secrets=(self._key(),), during_stream=during_stream)
+    def _explain(self, error: Exception, during_stream: bool = False, answer_began: bool = False) -> BackendError:
+        return explain_error(error, secrets=(self._key(),), during_stream=during_stream, answer_began=answer_began)
 
     def _failed(self, error: Any) -> ModelServerError:
         detail = getattr(error, "message", None) or "no details"

@@ -13,7 +13,8 @@ Every request, reply or summary, is booked once per HTTP try, in one loop
 (``_tries``): under a budget the SDK's own retries are turned off and made here
 instead, each booked before it is sent, and a try sent but never answered (a
 timeout) stays counted at its largest cost, since a server bills an answer the
-client stopped waiting for. A reply is tried again only before its first delta.
+client stopped waiting for. A reply is tried again only before its streamed
+answer began, as the SDK does: never once a delta could have reached the learner.
 Every text it hands back (a reply, a summary, an error's message) has the
 configured secrets redacted in any form (``redact``), so nothing drawn, stored
 or exported holds them. Streamed deltas pass through as they come; the page
@@ -46,7 +47,10 @@ RETRIED_STATUSES = (408, 409, 429)
 
 def retryable(error: BackendError) -> bool:
     """Whether the openai SDK would retry a request that failed so: unanswered (a timeout, a connection that failed
-    or broke), or answered 408, 409, 429 or 5xx."""
+    or broke), or answered 408, 409, 429 or 5xx; never once a streamed answer had begun (``ModelServerError.began``),
+    even before its first delta."""
+    if getattr(error, "began", False):
+        return False
     status = getattr(error, "status_code", None)
     if status is None:
         return getattr(error, "kind", None) in ("timeout", "connection")
@@ -104,10 +108,11 @@ class GuardedBackend:
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """The reply's deltas as they come, then its Completion; each HTTP try booked on its own (``_tries``).
 
-        Only a try that failed before its first delta is made again: the caller has seen none of its text. Once
-        a delta was yielded a failure ends the reply, as it would without a budget (the memory discards the
-        partial text), and that try is settled to the counted input plus the text received, estimated: the
-        server wrote about that much. A reply stopped by the caller (the generator closed) is settled so too.
+        A try is made again only when it failed before its streamed answer began, as the SDK retries a stream
+        (``retryable``): the caller has seen none of its text. A failure after that ends the reply, as it would
+        without a budget (the memory discards any partial text); a try that failed after some deltas is settled
+        to the counted input plus the text received, estimated: the server wrote about that much. A reply
+        stopped by the caller (the generator closed) is settled so too.
         """
         if self.budgeted and request.max_output_tokens is None:
             # An uncapped reply has no largest cost to book: it gets the default cap instead.
@@ -139,7 +144,7 @@ class GuardedBackend:
 
         Under a server budget the SDK's own retries are turned off (``sending_once``) and the same retries
         (``retryable``, with the SDK's waits) are made here, each booked at its largest cost before it is sent: a
-        try the budget cannot book is not sent. A try that yielded a delta is never made again. A failed try is
+        try the budget cannot book is not sent. A try that yielded anything is never made again. A failed try is
         settled by ``_failed_cost``: one sent but unanswered stays counted at its largest cost. The error of the
         last try says what was sent and booked (``_told``). Without a budget nothing is booked, and there is one
         try, which the SDK retries by itself; a backend without ``sending_once`` is tried once either way.
