@@ -33,7 +33,7 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
   Connecting is given at most 5 seconds.
 - ``MEMORA_MAX_RETRIES``: the SDK's retries on connection errors, 408, 409, 429 and
   5xx, with backoff; default 2. Under ``MEMORA_MAX_SERVER_TOKENS`` the guard makes them
-  instead, each try booked (``memora.classroom.guard``); a reply's only before its first word.
+  instead, each try booked (``memora.classroom.guard``); a reply's only before its stream begins.
 - ``MEMORA_MAX_INPUT_TOKENS``, ``MEMORA_MAX_RECENT_TURNS``: the memory's limits.
 - ``MEMORA_MAX_REPLY_TOKENS``: the output cap of one reply; default 1,000. A reply
   stopped there is kept and marked as cut.
