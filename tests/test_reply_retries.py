@@ -21,8 +21,8 @@ from tests.support.memory import chat, stream
 from tests.support.retries import ANSWERED_AFTER_S, CHAT_ENV, TIMEOUT_S, classroom_memory, every_bill, ledger_rows
 
 CAP = 4000
-"""Room for the three tries of one reply (about 1,020 tokens each on the Responses API, 1,100 on a chat server,
-whose tokenizer is unknown) and not for a fourth."""
+"""Room for the three tries of one reply and not for a fourth: each books about 1,300 tokens, its output cap (1,000)
+and its input at 3.89 times the local count, since a local server's tokenizer is unknown."""
 SERVERS: dict[str, tuple[type[ModelServer], dict[str, str]]] = {"responses": (ResponsesServer, {}), "chat": (ChatServer, CHAT_ENV)}
 
 
