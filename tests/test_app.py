@@ -281,7 +281,7 @@ def test_failed_reply_is_rolled_back_and_its_text_goes_back_into_the_input(backe
     chat_input = at.chat_input[0]
     assert chat_input.proto.set_value and chat_input.proto.value == "Second question, which fails."
     assert at.error[0].value == (
-        "Your message was not sent: The model request failed: the server closed the stream Its text is back in the input box."
+        "Your message got no reply: The model request failed: the server closed the stream Its text is back in the input box."
     )
     assert len(at.chat_message) == 2
 

@@ -301,6 +301,7 @@ def test_the_server_budget_counts_every_session_survives_a_restart_and_gives_the
         send(restarted, "Am I stopped?")
         assert len(server.requests) == sent
         assert "The classroom's shared token budget is spent" in restarted.error[0].value
+        assert restarted.error[0].value.startswith("Your message was not sent:"), "refused before it left: not sent"
         assert restarted.chat_input[0].proto.value == "Am I stopped?"
         assert restarted.session_state[keys.MEMORY].history == []
 

@@ -123,7 +123,7 @@ def test_page_fault_messages_name_the_cause(server: ResponsesServer) -> None:
     server.queue_for("reply", status(429, "Rate limit reached for requests."))
     send(at, "Hello?")
     assert at.error[0].value == (
-        "Your message was not sent: The model request failed: The model server is rate-limiting or out of quota "
+        "Your message got no reply: The model request failed: The model server is rate-limiting or out of quota "
         "(HTTP 429). Wait a moment and resend. Its text is back in the input box."
     )
 

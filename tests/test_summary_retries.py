@@ -150,7 +150,7 @@ def test_the_page_says_what_each_slow_summary_sent_and_that_a_try_was_not_sent(t
         assert "The summary request went unanswered 3 time(s); the class's token budget counts each" in ahead
         send(at, "I live in Porto.")
         refused = at.error[0].value
-        assert refused.startswith("Your message was not sent") and "went unanswered 1 time(s)" in refused
+        assert refused.startswith("Your message got no reply") and "went unanswered 1 time(s)" in refused
         assert "Try 2 was not sent: the class's token budget has no room for it." in refused
         assert at.chat_input[0].proto.value == "I live in Porto.", "the text is back in the box"
         bills = every_bill(server)

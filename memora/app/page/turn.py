@@ -28,6 +28,7 @@ from memora.app.page.state import Notice
 from memora.app.page.views import parse_command
 from memora.backends import OfflineBackend
 from memora.classroom.job import Progress, ReplyJob, fold_ahead
+from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.memory import ShortTermMemory
 
@@ -182,13 +183,21 @@ def settle(memory: ShortTermMemory) -> Progress | None:
             state[keys.NOTICE] = Notice("info", "notice.stopped")
         elif settled.phase == "failed":
             state[keys.RESTORE_TEXT] = settled.user_text
-            state[keys.NOTICE] = Notice("error", "notice.restored", error=settled.error)
+            state[keys.NOTICE] = failed_notice(settled.error)
         settings_panel.apply_deferred()
     if state[keys.REPLY_JOB] is None and state[keys.PREFOLD_AT] != len(memory.history):
         state[keys.PREFOLD_AT] = len(memory.history)
         if _fold_due(memory):
             _run(ReplyJob(memory, None, after=fold_ahead))
     return settled
+
+
+def failed_notice(error: BaseException | None) -> Notice:
+    """A failed turn's notice: "not sent" only when a cap or the budget refused the message before its reply request
+    left (a ``ValueError``: ``LimitReached``, ``ContextBudgetError``; or ``ServerBudgetUnavailable``); else "got no
+    reply", since its requests may have been sent, tried again and billed (the error says so)."""
+    refused = isinstance(error, ValueError | ServerBudgetUnavailable)
+    return Notice("error", "notice.restored" if refused else "notice.failed", error=error)
 
 
 def _fold_due(memory: ShortTermMemory) -> bool:
