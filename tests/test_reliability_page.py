@@ -19,8 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks.harness.servers import ResponsesServer, closed_port, status
 from memora.app.page import state as keys
+from memora.app.page import tools
 from memora.app.page.browser import cookie_script
 from memora.app.page.i18n import t
+from memora.app.page.tools import upload_box_style
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.classroom.limits import SessionLimits
 from memora.classroom.store.owner import new_browser_secret
@@ -203,16 +205,19 @@ def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
     assert at.chat_message[0].markdown[-1].value == hostile
     assert "<script>" in at.session_state[keys.MEMORY].summary
     assert all(not m.proto.allow_html for m in at.markdown)
-    # The only raw HTML is the cookie script (memora/app/page/browser.py), and it holds nothing of any message.
+    # The only raw HTML is the cookie script (memora/app/page/browser.py) and the upload box's style sheet
+    # (memora/app/page/tools.py, the catalog's words for it), and neither holds anything of any message.
     blocked = t("en", "conversation.cookies_blocked")
-    assert [h.proto.body for h in at.get("html")] == [cookie_script(at.session_state[keys.BROWSER_SECRET], blocked)]
+    expected = [cookie_script(at.session_state[keys.BROWSER_SECRET], blocked), upload_box_style("en")]
+    assert sorted(h.proto.body for h in at.get("html")) == sorted(expected)
 
 
-def test_no_page_code_allows_raw_html() -> None:
+def test_no_page_code_allows_raw_html(monkeypatch) -> None:
     """st.markdown escapes HTML unless unsafe_allow_html is set; st.html and components render it raw.
 
-    One exception: memora/app/page/browser.py sets the browser's cookie with one st.html script, built only
-    from a secret that must match its pattern (a hostile value raises)."""
+    Two exceptions: memora/app/page/browser.py sets the browser's cookie with one st.html script, built only
+    from a secret that must match its pattern (a hostile value raises); memora/app/page/tools.py sets the upload
+    box's words with one style sheet, whose catalog words cannot end it."""
     sources = [ROOT / "streamlit_app.py", *sorted((ROOT / "memora" / "app" / "page").glob("*.py"))]
     for path in sources:
         code = path.read_text(encoding="utf-8")
@@ -220,12 +225,19 @@ def test_no_page_code_allows_raw_html() -> None:
             if path.name == "browser.py" and raw == "st.html(":
                 assert code.count(raw) == 1 and "st.html(cookie_script(secret, blocked_notice, forgotten)" in code
                 continue
+            if path.name == "tools.py" and raw == "st.html(":
+                assert code.count(raw) == 1 and "st.html(upload_box_style(lang))" in code
+                continue
             assert raw not in code, f"{path.name} uses {raw}"
     for hostile in ('"; alert(1); "', "</script><img src=x>", "A" * 42 + "'"):
         with pytest.raises(ValueError):
             cookie_script(hostile, "Cookies are blocked.")
         with pytest.raises(ValueError):
             cookie_script(new_browser_secret(), "Cookies are blocked.", forgotten=hostile)
+    # A hostile catalog word cannot end the upload box's style sheet either.
+    monkeypatch.setattr(tools, "t", lambda lang, key, **fmt: '</style><img src=x onerror=alert(1)> "quoted"')
+    sheet = upload_box_style("en")
+    assert sheet.count("</style>") == 1 and sheet.endswith("</style>") and "<img" not in sheet
     # The blocked-cookies sentence comes from the catalogs, but even a hostile one cannot end the script or add markup.
     script = cookie_script(new_browser_secret(), '</script><img src=x onerror=alert(1)> & "quoted"')
     assert script.count("</script>") == 1 and script.endswith("</script>") and "<img" not in script and "\\u0026 " in script

@@ -219,21 +219,32 @@ def upload_box_words(lang: str) -> None:
     """The import box's button and limit in ``lang``, the limit being the transcript's own (2 MiB).
 
     Streamlit writes them in English ("Upload", "2MB per file • JSON") with no option to change them; a style sheet
-    hides its words and shows the catalog's in their place. A Streamlit that renames these elements shows its own
-    English words again, never none.
+    (``upload_box_style``) hides its words and shows the catalog's in their place. A Streamlit that renames these
+    elements shows its own English words again, never none.
     """
+    st.html(upload_box_style(lang))
+
+
+def upload_box_style(lang: str) -> str:
+    """The style sheet of ``upload_box_words``. The catalog's words go in as CSS strings, with every ``<`` escaped,
+    so that no catalog text can end the sheet or add markup."""
     limit = f"{MAX_TRANSCRIPT_BYTES // 1024 // 1024} MiB"
-    button = json.dumps(t(lang, "transcript.upload"), ensure_ascii=False)
-    instructions = json.dumps(t(lang, "transcript.upload_limit", limit=limit), ensure_ascii=False)
+    button = _css_string(t(lang, "transcript.upload"))
+    instructions = _css_string(t(lang, "transcript.upload_limit", limit=limit))
     words = f"{UPLOAD_BOX} [data-testid=stFileUploaderDropzone]"
-    st.html(
+    hidden = f"{words} [data-testid=stMarkdownContainer] p, {words} [data-testid=stFileUploaderDropzoneInstructions] span"
+    return (
         "<style>"
-        f"{words} [data-testid=stMarkdownContainer] p, {words} [data-testid=stFileUploaderDropzoneInstructions] span"
-        " {display: none}"
+        f"{hidden} {{display: none}}"
         f"{words} button [data-testid=stMarkdownContainer]::after {{content: {button}}}"
         f"{words} [data-testid=stFileUploaderDropzoneInstructions] > div::after {{content: {instructions}; font-size: 0.8rem}}"
         "</style>"
     )
+
+
+def _css_string(text: str) -> str:
+    """``text`` as a quoted CSS string: JSON's quoting (a CSS string takes its backslash escapes), ``<`` as ``\\3c``."""
+    return json.dumps(text, ensure_ascii=False).replace("<", "\\3c ")
 
 
 def import_uploaded() -> None:
