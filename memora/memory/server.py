@@ -202,6 +202,7 @@ class Summarizer:
         A context-overflow error teaches ``server`` its figures, and the request is cut to the room they leave and sent
         once more; ``overflow_error`` when no cut can fit the server's window, or on a second overflow. Every count
         the server made of a request is learned, even when the request then fails. Records nothing in the ledger."""
+
         def send() -> tuple[SummaryVersion, UsageRecord]:
             in_force = server.in_force(max_input_tokens)
             room = sizes.fold_room(server.local(in_force, plan_texts))
@@ -299,6 +300,7 @@ class ServerCount:
     """The server's own count of the same request."""
     texts: tuple[str, ...]
     """The texts the request carried, for the calibration's kinds of text."""
+
 
 MAX_RECUTS = 4
 RECUT_SPARE = 8
