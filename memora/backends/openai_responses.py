@@ -100,8 +100,14 @@ class OpenAIResponsesBackend:
 
     offline = False
 
-    def __init__(self, client: openai.OpenAI, label: str = "OpenAI Responses", profile: ServerProfile = OPENAI_PROFILE, *,
-                 count_remotely: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        label: str = "OpenAI Responses",
+        profile: ServerProfile = OPENAI_PROFILE,
+        *,
+        count_remotely: bool = False,
+    ) -> None:
         """``count_remotely``: count each request with ``responses.input_tokens.count`` before it is sent, as the article
         does (``MEMORA_TOKEN_COUNTING=api``): a network call a request, where o200k_base counts OpenAI's way locally."""
         self.client = client

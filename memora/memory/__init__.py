@@ -2,16 +2,19 @@
 
 Read in this order:
 
-1. ``plan``: the lesson's rule, pure. ``plan_turn`` decides every request (what folds, in how many summary
-   requests, what is sent, what a fold ahead does) from token counts, with the budget inequality in its docstring;
-   ``History`` is the conversation as a value, ``Sizes`` the fixed parts of every request.
-2. ``policies``: what a fold policy adds to the rule, one object per file (``window``, the article's; ``watermark``).
-3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds, sends, and commits
-   or leaves no trace. Nothing else writes its state.
-4. ``server``: what the memory knows of its model server (``Server``: the backend, and what its own counts teach), and one
-   summary request, bounded both ways (``Summarizer``). ``backend``: what the memory asks of a model server (the
-   ``Backend`` Protocol the backends implement, and Memora's own errors). ``values``: limits, errors and frozen
-   values; ``hook``: the seams the app installs (``on_change``, the classroom's caps).
+1. ``plan``: the lesson's rule, pure. ``plan_turn`` decides every request (what folds, in how many
+   summary requests, what is sent, what a fold ahead does) from token counts, with the budget
+   inequality in its docstring; ``History`` is the conversation as a value, ``Sizes`` the fixed
+   parts of every request.
+2. ``policies``: what a fold policy adds to the rule, one object per file (``window``, the
+   article's; ``watermark``).
+3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds,
+   sends, and commits or leaves no trace. Nothing else writes its state.
+4. ``server``: what the memory knows of its model server (``Server``: the backend, and what its own
+   counts teach), and one summary request, bounded both ways (``Summarizer``). ``backend``: what the
+   memory asks of a model server (the ``Backend`` Protocol the backends implement, and Memora's own
+   errors). ``values``: limits, errors and frozen values; ``hook``: the seams the app installs
+   (``on_change``, the classroom's caps).
 """
 
 from memora.memory.core import ShortTermMemory, Turn

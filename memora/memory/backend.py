@@ -1,8 +1,10 @@
-"""The memory's seam to a model server: the ``Backend`` Protocol it calls, what it sends and gets back, and its errors.
+"""The memory's seam to a model server: the ``Backend`` Protocol it calls, what it sends and gets
+back, and its errors.
 
-The memory defines what it needs; ``memora.backends`` holds one module per server that implements it, and raises
-these errors. Nothing here imports an SDK: the memory is taught without one. A client the article passes (an
-``openai.OpenAI``) becomes a ``Backend`` through an adapter that a part above registers (``register_client_adapter``).
+The memory defines what it needs; ``memora.backends`` holds one module per server that implements
+it, and raises these errors. Nothing here imports an SDK: the memory is taught without one. A client
+the article passes (an ``openai.OpenAI``) becomes a ``Backend`` through an adapter that a part above
+registers (``register_client_adapter``).
 """
 
 from __future__ import annotations
@@ -92,26 +94,35 @@ class BackendError(RuntimeError):
 class ContextOverflowError(BackendError):
     """The server refused a request longer than its context window (HTTP 400, kind ``overflow``).
 
-    ``prompt_tokens`` is the server's own count of the request's input and ``window`` its context size, when its
-    message gives them. The memory handles this error itself (it learns the figures, folds or cuts, and retries once);
-    it never reaches the learner as advice to resend, since a resend would fail the same way. The backends raise it.
+    ``prompt_tokens`` is the server's own count of the request's input and ``window`` its context
+    size, when its message gives them. The memory handles this error itself (it learns the figures,
+    folds or cuts, and retries once); it never reaches the learner as advice to resend, since a
+    resend would fail the same way. The backends raise it.
     """
 
     kind = "overflow"
 
-    def __init__(self, message: str, prompt_tokens: int | None, window: int | None, status_code: int | None = 400) -> None:
+    def __init__(
+        self,
+        message: str,
+        prompt_tokens: int | None,
+        window: int | None,
+        status_code: int | None = 400,
+    ) -> None:
         super().__init__(message)
-        self.prompt_tokens, self.window, self.status_code = prompt_tokens, window, status_code
+        self.prompt_tokens = prompt_tokens
+        self.window = window
+        self.status_code = status_code
 
 
 @runtime_checkable
 class Backend(Protocol):
     """A model behind Memora.
 
-    ``label`` names it in the UI ("Offline (no model)", "OpenAI Responses"), and
-    ``offline`` is True only for the offline engine, which is no language model.
-    ``profile`` says where the summary must go and whose tokenizer the server uses. Counting a request by the
-    server is a capability every backend declares (``count_request``), answering None where it has none.
+    ``label`` names it in the UI ("Offline (no model)", "OpenAI Responses"), and ``offline`` is True
+    only for the offline engine, which is no language model. ``profile`` says where the summary must
+    go and whose tokenizer the server uses. Counting a request by the server is a capability every
+    backend declares (``count_request``), answering None where it has none.
     """
 
     label: str
@@ -130,11 +141,15 @@ class Backend(Protocol):
         """Returns the merged summary. Raises ``BackendError`` on failure."""
         ...
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
-        """The server's own count of a request's input tokens, as it will render it (template included), before it
-        is sent; None where it cannot count (no tokenizer endpoint, or one that failed): the memory then plans with its
-        local count and a learned margin. Only a count endpoint the user asked for raises, ``BackendError`` when it
-        fails (OpenAI's, ``MEMORA_TOKEN_COUNTING=api``, as the article's count does): the turn then leaves no trace."""
+    def count_request(
+        self, model: str, instructions: str, messages: Sequence[Message]
+    ) -> int | None:
+        """The server's own count of a request's input tokens, as it will render it (template
+        included), before it is sent; None where it cannot count (no tokenizer endpoint, or one that
+        failed): the memory then plans with its local count and a learned margin. Only a count
+        endpoint the user asked for raises, ``BackendError`` when it fails (OpenAI's,
+        ``MEMORA_TOKEN_COUNTING=api``, as the article's count does): the turn then leaves no trace.
+        """
         ...
 
     def counting_source(self, model: str) -> str | None:
@@ -150,8 +165,9 @@ _client_adapters: list[ClientAdapter] = []
 
 
 def register_client_adapter(adapter: ClientAdapter) -> None:
-    """Lets a part above the memory hand it the clients it knows: ``memora.backends`` registers the one for
-    ``openai.OpenAI`` and OpenAI-compatible clients when it is imported. Registering the same adapter twice is a no-op."""
+    """Lets a part above the memory hand it the clients it knows: ``memora.backends`` registers the
+    one for ``openai.OpenAI`` and OpenAI-compatible clients when it is imported. Registering the
+    same adapter twice is a no-op."""
     if adapter not in _client_adapters:
         _client_adapters.append(adapter)
 
@@ -159,10 +175,10 @@ def register_client_adapter(adapter: ClientAdapter) -> None:
 def backend_of(client: object) -> Backend:
     """The backend behind what the article calls ``client``.
 
-    A memora ``Backend`` is taken as it is; any other client goes to the registered adapters, and the first that
-    recognises it gives the backend (an ``openai.OpenAI`` client, once ``memora.backends`` is imported, which
-    ``from memora import ShortTermMemory`` does).
-    Raises TypeError, naming the type, for anything else.
+    A memora ``Backend`` is taken as it is; any other client goes to the registered adapters, and
+    the first that recognises it gives the backend (an ``openai.OpenAI`` client, once
+    ``memora.backends`` is imported, which ``from memora import ShortTermMemory`` does). Raises
+    TypeError, naming the type, for anything else.
     """
     if isinstance(client, Backend):
         return client
@@ -170,7 +186,12 @@ def backend_of(client: object) -> Backend:
         backend = adapter(client)
         if backend is not None:
             return backend
-    hint = "" if _client_adapters else " (import memora.backends first: it registers the OpenAI client's adapter)"
+    hint = (
+        ""
+        if _client_adapters
+        else " (import memora.backends first: it registers the OpenAI client's adapter)"
+    )
     raise TypeError(
-        f"ShortTermMemory needs a memora backend or an OpenAI client (with responses.create), not {type(client).__name__}{hint}"
+        "ShortTermMemory needs a memora backend or an OpenAI client (with responses.create), "
+        f"not {type(client).__name__}{hint}"
     )

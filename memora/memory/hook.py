@@ -1,4 +1,5 @@
-"""The seams the app installs on a memory: the hook it calls after each change worth keeping, and the caps it asks.
+"""The seams the app installs on a memory: the hook it calls after each change worth keeping, and
+the caps it asks.
 
 ``on_change``: the hook the memory calls after each change worth keeping: a committed turn, a fold.
 
@@ -20,11 +21,13 @@ OnChange = Callable[[Any, Change], None]
 
 class Caps(Protocol):
     """A classroom's caps on one session, asked before anything is kept or sent (the app installs
-    ``memora.classroom.limits.SessionLimits``, which the lead moves to the classroom; a bare memory has none).
-    Each check raises a ValueError that says which cap refused, and returns None when every cap allows."""
+    ``memora.classroom.limits.SessionLimits``, which the lead moves to the classroom; a bare memory
+    has none). Each check raises a ValueError that says which cap refused, and returns None when
+    every cap allows."""
 
     def check(self, text: str, finished_turns: int, session_tokens: int) -> None:
-        """A new message of ``text`` after ``finished_turns`` turns that spent ``session_tokens``."""
+        """A new message of ``text`` after ``finished_turns`` turns that spent
+        ``session_tokens``."""
 
     def check_spend(self, finished_turns: int, session_tokens: int) -> None:
         """Any further request (a fold ahead asks this): the turn and token caps only."""

@@ -27,18 +27,21 @@ MIN_FOLD_ROOM = 64
 """Tokens a summary request must leave for the messages it folds (a pair, cut if need be)."""
 
 FoldPolicy = str
-"""A registered fold policy's name (``memora.memory.policies``): ``window``, the article's rule, a fixed recent
-window; ``watermark``, fold every pair older than the window once a request passes its high-water mark."""
+"""A registered fold policy's name (``memora.memory.policies``): ``window``, the article's rule, a
+fixed recent window; ``watermark``, fold every pair older than the window once a request passes its
+high-water mark."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What a memory may send and write, changed only through ``ShortTermMemory.configure`` (which validates them).
+    """What a memory may send and write, changed only through ``ShortTermMemory.configure`` (which
+    validates them).
 
-    ``max_input_tokens`` is the input budget and ``max_recent_turns`` the recent window (the article's two);
-    ``fold_policy`` a registered policy's name; ``max_summary_tokens`` each summary's cap and ``max_reply_tokens``
-    each reply's (None: none); ``context_window`` the server's, when known; ``caps`` the classroom's caps on the
-    session (None: none, as in the article), which the app installs.
+    ``max_input_tokens`` is the input budget and ``max_recent_turns`` the recent window (the
+    article's two); ``fold_policy`` a registered policy's name; ``max_summary_tokens`` each
+    summary's cap and ``max_reply_tokens`` each reply's (None: none); ``context_window`` the
+    server's, when known; ``caps`` the classroom's caps on the session (None: none, as in the
+    article), which the app installs.
     """
 
     max_input_tokens: int
@@ -71,8 +74,9 @@ class ContextBudgetError(ValueError):
         self.input_tokens = input_tokens
         self.max_input_tokens = max_input_tokens
         super().__init__(
-            f"The current message needs {input_tokens} input tokens with the instructions and summary, "
-            f"but max_input_tokens is {max_input_tokens}. Shorten the message or raise the budget."
+            f"The current message needs {input_tokens} input tokens with the instructions and "
+            f"summary, but max_input_tokens is {max_input_tokens}. Shorten the message or raise "
+            "the budget."
         )
 
 
@@ -125,7 +129,8 @@ class PreparedContext:
 
     @property
     def texts(self) -> list[str]:
-        """The texts the request carries: its instructions and each message's content (for the calibration's kinds)."""
+        """The texts the request carries: its instructions and each message's content (for the
+        calibration's kinds)."""
         return [self.instructions, *(m.content for m in self.context_messages)]
 
     def as_dict(self) -> dict[str, Any]:
@@ -140,10 +145,11 @@ class PreparedContext:
 
 @dataclass(frozen=True)
 class TurnStats:
-    """The article's per-turn stats block for one finished turn: its reply's ledger ``record`` (every figure the
-    server and the local count gave: input, output, cut, over budget, whose figure it is), and the session's total
-    tokens once that record was counted. Nothing is copied; the three properties are the article's names for the
-    record's turn figures, 0 where the record has none.
+    """The article's per-turn stats block for one finished turn: its reply's ledger ``record``
+    (every figure the server and the local count gave: input, output, cut, over budget, whose figure
+    it is), and the session's total tokens once that record was counted. Nothing is copied; the
+    three properties are the article's names for the record's turn figures, 0 where the record has
+    none.
     """
 
     record: UsageRecord
@@ -164,7 +170,8 @@ class TurnStats:
     @classmethod
     def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
         """Each finished turn's stats in ``ledger``, keyed by the history index of its reply."""
-        stats, total = {}, 0
+        stats = {}
+        total = 0
         for record in ledger:
             total += record.total_tokens
             if record.kind == "reply":

@@ -27,15 +27,16 @@ Kind = Literal["cjk", "latin", "other"]
 KINDS: tuple[Kind, ...] = ("cjk", "latin", "other")
 
 WORST_KNOWN_RATIO: dict[Kind, float] = {"cjk": 2.45, "latin": 1.71, "other": 3.89}
-"""The highest server-to-o200k_base ratio measured for each kind (docs/backends.md, ``benchmarks/tokenizer_table.py``),
-all SmolLM2's: CJK on Japanese (2.45x; Chinese 2.22x), Latin on Portuguese (1.71x; English 1.01x, and up
-to 1.40x with its chat template's tokens on short messages), other on Korean (3.89x; Russian 2.77x).
-A kind of text the server has not yet counted is planned with it."""
+"""The highest server-to-o200k_base ratio measured for each kind (docs/backends.md,
+``benchmarks/tokenizer_table.py``), all SmolLM2's: CJK on Japanese (2.45x; Chinese 2.22x), Latin on
+Portuguese (1.71x; English 1.01x, and up to 1.40x with its chat template's tokens on short
+messages), other on Korean (3.89x; Russian 2.77x). A kind of text the server has not yet counted is
+planned with it."""
 
 BEST_KNOWN_RATIO: dict[Kind, float] = {"cjk": 0.65, "latin": 0.95, "other": 0.8}
-"""Below the lowest ratio measured for each kind (Gemma 3: Japanese 0.70x, English 1.00x, Russian 0.86x): when a
-request mixes kinds, the others are credited at this much, so that what is left for the kind being learned is
-never less than its real share."""
+"""Below the lowest ratio measured for each kind (Gemma 3: Japanese 0.70x, English 1.00x, Russian
+0.86x): when a request mixes kinds, the others are credited at this much, so that what is left for
+the kind being learned is never less than its real share."""
 
 UNKNOWN_TOKENIZER_MARGIN = WORST_KNOWN_RATIO["latin"]
 """Planning ratio for English text on a server whose tokenizer is unknown, until it counts some."""
@@ -44,8 +45,8 @@ LEARNED_SLACK = 1.03
 """Kept above the highest observed ratio: one request's text is not every request's."""
 
 MIN_SHARE = 0.3
-"""A kind is learned from a request only where it holds this share of the request's local tokens: a few
-Chinese characters in an English request say little about Chinese."""
+"""A kind is learned from a request only where it holds this share of the request's local tokens: a
+few Chinese characters in an English request say little about Chinese."""
 
 IMPLAUSIBLE_SHARE = 0.5
 """Reported input below this share of the local count is no bill: no tokenizer for
@@ -66,13 +67,18 @@ def implausible(counted: int, reported: int) -> bool:
 
 
 def kind_tokens(text: str) -> dict[Kind, int]:
-    """The local tokens of ``text`` by kind: runs of CJK (Han, kana, bopomofo, CJK punctuation and full-width
-    forms), Latin (ASCII and the Latin letters, with their punctuation) and other scripts, each run counted
-    apart. Hangul is "other": SmolLM2 counts Korean at 3.9x o200k_base, far from Chinese and Japanese.
+    """The local tokens of ``text`` by kind: runs of CJK (Han, kana, bopomofo, CJK punctuation and
+    full-width forms), Latin (ASCII and the Latin letters, with their punctuation) and other
+    scripts, each run counted apart. Hangul is "other": SmolLM2 counts Korean at 3.9x o200k_base,
+    far from Chinese and Japanese.
 
     Kinds absent from ``text`` are absent from the result; ``""`` gives ``{}``.
     """
-    return dict(_kind_tokens(text)) if len(text) <= COUNT_CACHE_TEXT_CHARS else dict(_split(text, count_once))
+    return (
+        dict(_kind_tokens(text))
+        if len(text) <= COUNT_CACHE_TEXT_CHARS
+        else dict(_split(text, count_once))
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -94,7 +100,8 @@ def kinds_of(texts: Iterable[str]) -> frozenset[Kind]:
 
 
 def request_kinds(counted: int, texts: Iterable[str]) -> dict[Kind, int]:
-    """A request's ``counted`` local tokens by kind: its texts' kinds, the framing tokens as Latin."""
+    """A request's ``counted`` local tokens by kind: its texts' kinds, the framing tokens as
+    Latin."""
     by_kind: dict[Kind, int] = {}
     for text in texts:
         for kind, tokens in kind_tokens(text).items():
@@ -138,7 +145,8 @@ class Calibration:
         return max(self.kind_ratio(kind) for kind in self.seen | {"latin"})
 
     def mix_ratio(self, kinds: Mapping[Kind, int]) -> float:
-        """The planning ratio of text made of ``kinds`` (local tokens by kind): each kind at its own ratio."""
+        """The planning ratio of text made of ``kinds`` (local tokens by kind): each kind at its own
+        ratio."""
         total = sum(kinds.values())
         if self.exact or total <= 0:
             return self.ratio if not self.exact else 1.0
@@ -154,15 +162,19 @@ class Calibration:
         if self.exact:
             return self
         seen = self.seen | kinds_of(texts)
-        return self if seen == self.seen else Calibration(self.exact, self.learned, seen, self.reports)
+        return (
+            self if seen == self.seen else Calibration(self.exact, self.learned, seen, self.reports)
+        )
 
-    def learn(self, counted: int, reported: int, kinds: Mapping[Kind, int] | None = None) -> Calibration:
+    def learn(
+        self, counted: int, reported: int, kinds: Mapping[Kind, int] | None = None
+    ) -> Calibration:
         """This calibration after the server counted ``reported`` tokens for ``counted`` local ones.
 
-        ``kinds`` splits ``counted`` by kind (``request_kinds``); without it the request is taken as Latin.
-        Each kind holding ``MIN_SHARE`` learns the ratio left for it once the other kinds are credited at
-        their ``BEST_KNOWN_RATIO``, an upper bound of its own. Implausible reports (see ``implausible``)
-        and exact servers change nothing.
+        ``kinds`` splits ``counted`` by kind (``request_kinds``); without it the request is taken as
+        Latin. Each kind holding ``MIN_SHARE`` learns the ratio left for it once the other kinds are
+        credited at their ``BEST_KNOWN_RATIO``, an upper bound of its own. Implausible reports (see
+        ``implausible``) and exact servers change nothing.
         """
         if self.exact or counted <= 0 or implausible(counted, reported):
             return self
@@ -175,7 +187,9 @@ class Calibration:
             ratio = (reported - others) / tokens
             learned[kind] = ratio if kind not in learned else max(learned[kind], ratio)
         ordered = tuple((kind, learned[kind]) for kind in KINDS if kind in learned)
-        return Calibration(False, ordered, self.seen | {k for k, t in kinds.items() if t > 0}, self.reports + 1)
+        return Calibration(
+            False, ordered, self.seen | {k for k, t in kinds.items() if t > 0}, self.reports + 1
+        )
 
     def local_budget(self, server_tokens: int) -> int:
         """The most local tokens that stay within ``server_tokens`` by the server's count."""

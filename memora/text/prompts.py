@@ -46,21 +46,24 @@ Existing summary:
 New messages:
 {transcript}
 """
-"""A summary request's one input message, in the article's exact layout: ``summary`` is the running summary, or
-``(empty)`` before the first fold; ``transcript`` one ``role: content`` line per message to fold."""
+"""A summary request's one input message, in the article's exact layout: ``summary`` is the running
+summary, or ``(empty)`` before the first fold; ``transcript`` one ``role: content`` line per message
+to fold."""
 
 SUMMARY_WORD_LIMIT = 150
 """The word cap that SUMMARY_INSTRUCTIONS asks of the model."""
 
 WORDS_PER_TOKEN = SUMMARY_WORD_LIMIT / 200
-"""The article asks for 150 words of a summary Memora caps at 200 tokens; a shorter cap keeps that ratio."""
+"""The article asks for 150 words of a summary Memora caps at 200 tokens; a shorter cap keeps that
+ratio."""
 
 _WORD_LIMIT = re.compile(r"under (\d+) words")
 
 
 @cache
 def summary_word_limit(instructions: str) -> int:
-    """The "under N words" that summary ``instructions`` ask for; ``SUMMARY_WORD_LIMIT`` when they name none.
+    """The "under N words" that summary ``instructions`` ask for; ``SUMMARY_WORD_LIMIT`` when they
+    name none.
 
     The offline engine and the benchmark's recorder keep their extractive summaries within it.
     """
@@ -70,7 +73,8 @@ def summary_word_limit(instructions: str) -> int:
 
 @cache
 def with_summary_cap(instructions: str, max_summary_tokens: int) -> str:
-    """``instructions`` asking for at most the words that fit ``max_summary_tokens`` (``WORDS_PER_TOKEN``).
+    """``instructions`` asking for at most the words that fit ``max_summary_tokens``
+    (``WORDS_PER_TOKEN``).
 
     Only a word limit already in the text ("under N words") changes, and only down, so the
     article's instructions are unchanged at its own 200-token cap; instructions naming no

@@ -49,7 +49,8 @@ fewer than this count for a two-message request: the count errs, by a token, on 
 safe side of the budget. Tools, files and images, which Memora never sends, would add more."""
 
 REPLY_PRIMING_TOKENS = 3
-"""Every request ends with the assistant's turn being opened (``<|im_start|>assistant<|im_sep|>``)."""
+"""Every request ends with the assistant's turn being opened (``<|im_start|>assistant<|im_sep|>``).
+"""
 
 
 @cache
@@ -62,7 +63,10 @@ def o200k_base() -> tiktoken.Encoding:
     raw = gzip.decompress(packed.read_bytes())
     if hashlib.sha256(raw).hexdigest() != O200K_SHA256:
         raise RuntimeError("the bundled o200k_base file does not match tiktoken's hash")
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in raw.splitlines() if line)
+    }
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=_O200K_PATTERN,
@@ -97,8 +101,9 @@ def count_message(role: str, content: str) -> int:
 
 
 def count_once(text: str) -> int:
-    """``count_text`` without its cache, for a text counted once and never again (a summary request's input):
-    kept out of the shared cache, it evicts none of the texts a conversation counts on every turn."""
+    """``count_text`` without its cache, for a text counted once and never again (a summary
+    request's input): kept out of the shared cache, it evicts none of the texts a conversation
+    counts on every turn."""
     return len(o200k_base().encode_ordinary(text))
 
 
@@ -114,7 +119,8 @@ class TextTokens:
         self._tokens: dict[str, int] = {}
 
     def message(self, role: str, content: str) -> int:
-        """``count_message(role, content)``, tokenizing ``content`` only the first time it is seen."""
+        """``count_message(role, content)``, tokenizing ``content`` only the first time it is
+        seen."""
         tokens = self._tokens.get(content)
         if tokens is None:
             tokens = self._tokens[content] = count_once(content)
@@ -153,7 +159,11 @@ def clip_middle(text: str, max_tokens: int) -> str:
         return o200k_base().decode(tokens[: max(0, max_tokens)])
     head = room * 2 // 3
     tail = room - head
-    return o200k_base().decode(tokens[:head]) + marker(len(tokens) - room) + o200k_base().decode(tokens[len(tokens) - tail :])
+    return (
+        o200k_base().decode(tokens[:head])
+        + marker(len(tokens) - room)
+        + o200k_base().decode(tokens[len(tokens) - tail :])
+    )
 
 
 class LocalTokenCounter:

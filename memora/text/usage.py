@@ -1,4 +1,5 @@
-"""The usage ledger: one frozen record per model request. Its pandas frames are ``memora.app.page.frames``."""
+"""The usage ledger: one frozen record per model request. Its pandas frames are
+``memora.app.page.frames``."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class Usage:
 
     @property
     def label(self) -> str:
-        """Whose figure this is, in words: "billed by OpenAI", "reported by the server", "estimated locally (o200k_base)"."""
+        """Whose figure this is, in words: "billed by OpenAI", "reported by the server", "estimated
+        locally (o200k_base)"."""
         return usage_label(self.estimated, self.bills, self.by)
 
 
@@ -50,29 +52,28 @@ def usage_label(estimated: bool, bills: bool, by: str | None) -> str:
 
 
 DISAGREEMENT_TOKENS = 3
-"""A reported input count further than this (or 2%) from the server tokenizer's own count disagrees with it."""
+"""A reported input count further than this (or 2%) from the server tokenizer's own count disagrees
+with it."""
 
 
 @dataclass(frozen=True)
 class UsageRecord:
     """One model request in the ledger.
 
-    ``counted_input_tokens`` is the local (or API) count taken before sending;
-    ``input_tokens`` is what the server billed. ``full_history_tokens`` is what
-    sending the whole history would have cost; it is set for replies only.
-    ``turn`` is the 1-based number of the user turn the request served.
-    ``input_tokens`` and ``output_tokens`` are None when the caller reported only
-    a total (the article's ``finish_turn(..., response_tokens)``).
-    ``cut`` is True when the server stopped the output at its cap. ``implausible``
-    is True when the server reported fewer input tokens than the request's text
-    can cost (``memora.text.calibration.implausible``): that figure is no bill.
-    ``input_budget`` is the budget the request was planned for. ``server_counted_input_tokens`` is the
-    server tokenizer's own count of the request, taken before sending (None where the server has no
-    tokenizer endpoint); ``source`` says whose figure ``input_tokens`` is (``Usage.label``), and
-    ``teaches`` whether the calibration may learn from it. For a reply,
-    ``context_messages``, ``newly_summarized`` and ``summary_tokens`` are the
-    turn's figures: messages sent, messages folded and summary tokens spent
-    while preparing it; ``TurnStats`` is derived from them, not stored apart.
+    ``counted_input_tokens`` is the local (or API) count taken before sending; ``input_tokens`` is
+    what the server billed. ``full_history_tokens`` is what sending the whole history would have
+    cost; it is set for replies only. ``turn`` is the 1-based number of the user turn the request
+    served. ``input_tokens`` and ``output_tokens`` are None when the caller reported only a total
+    (the article's ``finish_turn(..., response_tokens)``). ``cut`` is True when the server stopped
+    the output at its cap. ``implausible`` is True when the server reported fewer input tokens than
+    the request's text can cost (``memora.text.calibration.implausible``): that figure is no bill.
+    ``input_budget`` is the budget the request was planned for. ``server_counted_input_tokens`` is
+    the server tokenizer's own count of the request, taken before sending (None where the server has
+    no tokenizer endpoint); ``source`` says whose figure ``input_tokens`` is (``Usage.label``), and
+    ``teaches`` whether the calibration may learn from it. For a reply, ``context_messages``,
+    ``newly_summarized`` and ``summary_tokens`` are the turn's figures: messages sent, messages
+    folded and summary tokens spent while preparing it; ``TurnStats`` is derived from them, not
+    stored apart.
     """
 
     turn: int
@@ -100,17 +101,24 @@ class UsageRecord:
 
     @property
     def disagrees(self) -> bool:
-        """Whether the reported input differs from the server tokenizer's own count of the same request."""
-        exact, reported = self.server_counted_input_tokens, self.input_tokens
+        """Whether the reported input differs from the server tokenizer's own count of the same
+        request."""
+        exact = self.server_counted_input_tokens
+        reported = self.input_tokens
         if exact is None or reported is None or self.estimated:
             return False
         return abs(reported - exact) > max(DISAGREEMENT_TOKENS, exact * 0.02)
 
     @property
     def trusted(self) -> bool:
-        """Whether ``input_tokens`` is a server's own, believable count: not estimated, not implausibly low,
-        not contradicted by the server tokenizer's count."""
-        return self.input_tokens is not None and not self.estimated and not self.implausible and not self.disagrees
+        """Whether ``input_tokens`` is a server's own, believable count: not estimated, not
+        implausibly low, not contradicted by the server tokenizer's count."""
+        return (
+            self.input_tokens is not None
+            and not self.estimated
+            and not self.implausible
+            and not self.disagrees
+        )
 
     @property
     def billed(self) -> bool:
@@ -119,7 +127,8 @@ class UsageRecord:
 
     @property
     def server_input_tokens(self) -> int | None:
-        """The server's own count of the input: its tokenizer's, else a trusted reported figure; else None."""
+        """The server's own count of the input: its tokenizer's, else a trusted reported figure;
+        else None."""
         if self.server_counted_input_tokens is not None:
             return self.server_counted_input_tokens
         return self.input_tokens if self.trusted else None
@@ -132,7 +141,8 @@ class UsageRecord:
 
     @property
     def input_label(self) -> str:
-        """Whose figure ``input_tokens`` is, and whether it disagrees with the server tokenizer's count."""
+        """Whose figure ``input_tokens`` is, and whether it disagrees with the server tokenizer's
+        count."""
         label = self.source or usage_label(self.estimated, self.bills, None)
         if self.disagrees:
             label += f", disagreeing with the server tokenizer's {self.server_counted_input_tokens}"
@@ -172,7 +182,8 @@ class UsageRecord:
             estimated=usage.estimated,
             full_history_tokens=full_history_tokens,
             cut=cut,
-            implausible=not usage.estimated and implausible(counted_input_tokens, usage.input_tokens),
+            implausible=not usage.estimated
+            and implausible(counted_input_tokens, usage.input_tokens),
             input_budget=input_budget,
             context_messages=context_messages,
             newly_summarized=newly_summarized,
@@ -201,5 +212,6 @@ class Ledger(list[UsageRecord]):
         self.total += record.total_tokens
 
     def __reduce__(self) -> tuple[type[Ledger], tuple[list[UsageRecord]]]:
-        # Copies and pickles rebuild from the records, so the total is summed once, not appended onto.
+        # Copies and pickles rebuild from the records, so the total is summed once, not appended
+        # onto.
         return type(self), (list(self),)

@@ -78,9 +78,25 @@ def _ledger_row(memory: ShortTermMemory) -> int:
     # Every count at 16 digits and every text field at its longest: one row as saved, not an estimate of one.
     model = max(memory.model, served_by(memory), key=len)
     row = UsageRecord(
-        turn=_LARGE, kind="summary", model=model, counted_input_tokens=_LARGE, input_tokens=_LARGE, output_tokens=_LARGE,
-        total_tokens=_LARGE, latency_s=_LONGEST_FLOAT, reasoning_tokens=_LARGE, cached_tokens=_LARGE, estimated=True,
-        full_history_tokens=_LARGE, cut=False, implausible=False, input_budget=_LARGE, context_messages=_LARGE,
-        newly_summarized=_LARGE, summary_tokens=_LARGE, server_counted_input_tokens=_LARGE, source="x" * 64,
-    )  # fmt: skip
+        turn=_LARGE,
+        kind="summary",
+        model=model,
+        counted_input_tokens=_LARGE,
+        input_tokens=_LARGE,
+        output_tokens=_LARGE,
+        total_tokens=_LARGE,
+        latency_s=_LONGEST_FLOAT,
+        reasoning_tokens=_LARGE,
+        cached_tokens=_LARGE,
+        estimated=True,
+        full_history_tokens=_LARGE,
+        cut=False,
+        implausible=False,
+        input_budget=_LARGE,
+        context_messages=_LARGE,
+        newly_summarized=_LARGE,
+        summary_tokens=_LARGE,
+        server_counted_input_tokens=_LARGE,
+        source="x" * 64,
+    )
     return len(json.dumps(asdict(row), ensure_ascii=False, separators=(",", ":")).encode()) + 1

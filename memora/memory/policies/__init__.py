@@ -1,11 +1,13 @@
-"""Fold policies: what a policy folds before the budget is checked, one object per file, in one registry.
+"""Fold policies: what a policy folds before the budget is checked, one object per file, in one
+registry.
 
-The budget rule is the same for every policy (``memora.memory.plan.plan_turn``); a policy only says what it folds
-anyway (``first_fold``), which message a fold ahead plans for (``expected_message``), and how much of that plan may
-be folded before the message is known (``certain_fold``). Each module of this package defines one ``POLICY``; the
-registry finds them, so adding a policy is one new file here plus its catalog strings (``policy.<name>``,
-``policy.<name>_caption``, ``policy.<name>_note``, ``whatif.<name>`` in both locales). The settings choices, the
-saved file's schema, the page's radio, the what-if columns and the bench all read ``names()``.
+The budget rule is the same for every policy (``memora.memory.plan.plan_turn``); a policy only says
+what it folds anyway (``first_fold``), which message a fold ahead plans for (``expected_message``),
+and how much of that plan may be folded before the message is known (``certain_fold``). Each module
+of this package defines one ``POLICY``; the registry finds them, so adding a policy is one new file
+here plus its catalog strings (``policy.<name>``, ``policy.<name>_caption``, ``policy.<name>_note``,
+``whatif.<name>`` in both locales). The settings choices, the saved file's schema, the page's radio,
+the what-if columns and the bench all read ``names()``.
 """
 
 from __future__ import annotations
@@ -16,30 +18,41 @@ from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 FoldReason = Literal["none", "window", "budget", "high_water"]
-"""Why the last message of a fold had to go: it left the recent window (``window``), the request did not fit the
-budget (``budget``), the watermark's request would have passed its high-water mark (``high_water``)."""
+"""Why the last message of a fold had to go: it left the recent window (``window``), the request did
+not fit the budget (``budget``), the watermark's request would have passed its high-water mark
+(``high_water``)."""
 
 DEFAULT = "window"
 """The article's own policy: the page, the REPL and the article's constructor start with it."""
 
 
 class Policy(Protocol):
-    """A fold policy. ``name`` is its setting's value (``MEMORA_FOLD_POLICY``) and its catalog key."""
+    """A fold policy. ``name`` is its setting's value (``MEMORA_FOLD_POLICY``) and its catalog
+    key."""
 
     name: str
 
-    def first_fold(self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int) -> tuple[int, FoldReason]:
-        """How many of the ``unfolded`` messages' tokens (whole pairs, oldest first) the policy folds before the budget
-        is checked, and why; ``size(fold)`` is the request's tokens once ``fold`` messages have left."""
+    def first_fold(
+        self,
+        unfolded: Sequence[int],
+        size: Callable[[int], int],
+        budget: int,
+        max_recent_turns: int,
+    ) -> tuple[int, FoldReason]:
+        """How many of the ``unfolded`` messages' tokens (whole pairs, oldest first) the policy
+        folds before the budget is checked, and why; ``size(fold)`` is the request's tokens once
+        ``fold`` messages have left."""
         ...
 
     def expected_message(self, user_messages: Sequence[int]) -> int:
-        """The tokens of the message a fold ahead plans for, from the unfolded ``user_messages``' tokens."""
+        """The tokens of the message a fold ahead plans for, from the unfolded ``user_messages``'
+        tokens."""
         ...
 
     def certain_fold(self, expected: int, shortest: int, older: int) -> int:
-        """How much a fold ahead may fold now: ``expected`` and ``shortest`` are the folds planned for the expected and
-        the shortest possible message, ``older`` the unfolded messages older than the recent window."""
+        """How much a fold ahead may fold now: ``expected`` and ``shortest`` are the folds planned
+        for the expected and the shortest possible message, ``older`` the unfolded messages older
+        than the recent window."""
         ...
 
 
@@ -56,7 +69,8 @@ POLICIES: dict[str, Policy] = _discover()
 
 
 def names() -> tuple[str, ...]:
-    """The registered policies' names, the default first: the settings' choices and the page's radio, in order."""
+    """The registered policies' names, the default first: the settings' choices and the page's
+    radio, in order."""
     return tuple(POLICIES)
 
 
@@ -65,4 +79,6 @@ def policy(name: str) -> Policy:
     try:
         return POLICIES[name]
     except KeyError:
-        raise ValueError(f"unknown fold policy {name!r}; choose one of {', '.join(names())}") from None
+        raise ValueError(
+            f"unknown fold policy {name!r}; choose one of {', '.join(names())}"
+        ) from None

@@ -1,4 +1,5 @@
-"""The article's window: every pair beyond the last ``max_recent_turns`` leaves, then whatever the budget needs."""
+"""The article's window: every pair beyond the last ``max_recent_turns`` leaves, then whatever the
+budget needs."""
 
 from __future__ import annotations
 
@@ -13,13 +14,20 @@ from memora.text.tokens import count_message
 class Window:
     name: str = "window"
 
-    def first_fold(self, unfolded: Sequence[int], size: Callable[[int], int], budget: int, max_recent_turns: int) -> tuple[int, FoldReason]:
+    def first_fold(
+        self,
+        unfolded: Sequence[int],
+        size: Callable[[int], int],
+        budget: int,
+        max_recent_turns: int,
+    ) -> tuple[int, FoldReason]:
         """The pairs older than the recent window; none while the window holds them all."""
         older = len(unfolded) - 2 * max_recent_turns
         return (older, "window") if older > 0 else (0, "none")
 
     def expected_message(self, user_messages: Sequence[int]) -> int:
-        """The shortest possible message: whatever the next message is, what it folds is folded anyway."""
+        """The shortest possible message: whatever the next message is, what it folds is folded
+        anyway."""
         return count_message("user", "")
 
     def certain_fold(self, expected: int, shortest: int, older: int) -> int:
