@@ -3,8 +3,9 @@
 Six parts, each a layer that imports only the ones below it (``tests/test_layers.py`` checks them), bottom up:
 
 - ``memora.text``: a message, the article's prompts, counting tokens, the usage ledger;
-- ``memora.backends``: one module per model server behind one ``Backend`` Protocol, and the offline engine;
-- ``memora.memory``: the lesson, ``ShortTermMemory`` and the rule that decides what a request sends;
+- ``memora.memory``: the lesson, ``ShortTermMemory`` and the rule that decides what a request sends, with its
+  seam to a model server (the ``Backend`` Protocol, ``memora.memory.backend``);
+- ``memora.backends``: one module per model server behind that Protocol, and the offline engine;
 - ``memora.classroom``: what a shared page adds: the store, caps, the server budget, replies that outlive a rerun;
 - ``memora.teaching``: the tools that show what the memory did: what-if replay, retention probe, audit, prices;
 - ``memora.app``: what a person runs: the Streamlit page's pieces, the REPL, and the settings factory.

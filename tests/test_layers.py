@@ -16,6 +16,7 @@ counts too, parent packages included: ``import memora.text.messages`` runs ``mem
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -169,6 +170,14 @@ def test_memora_has_six_parts():
     commands = ("__init__.py", "__main__.py", "serve.py", "__pycache__")  # the package's face and its two commands
     found = {p.stem for p in (ROOT / "memora").iterdir() if p.name not in commands}
     assert found == set(PARTS), f"memora/ holds {sorted(found)}; the parts are {PARTS}"
+
+
+def test_memoras_docstring_lists_the_parts_bottom_up_as_the_order_does():
+    import memora
+
+    listed = re.findall(r"^- ``memora\.(\w+)``", memora.__doc__ or "", flags=re.MULTILINE)
+    bottom_up = [member for members in ORDER["memora"] for member in members if member in PARTS]
+    assert listed == bottom_up
 
 
 def test_every_module_has_a_place_and_every_place_a_module():

@@ -8,7 +8,7 @@ at that turn's request, and over every request so far. With ``--ask`` the model 
 also asked each fact due at a checkpoint (``questions.py``): whether it answers with
 the latest value from what it was sent. With ``--rows`` the same script is also played
 with the full history (the ceiling) and with the window only, no summary (the floor). ``--policy`` takes
-several fold policies (``watermark,window``; empty: no Memora row), and ``--peers`` adds the peer libraries
+several fold policies (``policies.names()``, e.g. ``watermark,window``; empty: no Memora row), and ``--peers`` adds the peer libraries
 (``real_peers.py``: each sends its own summary prompt to the same server; ``all``: every installed one). Every
 row's reply and summary requests are priced as the bench prices a replay. With ``--summaries`` the summaries the
 model wrote are saved, by row, to read what it kept. Example, a llama.cpp server on port 8080::
@@ -36,7 +36,7 @@ from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary
 from benchmarks.memory.run import PRICED_MODEL
 from benchmarks.memory.script import Script, make_script
 from memora.backends.base import Backend, BackendError, ReplyRequest, drain
-from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory import ContextBudgetError, ShortTermMemory, policies
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 
@@ -138,7 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     add("--turns", type=int, default=24, help="turns of the scripted conversation (default 24)")
     add("--every", type=int, default=8, help="a checkpoint every this many turns (default 8)")
     add("--seed", type=int, default=11, help="seed of the script (default 11)")
-    add("--policy", type=_names, default=("watermark",), help="fold policies, comma-separated: watermark, window (default watermark)")
+    add(
+        "--policy",
+        type=_names,
+        default=("watermark",),
+        help=f"fold policies, comma-separated: {', '.join(policies.names())} (default watermark)",
+    )
     add("--peers", type=_names, default=(), help="peer libraries to play too, comma-separated keys of peers.PEERS, or 'all' installed")
     add("--knob", type=_knob, action="append", default=[], metavar="PEER=TOKENS", help="a peer's token knob (default: tuned at 1k)")
     add("--budget", type=int, default=1000, help="max_input_tokens (default 1000)")
@@ -158,8 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.turns < 1 or args.every < 1:
         parser.error("--turns and --every must be 1 or more")
-    if unknown := [p for p in args.policy if p not in ("watermark", "window")]:
-        parser.error(f"--policy: unknown {', '.join(unknown)} (watermark, window)")
+    if unknown := [p for p in args.policy if p not in policies.names()]:
+        parser.error(f"--policy: unknown {', '.join(unknown)} ({', '.join(policies.names())})")
     if args.peers or args.knob:
         from benchmarks.memory.real_peers import check_peers
 

@@ -48,7 +48,7 @@ class ShortTermMemory:
     """One conversation's ``conversation`` (a ``History``), ``ledger``, ``server`` and ``limits`` (``values.Limits``
     says what each argument is), and the requests that change them. ``lock``: one turn at a time per session.
 
-    ``client`` is what the article passes, ``OpenAI()``: any ``openai.OpenAI`` or OpenAI-compatible client (one with
+    ``client`` is what the article passes, ``openai.OpenAI()``: any ``openai.OpenAI`` or OpenAI-compatible client (one with
     ``responses.create``), sent to through the Responses API in the article's layout. A memora backend
     (``memora.backends``) is taken as it is.
     The memory imports no SDK: it recognises a client through the adapters a part above registers

@@ -1,4 +1,4 @@
-"""What if: the live conversation replayed under both fold policies and under "send the full history", with money.
+"""What if: the live conversation replayed under every fold policy and under "send the full history", with money.
 
 Pure and model-free: ``memora.teaching.replay`` does the replaying, and its docstring states what every figure rests
 on. The policy the conversation runs under is replayed with its real summaries, so its column is what was sent

@@ -1,6 +1,6 @@
 """What a panel derives from the conversation, built once and kept in the session until the conversation changes.
 
-The history is a frozen value (``memora.memory.history.History``: the memory replaces it at each
+The history is a frozen value (``memora.memory.plan.History``: the memory replaces it at each
 change) and the ledger only grows, so "has it changed?" is a question of identity and length, not of
 content: ``conversation_key`` answers it in constant time. A panel's table or chart of a conversation
 at the size cap took tenths of a CPU-second to rebuild; a rerun with nothing new now rebuilds nothing.

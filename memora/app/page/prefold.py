@@ -1,13 +1,13 @@
 """The summary off the critical path, in the sidebar: a summary being updated, or why it could not be.
 
 The fold runs on the reply's own job (``memora.classroom.job.fold_ahead``), right after the
-commit, while the user reads the reply; the next message's ``prepare()`` then
+commit, while the user reads the reply; the next message's turn (``ShortTermMemory.turn``) then
 finds nothing to fold and its reply request goes out at once.
 
 A fold is tried once per committed reply (and once for a history that changed
 with no job, see ``turn.settle``; a restored or imported conversation sends
 nothing until its next message), not on every rerun. A failure changes
-nothing in the memory (``prefold`` is transactional); the next ``prepare()``
+nothing in the memory (``prefold`` is transactional); the next turn
 folds the same messages itself.
 """
 

@@ -131,7 +131,7 @@ def start(memory: ShortTermMemory, text: str) -> None:
 
     A job still summarizing after the last reply is replaced: the new turn waits
     for its fold on the memory's lock, and a failure of that fold is not shown
-    (the new turn's own ``prepare()`` folds what it left). When its job ends, however it
+    (the new turn's own plan folds what it left). When its job ends, however it
     ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
     keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
