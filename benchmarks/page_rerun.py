@@ -49,12 +49,12 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from benchmarks.classroom_load import app_env, sample, streamlit_server  # noqa: E402
-from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest  # noqa: E402
 from memora.classroom.store import open_store  # noqa: E402
 from memora.classroom.store.base import new_conversation_id  # noqa: E402
 from memora.classroom.store.owner import new_browser_secret, owner_of  # noqa: E402
 from memora.classroom.store.saved import dumps_saved  # noqa: E402
 from memora.memory import ShortTermMemory  # noqa: E402
+from memora.memory.backend import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest  # noqa: E402
 from memora.text.tokens import count_text  # noqa: E402
 from memora.text.usage import Usage  # noqa: E402
 

@@ -24,9 +24,9 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.memory import ShortTermMemory
+from memora.memory.backend import Completion, ReplyRequest, SummaryRequest
 from memora.text.tokens import LocalTokenCounter
 
 CONVERSATIONS = {

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from memora.app.page import state as keys
-from memora.backends.base import BackendError
 from memora.memory import ShortTermMemory
+from memora.memory.backend import BackendError
 from memora.memory.core import full_history_tokens
 from memora.memory.values import TurnStats
 from tests.support.app import APP, assert_alternating, expander, ledger_cards, new_app, open_panels, send, status_figures, texts

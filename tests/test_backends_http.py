@@ -14,11 +14,11 @@ import openai
 import pytest
 
 from benchmarks.harness.servers import ChatServer, ModelServer, ResponsesServer, closed_port, cut_after, slow_start, stall, status
-from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_errors import ModelServerError
 from memora.backends.openai_responses import REASONING_ALLOWANCE, OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
+from memora.memory.backend import BackendError
 from memora.memory.values import TurnStats
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
@@ -406,12 +406,12 @@ def test_chat_error_chunk_mid_stream_is_an_error_without_the_key() -> None:
     ],
 )
 def test_redact_finds_the_key_in_any_case_with_or_without_its_prefix_and_any_12_character_run(text, expected):
-    from memora.backends.openai_errors import redact
+    from memora.backends.redaction import redact
 
     assert redact(text, ["sk-REDTEAM-SECRET-123"]) == expected
 
 
 def test_redact_matches_a_short_secret_whole_in_any_case():
-    from memora.backends.openai_errors import redact
+    from memora.backends.redaction import redact
 
     assert redact("pw AbCd1234 and abcd1234", ["abcd1234"]) == "pw [redacted] and [redacted]"

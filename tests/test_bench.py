@@ -21,7 +21,8 @@ from benchmarks.memory.script import FACTS, Script, Statement, make_script
 from benchmarks.memory.strategies import Limits
 from benchmarks.memory.sweep import OURS, Point, best_knob, dominating, knob_grid, sweep
 from memora.app.settings import Settings
-from memora.backends.base import ReplyRequest, drain
+from memora.backends.base import drain
+from memora.memory.backend import ReplyRequest
 from memora.memory.server import summary_request
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT

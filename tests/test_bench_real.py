@@ -23,8 +23,9 @@ from benchmarks.memory.questions import ANSWER_TOKENS, QUESTIONS
 from benchmarks.memory.real import main, play, play_without_memory
 from benchmarks.memory.retention import carries
 from benchmarks.memory.script import FACTS, make_script
-from memora.backends.base import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile, drain
+from memora.backends.base import drain
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
+from memora.memory.backend import CHAT_SERVER_PROFILE, ReplyRequest, ServerProfile
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter

@@ -20,7 +20,7 @@ from benchmarks.memory.questions import QUESTIONS
 from benchmarks.memory.real import main
 from benchmarks.memory.script import make_script
 from benchmarks.memory.strategies import Limits
-from memora.backends.base import CHAT_SERVER_PROFILE
+from memora.memory.backend import CHAT_SERVER_PROFILE
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter

@@ -11,8 +11,8 @@ import itertools
 
 import pytest
 
-from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
+from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
 from memora.memory.core import local_budget
 from memora.memory.values import TurnStats
 from memora.text.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible

@@ -12,13 +12,13 @@ import openai
 import pytest
 
 from benchmarks.harness.servers import ChatServer, ResponsesServer, closed_port
-from memora.backends.base import BackendError
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.backends.offline import OfflineBackend
-from memora.backends.openai_errors import ContextOverflowError, context_overflow, explain_error
+from memora.backends.openai_errors import context_overflow, explain_error
 from memora.backends.openai_responses import PROXY_PROFILE, OpenAIResponsesBackend
 from memora.backends.server_tokenizer import LlamaCppTokenizer, probe, probed
 from memora.memory import ShortTermMemory
+from memora.memory.backend import BackendError, ContextOverflowError
 from memora.memory.core import budget_in_force, request_sizes
 from memora.text.calibration import BEST_KNOWN_RATIO, WORST_KNOWN_RATIO, Calibration, kind_tokens, request_kinds
 from memora.text.messages import Message
@@ -271,7 +271,7 @@ def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, c
 
 
 def test_a_summary_request_the_server_counts_over_the_budget_is_cut_further_before_it_is_sent():
-    from memora.backends.base import CHAT_SERVER_PROFILE
+    from memora.memory.backend import CHAT_SERVER_PROFILE
     from memora.memory.server import ServerCount, Summarizer
     from memora.text.tokens import LocalTokenCounter, count_message
     from tests.support.fakes import ScriptedBackend

@@ -307,9 +307,9 @@ def test_the_server_budget_counts_every_session_survives_a_restart_and_gives_the
 
 
 def test_a_stopped_reply_still_counts_against_the_server_budget(tmp_path) -> None:
-    from memora.backends.base import ReplyRequest
     from memora.classroom.guard import GuardedBackend
     from memora.classroom.server_budget import ServerLedger
+    from memora.memory.backend import ReplyRequest
     from memora.text.messages import Message
 
     ledger = ServerLedger(tmp_path / "usage.sqlite3", 10_000)

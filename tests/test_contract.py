@@ -26,9 +26,9 @@ import openai
 import pytest
 
 from benchmarks.harness.processes import free_port, stop
-from memora.backends.base import ReplyRequest
 from memora.backends.chat_completions import ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.memory.backend import ReplyRequest
 from memora.memory.server import summary_request
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT

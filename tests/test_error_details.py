@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from memora.app.page import state as keys
 from memora.app.page.state import LOCKED_ERROR_DETAILS
-from memora.backends.base import OPENAI_PROFILE
+from memora.memory.backend import OPENAI_PROFILE
 from tests.support.app import APP, tree_text
 
 pytestmark = pytest.mark.usefixtures("no_secrets")

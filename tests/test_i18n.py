@@ -12,8 +12,8 @@ import pytest
 
 from memora.app.page.i18n import CATALOG, LANGUAGES, LOCALES, CatalogError, backend_label, error_message, read_catalog, read_catalogs, t
 from memora.app.settings import BACKENDS
-from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, SummaryError
+from memora.memory.backend import BackendError
 from memora.teaching.ledger import LEDGER_COLUMNS
 from memora.teaching.probe import bundled_scenarios
 from tests.support.words import ALLOWED, english_words

@@ -263,3 +263,28 @@ def test_the_order_tells_up_from_down(importer, imported, expected):
     package = common_package(importer, imported)
     low, high = place(package, imported), place(package, importer)
     assert {"down": low < high, "up": low > high, "across": low == high}[expected]
+
+
+def test_each_type_is_imported_from_the_module_that_defines_it():
+    """One import path per type: the memory's seam (``Backend``, ``BackendError``, the requests...) from
+    ``memora.memory.backend``, not through a backends module; ``redact`` and its kin from ``redaction``."""
+    import memora.backends.redaction
+    import memora.memory.backend
+
+    homes = {
+        name: module.__name__
+        for module in (memora.memory.backend, memora.backends.redaction)
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and getattr(value, "__module__", module.__name__) == module.__name__
+        and not isinstance(value, type(memora))
+    }
+    detours = [
+        f"{module}: from {node.module} import {alias.name} (defined in {homes[alias.name]})"
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memora")
+        for alias in node.names
+        if alias.name in homes and node.module != homes[alias.name]
+    ]
+    assert detours == []

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from memora import ContextBudgetError, Message, ShortTermMemory
-from memora.backends.base import BackendError
 from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
+from memora.memory.backend import BackendError
 from memora.memory.core import full_history_tokens, minimum_budget
 from memora.memory.values import TurnStats
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT

@@ -1,9 +1,10 @@
 """The offline engine: it explains the request, and its summary is extractive."""
 
 from memora import ShortTermMemory
-from memora.backends import OfflineBackend, ReplyRequest
+from memora.backends import OfflineBackend
 from memora.backends.base import drain
 from memora.backends.offline import merge_summary, topic_key
+from memora.memory.backend import ReplyRequest
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 

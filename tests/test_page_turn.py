@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from memora.app.page.turn import Submission, read
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.classroom.job import ReplyJob
 from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ContextBudgetError, ShortTermMemory
+from memora.memory.backend import Completion, ReplyRequest, SummaryRequest
 from memora.memory.values import TurnStats
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend

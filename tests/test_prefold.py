@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memora.backends.base import BackendError
 from memora.memory import ContextBudgetError, ShortTermMemory, policies
+from memora.memory.backend import BackendError
 from memora.memory.values import TurnStats
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE

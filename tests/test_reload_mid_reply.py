@@ -18,7 +18,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from memora.app.page import state as keys
-from memora.backends.base import Completion, ReplyRequest
 from memora.classroom.flights import FLIGHTS, Flights
 from memora.classroom.guard import GuardedBackend
 from memora.classroom.job import ReplyJob
@@ -29,6 +28,7 @@ from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import dumps_saved, parse_saved
 from memora.classroom.store.sqlite import SqliteStore
 from memora.memory import ShortTermMemory
+from memora.memory.backend import Completion, ReplyRequest
 from memora.text.tokens import count_text
 from memora.text.usage import Usage
 from tests.support.app import APP, JOB_WAIT_S, finish, send, texts

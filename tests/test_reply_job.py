@@ -13,11 +13,11 @@ import time
 import pytest
 
 from memora.app.page import state as keys
-from memora.backends.base import BackendError
 from memora.classroom.job import ReplyJob, fold_ahead
 from memora.classroom.limits import LimitReached, SessionLimits
 from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
+from memora.memory.backend import BackendError
 from memora.text.messages import Message
 from tests.support.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
 from tests.support.fakes import GatedBackend, ScriptedBackend

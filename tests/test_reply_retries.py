@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.harness.servers import ChatServer, ModelServer, ResponsesServer, slow_start, stall_after, status
-from memora.backends.base import BackendError
 from memora.classroom.server_budget import USAGE_DB_NAME, ServerLedger
+from memora.memory.backend import BackendError
 from tests.support.memory import chat, stream
 from tests.support.retries import ANSWERED_AFTER_S, CHAT_ENV, TIMEOUT_S, classroom_memory, every_bill, ledger_rows
 

@@ -18,9 +18,9 @@ import threading
 
 import pytest
 
-from memora.backends.base import ReplyRequest
 from memora.classroom.guard import FOREIGN_TOKENIZER_CEILING, GuardedBackend
 from memora.classroom.server_budget import HELD, ServerBudgetReached, ServerBudgetUnavailable, ServerLedger, Standing
+from memora.memory.backend import ReplyRequest
 from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
 from tests.support.budget import Outcomes, isolated_postgres_url, ledger_for, second_process, send_at_once

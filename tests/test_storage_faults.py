@@ -22,9 +22,9 @@ from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
 from memora.app.page.state import new_memory
 from memora.app.settings import Settings
-from memora.backends.base import ReplyRequest
 from memora.classroom.store import ConversationStore
 from memora.classroom.store.saved import parse_saved
+from memora.memory.backend import ReplyRequest
 from tests.support.app import APP, CLASSROOM_KEY, JOB_WAIT_S, finish, send, texts, tree_text
 from tests.support.budget import fill, remount, small_tmpfs
 from tests.support.fakes import ScriptedBackend

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.harness.servers import ResponsesServer, slow_start, status
-from memora.backends.base import BackendError
 from memora.classroom.server_budget import USAGE_DB_NAME, ServerLedger
 from memora.memory import ShortTermMemory
+from memora.memory.backend import BackendError
 from tests.support.memory import chat
 from tests.support.retries import ANSWERED_AFTER_S, TIMEOUT_S, every_bill, ledger_rows
 from tests.support.retries import classroom_memory as budgeted_memory

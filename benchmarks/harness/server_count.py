@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import openai
 
 from benchmarks.harness.llama_server import LlamaServer
-from memora.backends.base import Completion, ReplyRequest, SummaryRequest
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.backends.openai_errors import context_overflow
+from memora.memory.backend import Completion, ReplyRequest, SummaryRequest
 from memora.text.messages import Message
 
 SENTENCES = (

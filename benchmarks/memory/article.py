@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.memory.recording import SUMMARY_TOKEN_CAP
-from memora.backends.base import Backend
+from memora.memory.backend import Backend
 from memora.memory.server import summary_request
 from memora.text.messages import Message
 

@@ -56,9 +56,9 @@ from typing import Any, Protocol
 
 from benchmarks.memory.recording import Call, RecordingBackend, cut_summary, summary_words
 from benchmarks.memory.strategies import Limits, _stream_until_done
-from memora.backends.base import ReplyRequest
 from memora.backends.offline import merge_summary
 from memora.memory import DEFAULT_MODEL
+from memora.memory.backend import ReplyRequest
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter, count_message, count_text, o200k_base

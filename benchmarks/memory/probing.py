@@ -15,8 +15,8 @@ from benchmarks.memory.recording import Call
 from benchmarks.memory.retention import Recall, due_facts, has_current_message, probe
 from benchmarks.memory.run import list_price, usd_per_100_turns
 from benchmarks.memory.script import Script
-from memora.backends.base import Backend, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.memory import DEFAULT_MODEL
+from memora.memory.backend import Backend, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text
 

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.memory.retention import Probed, carries
-from memora.backends.base import Backend, ReplyRequest, drain
+from memora.backends.base import drain
+from memora.memory.backend import Backend, ReplyRequest
 from memora.text.messages import Message
 
 QUESTIONS = {

@@ -35,8 +35,9 @@ from functools import partial
 from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, play_script
 from benchmarks.memory.run import PRICED_MODEL
 from benchmarks.memory.script import Script, make_script
-from memora.backends.base import Backend, BackendError, ReplyRequest, drain
+from memora.backends.base import drain
 from memora.memory import ContextBudgetError, ShortTermMemory, policies
+from memora.memory.backend import Backend, BackendError, ReplyRequest
 from memora.text.messages import Message
 from memora.text.prompts import SYSTEM_PROMPT
 

@@ -21,8 +21,9 @@ from benchmarks.memory.peers import PEERS, installed_peers, missing_libraries
 from benchmarks.memory.probing import Checkpoint, ProbingBackend, WrittenSummary, play_script
 from benchmarks.memory.script import Script
 from benchmarks.memory.strategies import Limits
-from memora.backends.base import Backend, BackendError, ReplyRequest, drain
+from memora.backends.base import drain
 from memora.memory import DEFAULT_MODEL
+from memora.memory.backend import Backend, BackendError, ReplyRequest
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter
 

@@ -15,8 +15,8 @@ from typing import Literal
 
 from benchmarks.memory.retention import Probed, Recall, due_facts, has_current_message, probe
 from benchmarks.memory.script import Script
-from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.offline import merge_summary
+from memora.memory.backend import OPENAI_PROFILE, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.messages import Message
 from memora.text.prompts import WORDS_PER_TOKEN, summary_word_limit
 from memora.text.tokens import LocalTokenCounter, count_text, truncate_text

@@ -14,8 +14,8 @@ from typing import Protocol
 
 from benchmarks.memory.article import ArticleMemory
 from benchmarks.memory.recording import RecordingBackend
-from memora.backends.base import Completion, ReplyRequest
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, FoldPolicy, ShortTermMemory, policies
+from memora.memory.backend import Completion, ReplyRequest
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT
 

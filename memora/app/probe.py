@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from memora.app.settings import BACKENDS, SettingsError, build_backend, load_settings
-from memora.backends.base import BackendError
+from memora.memory.backend import BackendError
 from memora.teaching.probe import SCHEMA_FILE, ScenarioError, bundled_scenarios, format_report, load_scenario, run_probe, scenario_schema
 
 

@@ -20,9 +20,9 @@ from memora import __version__
 from memora.app.page.i18n import t
 from memora.app.page.views import fold_event, fold_label
 from memora.app.settings import SettingsError, configured_memory, load_settings
-from memora.backends.base import BackendError
 from memora.classroom.job import ReplyJob, fold_ahead
 from memora.memory import ShortTermMemory, TurnStats
+from memora.memory.backend import BackendError
 from memora.memory.values import SummaryVersion
 from memora.teaching.story import TurnAccount, story, tell
 from memora.text.messages import Message

@@ -101,8 +101,8 @@ from memora.classroom.store.saved import MAX_SAVED_BYTES
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory, policies
 
 if TYPE_CHECKING:
-    from memora.backends.base import Backend
     from memora.classroom.postgres_ledger import PostgresServerLedger
+    from memora.memory.backend import Backend
 
 BackendName = Literal["offline", "openai", "chat"]
 BACKENDS: tuple[BackendName, ...] = ("offline", "openai", "chat")

@@ -1,4 +1,5 @@
-"""Model backends behind one small Protocol (see ``base.Backend``).
+"""Model backends behind one small Protocol, the memory's seam (``memora.memory.backend.Backend``):
+its types are imported from there, and only from there.
 
 Importing this package registers the adapter that lets ``ShortTermMemory(client=OpenAI())`` run as the article
 writes it (``openai_client_backend``): the memory itself imports no SDK.
@@ -6,11 +7,10 @@ writes it (``openai_client_backend``): the memory itself imports no SDK.
 
 from __future__ import annotations
 
-from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, SummaryRequest
 from memora.backends.offline import OfflineBackend
-from memora.memory.backend import register_client_adapter
+from memora.memory.backend import Backend, register_client_adapter
 
-__all__ = ["Backend", "BackendError", "Completion", "OfflineBackend", "ReplyRequest", "SummaryRequest", "openai_client_backend"]
+__all__ = ["OfflineBackend", "openai_client_backend"]
 
 
 def openai_client_backend(client: object) -> Backend | None:

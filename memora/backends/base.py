@@ -1,33 +1,11 @@
-"""The backends' side of the memory's seam (``memora.memory.backend``), which every backend implements."""
+"""What the backends share beside the memory's seam (``memora.memory.backend``, which every backend implements
+and where its types are imported from): reading a reply stream to its end."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from memora.memory.backend import (
-    CHAT_SERVER_PROFILE,
-    OPENAI_PROFILE,
-    Backend,
-    BackendError,
-    Completion,
-    ContextOverflowError,
-    ReplyRequest,
-    ServerProfile,
-    SummaryRequest,
-)
-
-__all__ = [
-    "CHAT_SERVER_PROFILE",
-    "OPENAI_PROFILE",
-    "Backend",
-    "BackendError",
-    "Completion",
-    "ContextOverflowError",
-    "ReplyRequest",
-    "ServerProfile",
-    "SummaryRequest",
-    "drain",
-]
+from memora.memory.backend import BackendError, Completion
 
 
 def drain(stream: Iterator[str | Completion]) -> Completion:

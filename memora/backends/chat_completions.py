@@ -27,9 +27,9 @@ from typing import Any
 
 import openai
 
-from memora.backends.base import CHAT_SERVER_PROFILE, BackendError, Completion, ReplyRequest, SummaryRequest
-from memora.backends.openai_errors import ContextOverflowError, explain_error, stream_ended_early
+from memora.backends.openai_errors import explain_error, stream_ended_early
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
+from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, Completion, ContextOverflowError, ReplyRequest, SummaryRequest
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text
 from memora.text.usage import Usage

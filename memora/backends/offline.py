@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from memora.backends.base import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
+from memora.memory.backend import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
 from memora.text.tokens import LocalTokenCounter, count_text

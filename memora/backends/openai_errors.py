@@ -12,19 +12,10 @@ from collections.abc import Iterable
 import httpx2
 import openai
 
-from memora.backends.base import BackendError, ContextOverflowError
-from memora.backends.redaction import MIN_SECRET_RUN, redact, url_secrets
+from memora.backends.redaction import redact
+from memora.memory.backend import BackendError, ContextOverflowError
 
-__all__ = [
-    "MIN_SECRET_RUN",
-    "ContextOverflowError",
-    "ModelServerError",
-    "context_overflow",
-    "explain_error",
-    "redact",
-    "stream_ended_early",
-    "url_secrets",
-]
+__all__ = ["ModelServerError", "context_overflow", "explain_error", "stream_ended_early"]
 
 _MAX_SERVER_TEXT = 300
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import openai
 
-from memora.backends.base import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
-from memora.backends.openai_errors import ModelServerError, explain_error, redact, stream_ended_early
+from memora.backends.openai_errors import ModelServerError, explain_error, stream_ended_early
+from memora.backends.redaction import redact
+from memora.memory.backend import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text
 from memora.text.usage import Usage

@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import replace
 
-from memora.backends.base import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.backends.redaction import redact
 from memora.classroom.server_budget import CappedSpend, Reservation, ServerBudgetReached, ServerBudgetUnavailable
 from memora.memory import MAX_REPLY_TOKENS
+from memora.memory.backend import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
 from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text

@@ -34,10 +34,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from memora.backends.base import Backend
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.untrusted import NotBlank
 from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, ShortTermMemory
+from memora.memory.backend import Backend
 
 SCENARIO_FORMAT = "memora-probe-scenario"
 SCENARIO_VERSION = 1

@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from memora.backends.base import BackendError
 from memora.classroom.limits import LimitReached
 from memora.classroom.server_budget import ServerBudgetUnavailable
 from memora.classroom.store import StoreError
 from memora.memory import ContextBudgetError, SummaryError
+from memora.memory.backend import BackendError
 
 LOCALES = Path(__file__).with_name("locales")
 DEFAULT_LANGUAGE = "en"

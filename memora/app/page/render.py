@@ -3,7 +3,7 @@
 Every panel, message, reply, summary, notice and warning goes through these
 functions (a test checks that no other page module calls ``st.markdown``,
 ``st.caption``, the alerts or ``st.write_stream`` itself). ``shown`` is the
-text as drawn: ``memora.backends.openai_errors.redact`` with the session's
+text as drawn: ``memora.backends.redaction.redact`` with the session's
 keys, then ``memora.app.page.markup.inert_markdown``, so no text can show a key or make
 the browser fetch an image.
 """
