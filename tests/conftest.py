@@ -57,6 +57,7 @@ MODULE_TIERS = {
         (
             "test_audit",
             "test_bench",
+            "test_bench_scripts",
             "test_bench_peers",
             "test_bench_real_peers",
             "test_classroom_settings",

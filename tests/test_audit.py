@@ -3,7 +3,7 @@ from hypothesis import strategies as st
 
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
-from memora.teaching.audit import DiffSegment, audit_memory, diff_markdown, escape_markdown, tokenize, word_diff
+from memora.teaching.audit import DiffSegment, audit_summaries, diff_markdown, escape_markdown, tokenize, word_diff
 from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 
@@ -12,7 +12,7 @@ def test_each_version_lists_what_it_folded_and_costs():
     backend = ScriptedBackend()
     memory = ShortTermMemory(backend, max_recent_turns=1)
     chat(memory, "My level is B1.", "I like travel.", "My name is Mina.", "Teach me idioms.")
-    audits = audit_memory(memory)
+    audits = audit_summaries(memory.conversation.versions, memory.history)
 
     assert len(audits) == len(memory.conversation.versions) == len(backend.summaries) >= 2
     for audit, version, request in zip(audits, memory.conversation.versions, backend.summaries, strict=True):
@@ -31,7 +31,9 @@ def test_each_version_lists_what_it_folded_and_costs():
 def test_diff_shows_the_correction_replacing_the_old_level():
     memory = ShortTermMemory(OfflineBackend(), max_recent_turns=1)
     chat(memory, "My English level is B1.", "Where is the station?", "Actually my English level is B2.", "Thanks.", "Bye now.")
-    audit = next(a for a in audit_memory(memory) if any("B2" in m.content for m in a.folded_messages))
+    audit = next(
+        a for a in audit_summaries(memory.conversation.versions, memory.history) if any("B2" in m.content for m in a.folded_messages)
+    )
     removed = "".join(s.text for s in audit.diff if s.kind == "removed")
     added = "".join(s.text for s in audit.diff if s.kind == "added")
     assert "B1" in removed and "B2" in added
@@ -65,7 +67,7 @@ def test_rewrite_without_folding_has_an_empty_range():
     memory = ShortTermMemory(backend)
     chat(memory, "hello")
     memory.update_summary([])
-    (audit,) = audit_memory(memory)
+    (audit,) = audit_summaries(memory.conversation.versions, memory.history)
     assert audit.folded == (0, 0) and audit.folded_messages == ()
     assert audit.summarized_message_count == 0
 

@@ -226,8 +226,9 @@ def test_an_unknown_tokenizer_is_planned_with_a_margin_until_the_server_reports(
 
     chat(memory, "Hi")
     assert memory.server.calibration.reports == 1  # the reply's reported usage
-    assert memory.server.calibration.observed == pytest.approx(1.14, abs=0.02)
-    assert local_budget(memory) == int(1000 / (memory.server.calibration.observed * LEARNED_SLACK))
+    (kind, ratio), *_ = memory.server.calibration.learned
+    assert kind == "latin" and ratio == pytest.approx(1.14, abs=0.02)
+    assert local_budget(memory) == int(1000 / (ratio * LEARNED_SLACK))
 
 
 def test_with_a_tokenizer_that_counts_more_every_request_stays_in_budget_by_the_servers_count():
@@ -266,13 +267,13 @@ def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
     record = memory.ledger[-1]
     assert record.implausible and not record.billed and not record.over_budget
     assert TurnStats.by_reply_index(memory.ledger)[1].record.implausible
-    assert memory.server.calibration.observed is None
+    assert memory.server.calibration.learned == ()
 
 
 def test_calibration_values():
     unknown = Calibration(exact=False)
     learned = unknown.learn(100, 114).learn(100, 108)
-    assert learned.observed == pytest.approx(1.14) and learned.reports == 2
+    assert dict(learned.learned)["latin"] == pytest.approx(1.14) and learned.reports == 2
     assert learned.local_budget(1000) == int(1000 / (1.14 * LEARNED_SLACK))
     assert Calibration().learn(100, 200) == Calibration()
     assert unknown.learn(100, 40) == unknown
@@ -290,6 +291,6 @@ def test_a_message_too_big_by_the_servers_count_is_refused_with_the_servers_figu
 def test_switching_backend_starts_the_new_servers_calibration_afresh():
     memory = ShortTermMemory(ScriptedBackend(profile=CHAT_SERVER_PROFILE, input_scale=1.2))
     chat(memory, "Hi")
-    assert memory.server.calibration.observed is not None
+    assert memory.server.calibration.learned != ()
     memory.configure(backend=ScriptedBackend(), model="gpt-5-mini")
     assert memory.server.calibration.exact and local_budget(memory) == memory.max_input_tokens

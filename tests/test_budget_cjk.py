@@ -112,7 +112,7 @@ def test_a_japanese_message_never_seen_before_is_planned_with_the_worst_known_ra
     calibration = Calibration(exact=False).learn(100, 111)  # English, learned
     assert calibration.ratio == pytest.approx(1.11 * 1.03)
     seeing = calibration.seeing(["明日は東京で会議があります。"])
-    assert seeing.ratio == WORST_KNOWN_RATIO["cjk"] and seeing.worst_kind == "cjk"
+    assert seeing.ratio == WORST_KNOWN_RATIO["cjk"]
 
 
 def test_a_mixed_request_teaches_each_kind_an_upper_bound_of_its_own_ratio():
@@ -134,7 +134,7 @@ def test_the_calibration_never_learns_from_a_figure_that_may_be_an_estimate():
         chat(memory, "Hello, I would like to practise ordering food in English.")
     record = memory.ledger[-1]
     assert record.source == "reported by the proxy" and not record.billed and not record.teaches
-    assert memory.server.calibration.reports == 0 and memory.server.calibration.observed is None
+    assert memory.server.calibration.reports == 0 and memory.server.calibration.learned == ()
 
 
 def test_only_openai_bills():

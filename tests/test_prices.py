@@ -9,7 +9,6 @@ from memora.teaching.prices import (
     PRICES_CHECKED,
     ModelPrice,
     PriceTable,
-    cost_per_turn,
     cost_summary,
     format_usd,
     ledger_cost_frame,
@@ -83,39 +82,13 @@ def test_offline_ledger_shows_tokens_only():
     assert len(frame) == len(memory.ledger) and frame.cost_usd.isna().all()
     assert frame.total_tokens.sum() == memory.session_total_tokens
     assert cost_summary(memory.ledger, offline=True).saved_usd is None
-    assert cost_per_turn(memory.ledger, offline=True).isna().all().all()
 
 
-def test_cost_per_turn_matches_the_ledger():
-    table = PriceTable([ModelPrice("m", 1.0, 0.1, 4.0)])
-    records = [
-        record(model="m", turn=1, input_tokens=100, output_tokens=10, full_history_tokens=100),
-        record(model="m", turn=2, kind="summary", input_tokens=50, output_tokens=20, full_history_tokens=None),
-        record(model="m", turn=2, input_tokens=120, output_tokens=10, full_history_tokens=300),
-    ]
-    per_turn = cost_per_turn(records, table)
-    assert per_turn.loc[1, "reply"] == pytest.approx(140 / 1e6)
-    assert math.isnan(per_turn.loc[1, "summary"])
-    assert per_turn.loc[2, "summary"] == pytest.approx(130 / 1e6)
-    assert per_turn.loc[2, "full_history"] == pytest.approx(300 / 1e6)
-    assert list(cost_per_turn([], table).columns) == ["reply", "summary", "full_history"]
-
-
-def test_edited_rows_round_trip_and_bad_prices_are_refused():
-    table = PriceTable()
-    rows = [*table.rows(), {"model": "", "input": None}]  # the grid's empty new row
-    rows[0] = {**rows[0], "input": "0.30"}
-    edited = PriceTable.from_rows(rows)
-    assert edited.price_for("gpt-5-mini").input == pytest.approx(0.30)
-    assert len(edited) == len(table)
-    with pytest.raises(ValueError, match="gpt-x"):
-        PriceTable.from_rows([{"model": "gpt-x", "input": "cheap", "cached_input": 0, "output": 1}])
+def test_bad_prices_are_refused():
     with pytest.raises(ValueError):
         ModelPrice("m", -1, 0, 0)
     with pytest.raises(ValueError):
         ModelPrice("m", float("nan"), 0, 0)
-    assert table.with_price(ModelPrice("gpt-5-mini", 9, 9, 9)).price_for("gpt-5-mini").input == 9
-    assert table.price_for("gpt-5-mini").input == 0.25  # the original is unchanged
 
 
 def test_format_usd():
@@ -140,4 +113,3 @@ def test_costs_of_a_real_session_follow_its_ledger():
     assert summary.spent_usd == pytest.approx(sum(expected))
     replies = [r for r in memory.ledger if r.kind == "reply"]
     assert summary.full_history_usd == pytest.approx(sum(r.full_history_tokens for r in replies) * price.input / 1e6)
-    assert cost_per_turn(memory.ledger).reply.sum() == pytest.approx(sum(e for e, r in zip(expected, memory.ledger) if r.kind == "reply"))  # noqa: B905 - assertion kept as written

@@ -26,7 +26,7 @@ from memora.app.page.tools import upload_box_style
 from memora.backends.openai_responses import OpenAIResponsesBackend
 from memora.classroom.limits import SessionLimits
 from memora.classroom.store.owner import new_browser_secret
-from memora.classroom.transcript.format import dumps_transcript, import_transcript
+from memora.classroom.transcript.format import dumps_transcript, parse_transcript, restore_memory
 from memora.memory import ShortTermMemory
 from memora.memory.core import minimum_budget
 from memora.teaching.ledger import ledger_frame
@@ -190,7 +190,7 @@ def test_cjk_and_emoji_round_trip_through_the_page_commands_and_export(backend) 
     assert text in memory.summary  # folded with window 0, byte for byte
     send(at, "/history")
     assert text in at.code[0].value
-    restored = import_transcript(dumps_transcript(memory), ScriptedBackend())
+    restored = restore_memory(parse_transcript(dumps_transcript(memory)), ScriptedBackend())
     assert restored.history == memory.history and restored.summary == memory.summary
 
 

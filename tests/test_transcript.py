@@ -9,8 +9,8 @@ from memora.classroom.transcript.format import (
     TranscriptError,
     dumps_transcript,
     export_transcript,
-    import_transcript,
     parse_transcript,
+    restore_memory,
 )
 from memora.memory import ShortTermMemory
 from memora.memory.values import TurnStats
@@ -41,7 +41,7 @@ def test_a_legacy_file_with_turn_stats_still_restores_them_from_the_list():
         {k: v for k, v in r.items() if k not in ("context_messages", "newly_summarized", "summary_tokens")} for r in data["ledger"]
     ]
     data["turn_stats"] = [LEGACY_TURN_STATS | {"context_messages": 7, "newly_summarized_count": 2, "summary_token_usage": 33}]
-    restored = import_transcript(json.dumps(data), OfflineBackend())
+    restored = restore_memory(parse_transcript(json.dumps(data)), OfflineBackend())
     stats = TurnStats.by_reply_index(restored.ledger)[1]
     assert (stats.context_messages, stats.newly_summarized_count, stats.summary_token_usage) == (7, 2, 33)
 
@@ -69,7 +69,7 @@ def rejected(data, **options) -> TranscriptError:
 
 def test_round_trip_restores_the_whole_state():
     original = chatted(ScriptedBackend(), "My name is Ana.", "I am B1.", "I like trains.", "Hello again.")
-    restored = import_transcript(dumps_transcript(original, now=NOW), ScriptedBackend())
+    restored = restore_memory(parse_transcript(dumps_transcript(original, now=NOW)), ScriptedBackend())
     assert restored.history == original.history
     assert restored.conversation.versions == original.conversation.versions
     assert restored.summary == original.summary and restored.summarized_message_count == original.summarized_message_count > 0
@@ -84,7 +84,7 @@ def test_round_trip_restores_the_whole_state():
 def test_imported_conversation_keeps_chatting_from_its_state():
     original = chatted(ScriptedBackend(), "My name is Ana.", "I am B1.", "I like trains.")
     backend = ScriptedBackend()
-    restored = import_transcript(dumps_transcript(original), backend)
+    restored = restore_memory(parse_transcript(dumps_transcript(original)), backend)
     with restored.turn("What do you remember?") as turn:
         turn.run()
 
@@ -126,7 +126,7 @@ def test_pending_user_message_is_not_exported():
     memory.add_user_message("pending")
     data = export_transcript(memory)
     assert [m["content"] for m in data["history"]][-1] == "reply 1"
-    assert import_transcript(json.dumps(data), ScriptedBackend()).conversation.pending is False
+    assert restore_memory(parse_transcript(json.dumps(data)), ScriptedBackend()).conversation.pending is False
 
 
 def test_offline_flag_is_exported():
@@ -222,7 +222,7 @@ def test_lone_surrogates_and_bom(exported):
 def test_settings_that_do_not_fit_this_installation(exported):
     exported["settings"]["max_input_tokens"] = 50
     with pytest.raises(TranscriptError) as caught:
-        import_transcript(json.dumps(exported), ScriptedBackend())
+        restore_memory(parse_transcript(json.dumps(exported)), ScriptedBackend())
     assert caught.value.code == "bad_settings" and "max_input_tokens" in str(caught.value)
 
 

@@ -3,6 +3,7 @@
 import contextlib
 
 import pandas as pd
+import pytest
 
 from memora import ShortTermMemory
 from memora.app.page.frames import usage_per_turn
@@ -53,6 +54,21 @@ def test_the_ledger_total_is_the_sum_of_its_records_also_in_copies():
     ledger.append(record)
     assert ledger.total == 45 == sum(r.total_tokens for r in ledger)
     assert copy.deepcopy(ledger).total == copy.copy(ledger).total == pickle.loads(pickle.dumps(ledger)).total == 45
+
+
+def test_the_ledger_is_appended_to_only_so_its_total_never_falls_behind(backend):
+    """``append`` is the one way in: a list's ``extend``, ``insert`` and ``+=`` are not there to bypass it."""
+    from memora.memory import ShortTermMemory
+    from tests.support.memory import chat
+
+    memory = ShortTermMemory(backend, max_input_tokens=600, max_recent_turns=1)
+    chat(memory, "My English level is B1.", "How do you pronounce 'comfortable'?", "Plan a practice for me.")
+    ledger = memory.ledger
+    assert ledger.total == sum(r.total_tokens for r in ledger) == memory.session_total_tokens > 0
+    assert not hasattr(ledger, "extend") and not hasattr(ledger, "insert")
+    with pytest.raises(TypeError):
+        ledger += [ledger[0]]
+    assert ledger == list(ledger) and ledger[:1] == [ledger[0]] and ledger.total == memory.session_total_tokens
 
 
 def test_the_ledger_csv_neutralises_formulas_in_text_and_keeps_numbers_as_numbers():

@@ -162,11 +162,6 @@ def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, l
     return tuple(audits)
 
 
-def audit_memory(memory) -> tuple[SummaryAudit, ...]:
-    """``audit_summaries`` for a ``ShortTermMemory``."""
-    return audit_summaries(memory.conversation.versions, memory.history)
-
-
 # Every character CommonMark (and Streamlit's :color[] directives) treats as markup.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-=.!|~:$&^])")
 

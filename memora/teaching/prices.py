@@ -19,7 +19,6 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -66,7 +65,7 @@ DEFAULT_PRICES: tuple[ModelPrice, ...] = (
 
 
 class PriceTable(Mapping[str, ModelPrice]):
-    """Prices by model name, immutable; build a changed copy with ``with_price``.
+    """Prices by model name, immutable.
 
     Lookup ignores case and a dated snapshot suffix, so ``gpt-5-mini-2025-08-07``
     finds ``gpt-5-mini``. A model that is not in the table is simply absent:
@@ -89,35 +88,6 @@ class PriceTable(Mapping[str, ModelPrice]):
     def price_for(self, model: str) -> ModelPrice | None:
         key = model.strip().lower()
         return self._prices.get(key) or self._prices.get(_DATED_SUFFIX.sub("", key))
-
-    def with_price(self, price: ModelPrice) -> PriceTable:
-        """A copy with ``price`` added, or replacing that model's row."""
-        return PriceTable([*(p for p in self._prices.values() if p.model.lower() != price.model.lower()), price], self.note)
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The table as plain rows, for an editable grid (``st.data_editor``)."""
-        return [
-            {"model": p.model, "input": p.input, "cached_input": p.cached_input, "output": p.output, "source": p.source}
-            for p in self._prices.values()
-        ]
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[Mapping[str, Any]], note: str = PRICES_NOTE) -> PriceTable:
-        """The inverse of ``rows``: rows with a blank model name are skipped (a new, empty grid row).
-
-        Raises ValueError naming the model for a missing, negative or non-numeric price.
-        """
-        prices = []
-        for row in rows:
-            model = str(row.get("model") or "").strip()
-            if not model:
-                continue
-            try:
-                values = [float(row[name]) for name in ("input", "cached_input", "output")]
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"{model}: input, cached_input and output prices must all be numbers") from None
-            prices.append(ModelPrice(model, *values, source=str(row.get("source") or "edited by the user")))
-        return cls(prices, note)
 
 
 COST_COLUMNS = ["input_cost_usd", "output_cost_usd", "cost_usd", "full_history_cost_usd"]
@@ -211,29 +181,6 @@ def cost_summary(records: Iterable[UsageRecord], prices: PriceTable | None = Non
     if not priced:
         return CostSummary(None, None, None, tuple(unpriced_models), len(records))
     return CostSummary(spent, full, full - used_instead, tuple(unpriced_models), len(records) - priced)
-
-
-def cost_per_turn(records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False) -> pd.DataFrame:
-    """USD per user turn for the chart: ``reply``, ``summary`` and ``full_history`` (input only), indexed by ``turn``.
-
-    A turn whose requests could not be priced shows NaN, so a chart leaves a gap
-    rather than drawing a zero cost. An empty ledger gives an empty frame with these columns.
-    """
-    frame = ledger_cost_frame(records, prices, offline=offline)
-    columns = ["reply", "summary", "full_history"]
-    if frame.empty:
-        return pd.DataFrame(columns=columns, index=pd.Index([], name="turn"), dtype="float64")
-    replies = frame[frame.kind == "reply"].groupby("turn")
-    summaries = frame[frame.kind == "summary"].groupby("turn")
-    per_turn = pd.DataFrame(
-        {
-            # min_count=1: a sum over only-NaN rows stays NaN instead of becoming 0.
-            "reply": replies.cost_usd.sum(min_count=1),
-            "summary": summaries.cost_usd.sum(min_count=1),
-            "full_history": replies.full_history_cost_usd.sum(min_count=1),
-        }
-    )
-    return per_turn.astype("float64").rename_axis("turn")
 
 
 def format_usd(value: float | None) -> str:

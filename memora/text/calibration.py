@@ -127,12 +127,6 @@ class Calibration:
     seen: frozenset[Kind] = frozenset({"latin"})
     reports: int = 0
 
-    @property
-    def observed(self) -> float | None:
-        """The highest learned raw ratio among the kinds seen; None before any report."""
-        ratios = [ratio for kind, ratio in self.learned if kind in self.seen]
-        return max(ratios) if ratios else None
-
     def kind_ratio(self, kind: Kind) -> float:
         """The planning ratio of one kind of text."""
         if self.exact:
@@ -151,11 +145,6 @@ class Calibration:
         if self.exact or total <= 0:
             return self.ratio if not self.exact else 1.0
         return sum(tokens * self.kind_ratio(kind) for kind, tokens in kinds.items()) / total
-
-    @property
-    def worst_kind(self) -> Kind:
-        """The kind whose ratio ``ratio`` is."""
-        return max(sorted(self.seen | {"latin"}), key=self.kind_ratio)
 
     def seeing(self, texts: Iterable[str]) -> Calibration:
         """This calibration, with the kinds of ``texts`` among those the conversation holds."""

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from memora.text.calibration import implausible
 
@@ -195,23 +195,47 @@ class UsageRecord:
         )
 
 
-class Ledger(list[UsageRecord]):
+class Ledger(Sequence[UsageRecord]):
     """Every model request of one conversation, in order; append-only.
 
-    ``total`` is the sum of every record's ``total_tokens``, added up as records
-    are appended, since it is read on every turn of a conversation that grows
-    without bound.
+    ``total`` is the sum of every record's ``total_tokens``, added up as records are appended,
+    since it is read on every turn of a conversation that grows without bound. ``append`` is the
+    only way in: a ledger is no list, so no ``extend``, ``insert`` or ``+=`` can leave the total
+    behind. It reads as a sequence (a slice is a list), and equals any list or ledger of the same
+    records.
     """
 
     def __init__(self, records: Iterable[UsageRecord] = ()) -> None:
-        super().__init__(records)
-        self.total = sum(record.total_tokens for record in self)
+        self._records = list(records)
+        self.total = sum(record.total_tokens for record in self._records)
 
     def append(self, record: UsageRecord) -> None:
-        super().append(record)
+        self._records.append(record)
         self.total += record.total_tokens
+
+    @overload
+    def __getitem__(self, index: int) -> UsageRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[UsageRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> UsageRecord | list[UsageRecord]:
+        return self._records[index]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Ledger):
+            return self._records == other._records
+        return isinstance(other, list | tuple) and self._records == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # it changes as it grows
+
+    def __repr__(self) -> str:
+        return f"Ledger({self._records!r})"
 
     def __reduce__(self) -> tuple[type[Ledger], tuple[list[UsageRecord]]]:
         # Copies and pickles rebuild from the records, so the total is summed once, not appended
         # onto.
-        return type(self), (list(self),)
+        return type(self), (list(self._records),)

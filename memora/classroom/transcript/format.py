@@ -436,11 +436,6 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
             )
 
 
-def import_transcript(raw: bytes | str, client: Any, *, max_bytes: int = MAX_TRANSCRIPT_BYTES, **options: Any) -> ShortTermMemory:
-    """``parse_transcript`` then ``restore_memory``."""
-    return restore_memory(parse_transcript(raw, max_bytes=max_bytes), client, **options)
-
-
 def with_turn_stats(transcript: Transcript) -> tuple[UsageRecord, ...]:
     """The ledger, each reply record completed with its turn's stats where the record lacks them.
 
