@@ -1,16 +1,17 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
-Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()`` calls
-``_prepare``: it asks the one pure plan (``plan.plan_turn``, through ``memory.plan``) what must leave, folds it
-(``_fold``: one summary request each, ``server.Summarizer``), sends the context and commits the reply
-(``finish_turn``), or the turn leaves no trace. Between turns, ``prefold`` carries out the plan made for the message
-expected next. Everything that decides is pure and lives in ``plan``; this class keeps the state and does the I/O,
-and nothing else writes that state: the ``conversation`` (a ``History``), the ``ledger`` (``memora.text.usage``),
-the ``server`` (``server.Server``: the backend, and what its own counts teach) and the ``limits`` (``values.Limits``:
-the budget, the window, the policy and the classroom's caps, a ``hook.Caps`` the app installs). ``configure``
-changes them, and installs the saver's hook (``hook.OnChange``). The article's Memora v0.7 names close the class, so
-that the article's main loop runs unchanged; the figures the page reads (``budget_in_force``, ``local_budget``...)
-are functions after it."""
+Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()``
+calls ``_prepare``: it asks the one pure plan (``plan.plan_turn``, through ``memory.plan``) what
+must leave, folds it (``_fold``: one summary request each, ``server.Summarizer``), sends the context
+and commits the reply (``finish_turn``), or the turn leaves no trace. Between turns, ``prefold``
+carries out the plan made for the message expected next. Everything that decides is pure and lives
+in ``plan``; this class keeps the state and does the I/O, and nothing else writes that state: the
+``conversation`` (a ``History``), the ``ledger`` (``memora.text.usage``), the ``server``
+(``server.Server``: the backend, and what its own counts teach) and the ``limits``
+(``values.Limits``: the budget, the window, the policy and the classroom's caps, a ``hook.Caps`` the
+app installs). ``configure`` changes them, and installs the saver's hook (``hook.OnChange``). The
+article's Memora v0.7 names close the class, so that the article's main loop runs unchanged; the
+figures the page reads (``budget_in_force``, ``local_budget``...) are functions after it."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ from dataclasses import replace
 from typing import Any
 
 from memora.memory import plan, policies, server
-from memora.memory.backend import Backend, BackendError, Completion, ContextOverflowError, ReplyRequest, backend_of
+from memora.memory.backend import (
+    Backend,
+    BackendError,
+    Completion,
+    ContextOverflowError,
+    ReplyRequest,
+    backend_of,
+)
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
 from memora.memory.server import Server, Summarizer, check_summary, summary_texts
@@ -45,66 +53,120 @@ from memora.text.usage import Ledger, Usage, UsageRecord
 
 
 class ShortTermMemory:
-    """One conversation's ``conversation`` (a ``History``), ``ledger``, ``server`` and ``limits`` (``values.Limits``
-    says what each argument is), and the requests that change them. ``lock``: one turn at a time per session.
+    """One conversation's ``conversation`` (a ``History``), ``ledger``, ``server`` and ``limits``
+    (``values.Limits`` says what each argument is), and the requests that change them. ``lock``: one
+    turn at a time per session.
 
-    ``client`` is what the article passes, ``openai.OpenAI()``: any ``openai.OpenAI`` or OpenAI-compatible client (one with
-    ``responses.create``), sent to through the Responses API in the article's layout. A memora backend
-    (``memora.backends``) is taken as it is.
-    The memory imports no SDK: it recognises a client through the adapters a part above registers
-    (``memora.memory.backend.backend_of``); ``from memora import ShortTermMemory`` registers the OpenAI one. Raises
-    TypeError for anything else."""
+    ``client`` is what the article passes, ``openai.OpenAI()``: any ``openai.OpenAI`` or
+    OpenAI-compatible client (one with ``responses.create``), sent to through the Responses API in
+    the article's layout. A memora backend (``memora.backends``) is taken as it is. The memory
+    imports no SDK: it recognises a client through the adapters a part above registers
+    (``memora.memory.backend.backend_of``); ``from memora import ShortTermMemory`` registers the
+    OpenAI one. Raises TypeError for anything else."""
 
-    def __init__(self, client: Any, model: str = DEFAULT_MODEL, system_prompt: str = SYSTEM_PROMPT,
-                 summary_instructions: str = SUMMARY_INSTRUCTIONS, max_input_tokens: int = MAX_INPUT_TOKENS,
-                 max_recent_turns: int = MAX_RECENT_TURNS, *, max_summary_tokens: int = MAX_SUMMARY_TOKENS, caps: Caps | None = None,
-                 max_reply_tokens: int | None = MAX_REPLY_TOKENS, context_window: int | None = None,
-                 fold_policy: FoldPolicy = policies.DEFAULT) -> None:  # fmt: skip
-        self.system_prompt, self.summary_instructions, self.lock = system_prompt, summary_instructions, threading.RLock()
-        self.limits = Limits(max_input_tokens, max_recent_turns, policies.DEFAULT, max_summary_tokens, max_reply_tokens,
-                             context_window, caps)  # fmt: skip
-        self.server, self._on_change = Server(backend_of(client), model, self.limits.output), None
+    def __init__(
+        self,
+        client: Any,
+        model: str = DEFAULT_MODEL,
+        system_prompt: str = SYSTEM_PROMPT,
+        summary_instructions: str = SUMMARY_INSTRUCTIONS,
+        max_input_tokens: int = MAX_INPUT_TOKENS,
+        max_recent_turns: int = MAX_RECENT_TURNS,
+        *,
+        max_summary_tokens: int = MAX_SUMMARY_TOKENS,
+        caps: Caps | None = None,
+        max_reply_tokens: int | None = MAX_REPLY_TOKENS,
+        context_window: int | None = None,
+        fold_policy: FoldPolicy = policies.DEFAULT,
+    ) -> None:
+        self.system_prompt = system_prompt
+        self.summary_instructions = summary_instructions
+        self.lock = threading.RLock()
+        self.limits = Limits(
+            max_input_tokens,
+            max_recent_turns,
+            policies.DEFAULT,
+            max_summary_tokens,
+            max_reply_tokens,
+            context_window,
+            caps,
+        )
+        self.server = Server(backend_of(client), model, self.limits.output)
+        self._on_change: OnChange | None = None
         self.restore()
         self.configure(fold_policy=fold_policy)  # checks the limits
 
-    def __getstate__(self) -> dict[str, Any]:  # a lock cannot be copied; a copy is not what the saver's hook saves
-        return {name: value for name, value in vars(self).items() if name not in ("lock", "_on_change")}
+    def __getstate__(
+        self,
+    ) -> dict[str, Any]:  # a lock cannot be copied; a copy is not what the saver's hook saves
+        return {
+            name: value for name, value in vars(self).items() if name not in ("lock", "_on_change")
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         vars(self).update(state, lock=threading.RLock(), _on_change=None)
 
-    def restore(self, history: Sequence[Message] = (), summary_versions: Sequence[SummaryVersion] = (),
-                ledger: Sequence[UsageRecord] = (), last_context: Sequence[Message] = ()) -> None:  # fmt: skip
-        """Replaces the conversation's state at once (an empty one by default). The caller validates it."""
+    def restore(
+        self,
+        history: Sequence[Message] = (),
+        summary_versions: Sequence[SummaryVersion] = (),
+        ledger: Sequence[UsageRecord] = (),
+        last_context: Sequence[Message] = (),
+    ) -> None:
+        """Replaces the conversation's state at once (an empty one by default). The caller validates
+        it."""
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
-        self.conversation = History(tuple(history), tuple(map(self._message_tokens, history)), tuple(summary_versions))
+        self.conversation = History(
+            tuple(history), tuple(map(self._message_tokens, history)), tuple(summary_versions)
+        )
         self.server.see([*(m.content for m in history), self.summary])
-        self.ledger, self.last_context = Ledger(ledger), list(last_context)
+        self.ledger = Ledger(ledger)
+        self.last_context = list(last_context)
         self.last_prepared: PreparedContext | None = None
 
-    def configure(self, *, max_input_tokens: int | None = None, max_recent_turns: int | None = None,
-                  fold_policy: FoldPolicy | None = None, backend: Backend | None = None, model: str | None = None,
-                  on_change: OnChange | None = None) -> None:  # fmt: skip
-        """Changes, from the next request, the budget, the window or the fold policy (a ValueError changes nothing);
-        the backend and model (the new server's count is learned afresh); and the saver's hook (``hook.OnChange``)."""
-        changes = {"max_input_tokens": max_input_tokens, "max_recent_turns": max_recent_turns,
-                   "fold_policy": fold_policy and policies.policy(fold_policy).name}  # fmt: skip
-        limits = replace(self.limits, **{name: value for name, value in changes.items() if value is not None})
-        plan.check_limits(limits.max_input_tokens, limits.max_recent_turns, minimum_budget(self), limits.output,
-                          limits.context_window)  # fmt: skip
-        self.limits, self._on_change = limits, on_change or self._on_change
+    def configure(
+        self,
+        *,
+        max_input_tokens: int | None = None,
+        max_recent_turns: int | None = None,
+        fold_policy: FoldPolicy | None = None,
+        backend: Backend | None = None,
+        model: str | None = None,
+        on_change: OnChange | None = None,
+    ) -> None:
+        """Changes, from the next request, the budget, the window or the fold policy (a ValueError
+        changes nothing); the backend and model (the new server's count is learned afresh); and the
+        saver's hook (``hook.OnChange``)."""
+        changes = {
+            "max_input_tokens": max_input_tokens,
+            "max_recent_turns": max_recent_turns,
+            "fold_policy": fold_policy and policies.policy(fold_policy).name,
+        }
+        limits = replace(
+            self.limits, **{name: value for name, value in changes.items() if value is not None}
+        )
+        plan.check_limits(
+            limits.max_input_tokens,
+            limits.max_recent_turns,
+            minimum_budget(self),
+            limits.output,
+            limits.context_window,
+        )
+        self.limits = limits
+        self._on_change = on_change or self._on_change
         if backend is not None:
             self.server = Server(backend, model or self.model, limits.output)
 
-    # -- a turn: the plan, its folds, the request, the commit ----------------------------------------------------
+    # -- a turn: the plan, its folds, the request, the commit --------------------------------------
 
     def turn(self, user_text: str) -> AbstractContextManager[Turn]:
         """One user turn that completes or leaves no trace in the history (see ``transaction``)."""
         return transaction(self, user_text)
 
     def plan(self, user_text: str | None = None) -> TurnPlan:
-        """What a turn with ``user_text`` would fold and send now; None: what the fold ahead folds between turns. Raises
-        ValueError (blank, or None while a message is pending), LimitReached (a cap) or ContextBudgetError (too big)."""
+        """What a turn with ``user_text`` would fold and send now; None: what the fold ahead folds
+        between turns. Raises ValueError (blank, or None while a message is pending), LimitReached
+        (a cap) or ContextBudgetError (too big)."""
         if user_text is None:
             if self.conversation.pending:
                 raise ValueError("A user message is pending; its turn does the folding.")
@@ -114,52 +176,90 @@ class ShortTermMemory:
         return self._plan(self._message_tokens(Message("user", user_text)), user_text)
 
     def _prepare(self) -> PreparedContext:
-        """This turn's context, once the plan's folds are made. Raises ValueError without a pending user message, and
-        ContextBudgetError when even the summary plus the message do not fit, by the server's count where it has one."""
+        """This turn's context, once the plan's folds are made. Raises ValueError without a pending
+        user message, and ContextBudgetError when even the summary plus the message do not fit, by
+        the server's count where it has one."""
         history = self.conversation
         if not history.pending:
-            raise ValueError("The last message must be a user message before building the context." if history.messages
-                             else "The conversation history is empty.")  # fmt: skip
-        current, versions, pointer = len(history.messages) - 1, len(history.versions), history.folded
+            raise ValueError(
+                "The last message must be a user message before building the context."
+                if history.messages
+                else "The conversation history is empty."
+            )
+        current = len(history.messages) - 1
+        versions = len(history.versions)
+        pointer = history.folded
         turn_plan = self._plan(history.counts[current], history.messages[current].content)
         while True:
-            for span in turn_plan.spans(self.conversation.folded):  # a request each; a failure keeps those before it
+            # A request each; a failure keeps those before it.
+            for span in turn_plan.spans(self.conversation.folded):
                 self._fold(history.messages[slice(*span)], span, turn_plan)
             start = self.conversation.folded
             spent = sum(v.tokens for v in self.conversation.versions[versions:])
-            prepared = self.server.counted(plan.context(self.conversation, self.server.backend.profile, self.system_prompt,
-                                                        start, current, (spent, start - pointer)))  # fmt: skip
+            prepared = self.server.counted(
+                plan.context(
+                    self.conversation,
+                    self.server.backend.profile,
+                    self.system_prompt,
+                    start,
+                    current,
+                    (spent, start - pointer),
+                )
+            )
             exact = prepared.server_input_tokens
-            if (prepared.input_tokens <= local_budget(self)) if exact is None else (exact <= budget_in_force(self)):
+            if exact is None:
+                fits = prepared.input_tokens <= local_budget(self)
+            else:
+                fits = exact <= budget_in_force(self)
+            if fits:
                 self.last_prepared = prepared
                 return prepared
             if start == current:
-                raise plan.budget_error(self.server.calibration, prepared.input_tokens, exact, budget_in_force(self))
-            turn_plan = self._plan(history.counts[current], None, at_least=2)  # the server disagreed: one more pair leaves
+                raise plan.budget_error(
+                    self.server.calibration, prepared.input_tokens, exact, budget_in_force(self)
+                )
+            # The server disagreed: one more pair leaves.
+            turn_plan = self._plan(history.counts[current], None, at_least=2)
 
     def prefold(self) -> SummaryVersion | None:
-        """Folds now what the next turn is certain to fold, so that its reply waits for no summary; None when nothing is
-        due. Raises LimitReached, sending nothing, when a session cap would refuse the next turn. Holds the lock."""
+        """Folds now what the next turn is certain to fold, so that its reply waits for no summary;
+        None when nothing is due. Raises LimitReached, sending nothing, when a session cap would
+        refuse the next turn. Holds the lock."""
         with self.lock:
             ahead = self.plan()
             if not ahead.fold:
                 return None
-            # A summary request is a request like any other: the caps that would refuse the next turn refuse it too.
+            # A summary request is a request like any other: the caps that would refuse the next
+            # turn refuse it too.
             if self.limits.caps is not None:
-                self.limits.caps.check_spend(len(self.conversation.messages) // 2, self.session_total_tokens)
+                self.limits.caps.check_spend(
+                    len(self.conversation.messages) // 2, self.session_total_tokens
+                )
             for span in ahead.spans(self.summarized_message_count):
                 self._fold(self.conversation.messages[slice(*span)], span, ahead)
             return self.conversation.versions[-1]
 
-    def _fold(self, messages: tuple[Message, ...], span: tuple[int, int], fold_plan: TurnPlan | None) -> SummaryVersion:
-        """One summary request folding ``messages`` (history ``span``) as ``fold_plan`` planned, recorded in the ledger.
-        Raises BackendError (nothing changes), and SummaryError (after the record) for an empty summary."""
+    def _fold(
+        self, messages: tuple[Message, ...], span: tuple[int, int], fold_plan: TurnPlan | None
+    ) -> SummaryVersion:
+        """One summary request folding ``messages`` (history ``span``) as ``fold_plan`` planned,
+        recorded in the ledger. Raises BackendError (nothing changes), and SummaryError (after the
+        record) for an empty summary."""
         sizes = request_sizes(self)
-        version, record = Summarizer(self.model, sizes.summary_instructions, self.limits.max_summary_tokens).summarize(
-            self.server, self.summary, messages, span, sizes=sizes, turn=self.conversation.turn_number,
-            message_tokens=tuple(map(self._message_tokens, messages)), served_by=served_by(self),
-            max_input_tokens=self.max_input_tokens, plan_texts=plan_texts(self),
-        )  # fmt: skip
+        version, record = Summarizer(
+            self.model, sizes.summary_instructions, self.limits.max_summary_tokens
+        ).summarize(
+            self.server,
+            self.summary,
+            messages,
+            span,
+            sizes=sizes,
+            turn=self.conversation.turn_number,
+            message_tokens=tuple(map(self._message_tokens, messages)),
+            served_by=served_by(self),
+            max_input_tokens=self.max_input_tokens,
+            plan_texts=plan_texts(self),
+        )
         self.server.record(self.ledger, record, summary_texts(self.summary, messages))
         self.server.see([version.text])
         check_summary(version, messages)
@@ -168,14 +268,29 @@ class ShortTermMemory:
             self._on_change(self, "fold")
         return version
 
-    def finish_turn(self, assistant_reply: str, context_messages: Sequence[Message], response_tokens: int, *,
-                    usage: Usage | None = None, latency_s: float = 0.0, cut: bool = False) -> TurnStats:  # fmt: skip
-        """Completes the pending turn with ``assistant_reply``; records the request (``reply_record``); returns its
-        stats. ``cut``: the reply stopped at its cap (kept, and marked). Raises ValueError when no user message is pending."""
+    def finish_turn(
+        self,
+        assistant_reply: str,
+        context_messages: Sequence[Message],
+        response_tokens: int,
+        *,
+        usage: Usage | None = None,
+        latency_s: float = 0.0,
+        cut: bool = False,
+    ) -> TurnStats:
+        """Completes the pending turn with ``assistant_reply``; records the request
+        (``reply_record``); returns its stats. ``cut``: the reply stopped at its cap (kept, and
+        marked). Raises ValueError when no user message is pending."""
         if not self.conversation.pending:
             raise ValueError("There is no pending user message to reply to.")
-        record = reply_record(self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut)
-        self.server.record(self.ledger, record, [request_instructions(self), *(m.content for m in context_messages)])
+        record = reply_record(
+            self, context_messages, response_tokens, usage, latency_s=latency_s, cut=cut
+        )
+        self.server.record(
+            self.ledger,
+            record,
+            [request_instructions(self), *(m.content for m in context_messages)],
+        )
         self._add_message(Message("assistant", assistant_reply))
         self.last_context = list(context_messages)
         if self._on_change is not None:
@@ -183,26 +298,39 @@ class ShortTermMemory:
         return TurnStats(record, self.session_total_tokens)
 
     def _plan(self, message: int | None, text: str | None, at_least: int = 0) -> TurnPlan:
-        """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens and ``text`` (None, None: the one a
-        fold ahead expects), once its message is known to fit beside the instructions (``Server.check_alone``)."""
-        history, sizes, budget = self.conversation, request_sizes(self), local_budget(self)
+        """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens and ``text``
+        (None, None: the one a fold ahead expects), once its message is known to fit beside the
+        instructions (``Server.check_alone``)."""
+        history = self.conversation
+        sizes = request_sizes(self)
+        budget = local_budget(self)
         turn_plan = plan.plan_turn(
-            history.unfolded(history.finished), message=message, summary=plan.summary_tokens(self.summary),
+            history.unfolded(history.finished),
+            message=message,
+            summary=plan.summary_tokens(self.summary),
             sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget), budget),
-            policy=policies.POLICIES[self.limits.fold_policy], max_recent_turns=self.max_recent_turns, at_least=at_least,
-        )  # fmt: skip
+            policy=policies.POLICIES[self.limits.fold_policy],
+            max_recent_turns=self.max_recent_turns,
+            at_least=at_least,
+        )
         if not at_least:
-            self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, budget_in_force(self))
+            self.server.check_alone(
+                turn_plan, text, self.system_prompt, self.summary, budget_in_force(self)
+            )
         return turn_plan
 
-    def _add_message(self, message: Message) -> None:  # its tokens counted once; the calibration sees its kind of text
+    def _add_message(
+        self, message: Message
+    ) -> None:  # its tokens counted once; the calibration sees its kind of text
         self.server.see([message.content])
         self.conversation = self.conversation.adding(message, self._message_tokens(message))
 
     def _message_tokens(self, message: Message) -> int:
-        return self._tokens.message(message.role, message.content)  # its text tokenized once per conversation
+        return self._tokens.message(
+            message.role, message.content
+        )  # its text tokenized once per conversation
 
-    # -- the article's API, name for name (``history`` is a copy: only the memory changes it) -------------------
+    # -- the article's API, name for name (``history`` is a copy: only the memory changes it) ------
 
     model = property(lambda self: self.server.model)
     max_input_tokens = property(lambda self: self.limits.max_input_tokens)
@@ -215,7 +343,10 @@ class ShortTermMemory:
     def add_user_message(self, content: str) -> None:
         """Appends a user message. Raises ValueError if a user message is already pending."""
         if self.conversation.pending:
-            raise ValueError("A user message is already waiting for its reply; finish or roll back that turn first.")
+            raise ValueError(
+                "A user message is already waiting for its reply; "
+                "finish or roll back that turn first."
+            )
         self._add_message(Message("user", content))
         self.last_prepared = None  # belongs to the previous turn
 
@@ -225,16 +356,27 @@ class ShortTermMemory:
     def format_messages(self, messages: Sequence[Message]) -> str:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
-    def count_input_tokens(self, messages: Sequence[Message]) -> int:  # the server's count where it counts requests
+    def count_input_tokens(
+        self, messages: Sequence[Message]
+    ) -> int:  # the server's count where it counts requests
         instructions = request_instructions(self)
         exact = self.server.exact(instructions, messages)
-        return LocalTokenCounter().count(self.model, instructions, messages) if exact is None else exact
+        return (
+            LocalTokenCounter().count(self.model, instructions, messages)
+            if exact is None
+            else exact
+        )
 
     def update_summary(self, new_messages: Sequence[Message]) -> int:
-        """Merges ``new_messages`` into the summary without moving the pointer (nor a new plan); returns its tokens."""
-        return self._fold(tuple(new_messages), (self.summarized_message_count,) * 2, self.conversation.fold_plan).tokens
+        """Merges ``new_messages`` into the summary without moving the pointer (nor a new plan);
+        returns its tokens."""
+        return self._fold(
+            tuple(new_messages), (self.summarized_message_count,) * 2, self.conversation.fold_plan
+        ).tokens
 
-    def create_context_messages(self, recent_messages: Sequence[Message], current_user_message: Message) -> list[Message]:
+    def create_context_messages(
+        self, recent_messages: Sequence[Message], current_user_message: Message
+    ) -> list[Message]:
         """Summary, window and message, in the wire's roles (``plan.lead_messages``)."""
         lead = plan.lead_messages(self.server.backend.profile, self.system_prompt, self.summary)
         return [*lead, *recent_messages, current_user_message]
@@ -252,16 +394,18 @@ class ShortTermMemory:
         }
 
 
-# -- figures of a memory, read-only (the page's Status panel reads them too) ------------------------------------------
+# -- figures of a memory, read-only (the page's Status panel reads them too) -----------------------
 
 
 def budget_in_force(memory: ShortTermMemory) -> int:
-    """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's window leaves less."""
+    """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's
+    window leaves less."""
     return memory.server.in_force(memory.max_input_tokens)
 
 
 def local_budget(memory: ShortTermMemory) -> int:
-    """``budget_in_force`` in local tokens; where the server counts each request, for the texts one may carry."""
+    """``budget_in_force`` in local tokens; where the server counts each request, for the texts one
+    may carry."""
     return memory.server.local(budget_in_force(memory), plan_texts(memory))
 
 
@@ -271,8 +415,13 @@ def request_instructions(memory: ShortTermMemory) -> str:
 
 
 def plan_texts(memory: ShortTermMemory) -> list[str]:
-    """The texts a request of ``memory`` may carry: its instructions, its summary and its unfolded messages."""
-    return [memory.system_prompt, memory.summary, *(m.content for m in memory.conversation.unfolded_messages)]
+    """The texts a request of ``memory`` may carry: its instructions, its summary and its unfolded
+    messages."""
+    return [
+        memory.system_prompt,
+        memory.summary,
+        *(m.content for m in memory.conversation.unfolded_messages),
+    ]
 
 
 def minimum_budget(memory: ShortTermMemory) -> int:
@@ -281,9 +430,12 @@ def minimum_budget(memory: ShortTermMemory) -> int:
 
 
 def request_sizes(memory: ShortTermMemory) -> Sizes:
-    """The request sizes under the summary cap, whose word limit the summary instructions ask for."""
+    """The request sizes under the summary cap, whose word limit the summary instructions ask
+    for."""
     cap = memory.limits.max_summary_tokens
-    return plan.request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
+    return plan.request_sizes(
+        memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap
+    )
 
 
 def full_history_tokens(memory: ShortTermMemory) -> int:
@@ -292,20 +444,23 @@ def full_history_tokens(memory: ShortTermMemory) -> int:
 
 
 def check_caps(memory: ShortTermMemory, user_text: str) -> None:
-    """Raises ValueError for a blank message, and the caps' error (LimitReached) when a session cap refuses it,
-    before the message is tokenized: a pasted book is refused by its characters."""
+    """Raises ValueError for a blank message, and the caps' error (LimitReached) when a session cap
+    refuses it, before the message is tokenized: a pasted book is refused by its characters."""
     if not user_text.strip():
         raise ValueError("The message is empty.")
     if memory.limits.caps is not None:
-        memory.limits.caps.check(user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens)
+        memory.limits.caps.check(
+            user_text, len(memory.conversation.messages) // 2, memory.session_total_tokens
+        )
 
 
 def served_by(memory: ShortTermMemory) -> str:
-    """The model the ledger names for a request of ``memory``: ``offline`` for the offline engine."""
+    """The model the ledger names for a request of ``memory``: ``offline`` for the offline
+    engine."""
     return "offline" if memory.server.backend.offline else memory.model
 
 
-# -- one turn: prepare, stream, commit or leave no trace ------------------------------------------------------------
+# -- one turn: prepare, stream, commit or leave no trace -------------------------------------------
 
 
 @contextmanager
@@ -375,7 +530,8 @@ class Turn:
                         return
                     yield item
             except ContextOverflowError as overflow:
-                # The server refuses before its first token, so nothing was yielded for this attempt.
+                # The server refuses before its first token, so nothing was yielded for this
+                # attempt.
                 if attempt:
                     raise server.overflow_error() from None
                 memory.server.learn_overflow(overflow, prepared.input_tokens, prepared.texts)
@@ -405,11 +561,18 @@ class Turn:
 
 
 def reply_record(
-    memory: ShortTermMemory, context_messages: Sequence[Message], response_tokens: int, usage: Usage | None, *, latency_s: float, cut: bool
+    memory: ShortTermMemory,
+    context_messages: Sequence[Message],
+    response_tokens: int,
+    usage: Usage | None,
+    *,
+    latency_s: float,
+    cut: bool,
 ) -> UsageRecord:
-    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what ``_prepare`` planned
-    for it (nothing when the article's loop sent a context of its own, then counted here). ``cut``: the reply stopped at
-    its cap. Without ``usage`` (the article's ``finish_turn``) the record has only ``response_tokens``, as the total."""
+    """The ledger's record of the pending turn's reply request, sent with ``context_messages``: what
+    ``_prepare`` planned for it (nothing when the article's loop sent a context of its own, then
+    counted here). ``cut``: the reply stopped at its cap. Without ``usage`` (the article's
+    ``finish_turn``) the record has only ``response_tokens``, as the total."""
     prepared = memory.last_prepared
     fields = {
         "turn": memory.conversation.turn_number,
@@ -417,7 +580,9 @@ def reply_record(
         "model": served_by(memory),
         "latency_s": latency_s,
         "cut": cut,
-        "counted_input_tokens": prepared.input_tokens if prepared else memory.count_input_tokens(context_messages),
+        "counted_input_tokens": prepared.input_tokens
+        if prepared
+        else memory.count_input_tokens(context_messages),
         "full_history_tokens": full_history_tokens(memory),
         "input_budget": memory.max_input_tokens,
         "context_messages": len(context_messages),
@@ -426,5 +591,7 @@ def reply_record(
         "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
     }
     if usage is None:
-        return UsageRecord(**fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens)
+        return UsageRecord(
+            **fields, input_tokens=None, output_tokens=None, total_tokens=response_tokens
+        )
     return UsageRecord.of(**fields, usage=usage)

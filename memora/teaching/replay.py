@@ -204,9 +204,13 @@ class _Run:
     def plan(self, end: int, message: int | None) -> TurnPlan:
         sizes = self.sizes
         return plan_turn(
-            self.counts[self.pointer : end], message=message, summary=self.summary, policy=policies.policy(self.policy),
-            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room, self.budget), max_recent_turns=self.recent,
-        )  # fmt: skip
+            self.counts[self.pointer : end],
+            message=message,
+            summary=self.summary,
+            policy=policies.policy(self.policy),
+            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room, self.budget),
+            max_recent_turns=self.recent,
+        )
 
     def reply(self, turn: int) -> None:
         """The reply of ``turn``, after what its plan folds; nothing for a message too long to send even alone."""

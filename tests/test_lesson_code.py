@@ -1,0 +1,62 @@
+"""The lesson's code reads as written (issue 38): unpacked, formatted as the formatter writes it.
+
+The memory (``memora/memory/``) and its text (``memora/text/``) are what a student reads line by line, so they are
+formatted at 100 columns by their own ``ruff.toml``, one statement to a line; nothing in ``memora/`` tells the
+formatter to look away.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "memora"
+LESSON = (PACKAGE / "memory", PACKAGE / "text")
+
+
+def test_nothing_in_memora_tells_the_formatter_to_look_away():
+    pragmas = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "fmt: skip" in line or "fmt: off" in line
+    ]
+    assert pragmas == []
+
+
+def test_the_lesson_is_formatted_at_100_columns_by_its_own_setting():
+    for folder in LESSON:
+        setting = tomllib.loads((folder / "ruff.toml").read_text(encoding="utf-8"))
+        assert setting == {"extend": "../../pyproject.toml", "line-length": 100}
+    check = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", *map(str, LESSON)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    long_lines = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--select", "E501,E701,E702", *map(str, LESSON)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert long_lines.returncode == 0, long_lines.stdout
+
+
+def test_the_lesson_assigns_one_name_a_statement():
+    """``a, b = x, y`` packs two assignments into one line; unpacking a call's result (``a, b = f()``) is one."""
+    packed = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for folder in LESSON
+        for path in sorted(folder.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Tuple)
+        and any(isinstance(target, ast.Tuple) for target in node.targets)
+    ]
+    assert packed == []
