@@ -316,3 +316,39 @@ def test_a_fold_takes_whole_finished_pairs_past_the_folded_ones_or_nothing(backe
         with pytest.raises(ValueError, match="cannot fold"):
             history.pairs_through(end)
     assert history.without_pending().messages == history.messages[:-1] and history.without_pending().without_pending().finished == 4
+
+
+BOUNDARY_TURNS = (
+    "My English level is B1, and I want to practise travel English before my trip to Japan next spring. " * 6,
+    "What is the difference between 'borrow' and 'lend'? Please give me two examples of each one. " * 6,
+    "How do you pronounce 'comfortable', and which syllable is stressed when people speak fast? " * 6,
+    "Can you plan a short practice for my level and my goal, with one exercise for each day? " * 6,
+)
+
+
+def _last_turn(budget: int) -> ShortTermMemory:
+    memory = ShortTermMemory(ScriptedBackend(), max_input_tokens=budget, max_recent_turns=10)
+    chat(memory, *BOUNDARY_TURNS)
+    return memory
+
+
+def test_a_request_of_exactly_the_budget_is_sent_whole_and_one_token_more_folds():
+    """The budget inequality at its boundary, through the memory's own turn: ``<=``, not ``<``."""
+    unbounded = _last_turn(100_000).ledger[-1]
+    assert unbounded.kind == "reply" and unbounded.newly_summarized == 0
+    exactly = unbounded.counted_input_tokens  # the last request, every message verbatim
+
+    at_budget = _last_turn(exactly)
+    sent = at_budget.ledger[-1]
+    assert (sent.counted_input_tokens, sent.newly_summarized, at_budget.summary) == (exactly, 0, "")
+
+    one_over = _last_turn(exactly - 1)
+    before = len(at_budget.ledger) - 1
+
+    def sent_before(memory: ShortTermMemory) -> list[tuple[str, int, int]]:
+        return [(r.kind, r.counted_input_tokens, r.newly_summarized) for r in memory.ledger[:before]]
+
+    assert sent_before(one_over) == sent_before(at_budget), "the turns before are the same"
+    *folds, reply = one_over.ledger[before:]
+    assert folds and {fold.kind for fold in folds} == {"summary"}
+    assert reply.newly_summarized > 0 and reply.counted_input_tokens <= exactly - 1

@@ -31,8 +31,8 @@ from memora.text.tokens import count_message
 class LastPairOnly:
     name: str = "last_pair_only"
 
-    def first_fold(self, unfolded, size, budget, max_recent_turns):
-        older = len(unfolded) - 2
+    def first_fold(self, unfolded, size, budget, older):
+        older = len(unfolded) - 2  # its own window: one pair, whatever max_recent_turns says
         return (older, "window") if older > 0 else (0, "none")
 
     def expected_message(self, user_messages):

@@ -1,8 +1,9 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()``
-calls ``_prepare``: it asks the one pure plan (``plan.plan_turn``, through ``memory.plan``) what
-must leave, folds it (``_fold``: one summary request each, ``server.Summarizer``), sends the context
+calls ``_prepare``: it takes the steps ``plan.fold_until_it_fits`` says, asking the one pure plan
+(``plan.plan_turn``) what must leave and folding it (``_fold``: one summary request each,
+``server.Summarizer``) until the plan folds nothing or the server's count agrees, sends the context
 and commits the reply (``finish_turn``), or the turn leaves no trace. Between turns, ``prefold``
 carries out the plan made for the message expected next. Everything that decides is pure and lives
 in ``plan``; this class keeps the state and does the I/O, and nothing else writes that state: the
@@ -170,56 +171,66 @@ class ShortTermMemory:
         if user_text is None:
             if self.conversation.pending:
                 raise ValueError("A user message is pending; its turn does the folding.")
-            return self._plan(None, None)
+            return self._checked(self._plan(None), None)
         check_caps(self, user_text)
         self.server.see([user_text])
-        return self._plan(self._message_tokens(Message("user", user_text)), user_text)
+        message = self._message_tokens(Message("user", user_text))
+        return self._checked(self._plan(message), user_text)
 
     def _prepare(self) -> PreparedContext:
-        """This turn's context, once the plan's folds are made. Raises ValueError without a pending
-        user message, and ContextBudgetError when even the summary plus the message do not fit, by
-        the server's count where it has one."""
+        """This turn's request, once the plan's folds are made: the article's steps, taken as
+        ``plan.fold_until_it_fits`` says. Raises ValueError without a pending user message, and
+        ContextBudgetError when even the summary plus the message do not fit, by the server's
+        count where it has one."""
         history = self.conversation
         if not history.pending:
-            raise ValueError(
-                "The last message must be a user message before building the context."
-                if history.messages
-                else "The conversation history is empty."
-            )
+            if history.messages:
+                raise ValueError(
+                    "The last message must be a user message before building the context."
+                )
+            raise ValueError("The conversation history is empty.")
         current = len(history.messages) - 1
-        versions = len(history.versions)
-        pointer = history.folded
-        turn_plan = self._plan(history.counts[current], history.messages[current].content)
+        message = history.counts[current]
+        self._checked(self._plan(message), history.messages[current].content)
+        versions_before = len(history.versions)
+        folded_before = history.folded
+        steps = plan.fold_until_it_fits()
+        answer: plan.Answer = None
         while True:
-            # A request each; a failure keeps those before it.
-            for span in turn_plan.spans(self.conversation.folded):
-                self._fold(history.messages[slice(*span)], span, turn_plan)
-            start = self.conversation.folded
-            spent = sum(v.tokens for v in self.conversation.versions[versions:])
-            prepared = self.server.counted(
-                plan.context(
-                    self.conversation,
-                    self.server.backend.profile,
-                    self.system_prompt,
-                    start,
-                    current,
-                    (spent, start - pointer),
-                )
-            )
-            exact = prepared.server_input_tokens
-            if exact is None:
-                fits = prepared.input_tokens <= local_budget(self)
-            else:
-                fits = exact <= budget_in_force(self)
-            if fits:
-                self.last_prepared = prepared
-                return prepared
-            if start == current:
-                raise plan.budget_error(
-                    self.server.calibration, prepared.input_tokens, exact, budget_in_force(self)
-                )
-            # The server disagreed: one more pair leaves.
-            turn_plan = self._plan(history.counts[current], None, at_least=2)
+            match steps.send(answer):
+                case plan.Ask(at_least):
+                    answer = self._plan(message, at_least)
+                case plan.Fold(turn_plan):
+                    for span in turn_plan.spans(self.conversation.folded):
+                        self._fold(self.conversation.messages[slice(*span)], span, turn_plan)
+                    answer = None
+                case plan.Build():
+                    prepared = self._request(current, versions_before, folded_before)
+                    exact = prepared.server_input_tokens
+                    in_force = budget_in_force(self)
+                    answer = None if exact is None else plan.within_budget(exact, in_force)
+                case plan.Send():
+                    self.last_prepared = prepared
+                    return prepared
+                case plan.Refuse():
+                    local = prepared.input_tokens
+                    raise plan.budget_error(self.server.calibration, local, exact, in_force)
+
+    def _request(self, current: int, versions_before: int, folded_before: int) -> PreparedContext:
+        """The reply request for message ``current`` as the memory stands, counted by the server
+        where it counts requests; what this turn's folds spent and folded is counted from
+        ``versions_before`` summary versions and ``folded_before`` folded messages."""
+        history = self.conversation
+        this_turns_versions = history.versions[versions_before:]
+        context = plan.context(
+            history,
+            self.server.backend.profile,
+            self.system_prompt,
+            current=current,
+            summary_token_usage=sum(version.tokens for version in this_turns_versions),
+            newly_summarized_count=history.folded - folded_before,
+        )
+        return self.server.counted(context)
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so that its reply waits for no summary;
@@ -297,26 +308,29 @@ class ShortTermMemory:
             self._on_change(self, "turn")
         return TurnStats(record, self.session_total_tokens)
 
-    def _plan(self, message: int | None, text: str | None, at_least: int = 0) -> TurnPlan:
-        """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens and ``text``
-        (None, None: the one a fold ahead expects), once its message is known to fit beside the
-        instructions (``Server.check_alone``)."""
+    def _plan(self, message: int | None, at_least: int = 0) -> TurnPlan:
+        """``plan.plan_turn`` for the memory as it is: a message of ``message`` tokens (None: the
+        one a fold ahead expects), folding at least ``at_least`` messages."""
         history = self.conversation
         sizes = request_sizes(self)
         budget = local_budget(self)
-        turn_plan = plan.plan_turn(
+        profile = self.server.backend.profile
+        return plan.plan_turn(
             history.unfolded(history.finished),
             message=message,
-            summary=plan.summary_tokens(self.summary),
+            summary=plan.summary_in_request(profile, self.system_prompt, self.summary),
             sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget), budget),
             policy=policies.POLICIES[self.limits.fold_policy],
             max_recent_turns=self.max_recent_turns,
             at_least=at_least,
         )
-        if not at_least:
-            self.server.check_alone(
-                turn_plan, text, self.system_prompt, self.summary, budget_in_force(self)
-            )
+
+    def _checked(self, turn_plan: TurnPlan, text: str | None) -> TurnPlan:
+        """``turn_plan``, once its message is known to fit beside the instructions
+        (``Server.check_alone``: by the plan, else by the server's count of ``text``; None for the
+        message a fold ahead expects). Raises ContextBudgetError when it does not."""
+        in_force = budget_in_force(self)
+        self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, in_force)
         return turn_plan
 
     def _add_message(

@@ -9,17 +9,19 @@ What a fold policy adds to the rule is its own object (``memora.memory.policies`
 inequality is the same for all of them.
 
 Read in this order: ``History`` (the conversation as a value: which messages the summary holds,
-which are still verbatim), ``PlanSizes``/``TurnPlan``/``plan_turn`` (the rule), ``Sizes`` (the fixed
-parts of every request, from the prompts and the summary cap), what a reply request sends in the
-wire's roles (``lead_messages``, ``sources``), and the budget in force (the server's tokens, its
-context window, the local tokens a plan counts). Everything here is a pure function of its arguments
-or a frozen value: the memory (``core``) keeps the state and does the I/O.
+which are still verbatim), ``PlanSizes``/``TurnPlan``/``plan_turn`` (the rule, ``within_budget``
+its inequality), ``fold_until_it_fits`` (a turn's steps: fold, ask again, build, and one more pair
+where the server's own count says so), ``Sizes`` (the fixed parts of every request, from the
+prompts and the summary cap), what a reply request sends in the wire's roles (``lead_messages``,
+``sources``), and the budget in force (the server's tokens, its context window, the local tokens a
+plan counts). Everything here is a pure function of its arguments or a frozen value (the steps too:
+they say what to do, and do nothing): the memory (``core``) keeps the state and does the I/O.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
@@ -37,7 +39,7 @@ from memora.memory.values import (
 from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
-from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message
+from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message, request_input_tokens
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ class TurnPlan:
     def fits(self) -> bool:
         """Whether the planned request fits the budget (False only when even folding everything
         cannot make it)."""
-        return self.input_tokens <= self.budget
+        return within_budget(self.input_tokens, self.budget)
 
     def spans(self, start: int) -> list[tuple[int, int]]:
         """The history span each summary request folds, oldest first, for unfolded messages from
@@ -210,22 +212,23 @@ def plan_turn(
 
         fixed + summary' + sum(unfolded[fold:]) + message <= budget
 
-    where summary' is ``summary`` when nothing is folded and ``full_summary`` otherwise. First the
-    policy folds what it folds anyway (the window: every pair beyond the last ``max_recent_turns``);
-    then, while the inequality fails, the oldest remaining pair leaves. ``at_least`` is, whatever
-    the counts say, the fewest messages to fold (the server counted the request and disagreed, so
-    one more pair leaves). When everything is folded and the request still does not fit, the plan
-    says so (``fits`` is False); it never raises.
+    where summary' is ``summary`` when nothing is folded and ``full_summary`` otherwise
+    (``request_tokens``). This inequality is checked here and nowhere else: the memory and the
+    replay send what ``fold_until_it_fits`` builds from these plans. First the policy folds what it
+    folds anyway (the window: every pair beyond the last ``max_recent_turns``,
+    ``older_than_window``); then, while the inequality fails, the oldest remaining pair leaves.
+    ``at_least`` is, whatever the counts say, the fewest messages to fold (the server counted the
+    request and disagreed, so one more pair leaves). When everything is folded and the request still
+    does not fit, the plan says so (``fits`` is False); it never raises.
     """
     expected = policy.expected_message(unfolded[::2]) if message is None else message
-    plan = _rule(unfolded, expected, summary, sizes, policy, max_recent_turns, at_least)
+    older = older_than_window(len(unfolded), max_recent_turns)
+    plan = _rule(unfolded, expected, summary, sizes, policy, older, at_least)
     if message is None and plan.fold:
-        shortest = _rule(unfolded, SHORTEST_MESSAGE, summary, sizes, policy, max_recent_turns, 0)
-        older = max(0, len(unfolded) - 2 * max_recent_turns)
+        shortest = _rule(unfolded, SHORTEST_MESSAGE, summary, sizes, policy, older, 0)
         certain = policy.certain_fold(plan.fold, shortest.fold, older)
-        return TurnPlan(
-            certain, fold_pieces(_pairs(unfolded, certain), sizes.fold_room), *_tail(plan)
-        )
+        pieces = fold_pieces(_pairs(unfolded, certain), sizes.fold_room)
+        return replace(plan, fold=certain, pieces=pieces)
     return plan
 
 
@@ -234,38 +237,60 @@ SHORTEST_MESSAGE = count_message("user", "")
 for."""
 
 
+def older_than_window(unfolded: int, max_recent_turns: int) -> int:
+    """How many of ``unfolded`` messages (whole pairs, oldest first) are older than the recent
+    window of ``max_recent_turns`` pairs: what the article's window folds anyway; 0 while it holds
+    them all."""
+    return max(0, unfolded - 2 * max_recent_turns)
+
+
+def within_budget(request: int, budget: int) -> bool:
+    """The budget inequality, the article's rule: a request of ``request`` local tokens fits
+    ``budget`` when it is no larger. Every plan's verdict is this one comparison."""
+    return request <= budget
+
+
+def request_tokens(fixed: int, summary: int, window: Sequence[int], message: int) -> int:
+    """The local tokens of a reply request: the left side of the budget inequality.
+
+    ``fixed``: the instructions and the reply's priming; ``summary``: the summary message (0 for
+    none); ``window``: each message sent verbatim; ``message``: the current user message."""
+    return fixed + summary + sum(window) + message
+
+
 def _rule(
     unfolded: Sequence[int],
     message: int,
     summary: int,
     sizes: PlanSizes,
     policy: Policy,
-    recent: int,
+    older: int,
     at_least: int,
 ) -> TurnPlan:
-    def size(fold: int) -> int:
-        return (
-            sizes.fixed + (sizes.full_summary if fold else summary) + sum(unfolded[fold:]) + message
-        )
+    """``plan_turn`` for one ``message``: the policy's own fold, then pairs while over budget."""
 
-    fold, reason = policy.first_fold(unfolded, size, sizes.budget, recent)
+    def size(fold: int) -> int:
+        """The request once ``fold`` messages have left: a full summary reserved if any did."""
+        summary_sent = sizes.full_summary if fold else summary
+        return request_tokens(sizes.fixed, summary_sent, unfolded[fold:], message)
+
+    fold, reason = policy.first_fold(unfolded, size, sizes.budget, older)
     if fold < at_least:
         fold = min(at_least, len(unfolded))
         reason = "budget"
-    while size(fold) > sizes.budget and fold < len(unfolded):
+    while not within_budget(size(fold), sizes.budget) and fold < len(unfolded):
         fold += 2
         reason = "budget"
-    reason = reason if fold else "none"
+    if not fold:
+        reason = "none"
     pieces = fold_pieces(_pairs(unfolded, fold), sizes.fold_room)
-    return TurnPlan(fold, pieces, reason, size(fold), sizes.budget, sizes.fixed + message, message)
+    alone = sizes.fixed + message
+    return TurnPlan(fold, pieces, reason, size(fold), sizes.budget, alone, message)
 
 
 def _pairs(unfolded: Sequence[int], fold: int) -> list[int]:
+    """The tokens of each pair among the first ``fold`` messages."""
     return [unfolded[i] + unfolded[i + 1] for i in range(0, fold, 2)]
-
-
-def _tail(plan: TurnPlan) -> tuple[FoldReason, int, int, int, int]:
-    return plan.reason, plan.input_tokens, plan.budget, plan.alone, plan.message
 
 
 def fold_pieces(pairs: Sequence[int], room: int) -> tuple[int, ...]:
@@ -296,6 +321,91 @@ def summary_tokens(summary: str) -> int:
     return count_message("developer", SUMMARY_PREAMBLE + summary) if summary else 0
 
 
+# -- a turn's folds, then its request: the memory's and the replay's one loop ----------------------
+
+ONE_MORE_PAIR = 2
+"""``at_least`` once the server's own count of a request is over the budget: one more pair
+leaves."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Steps 1 and 3: answer with the plan for the conversation as it is now (``plan_turn``),
+    folding at least ``at_least`` messages."""
+
+    at_least: int
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Step 2: make the summary requests ``plan`` asks for, one per span (``TurnPlan.spans``),
+    oldest first; answer with nothing."""
+
+    plan: TurnPlan
+
+
+@dataclass(frozen=True)
+class Build:
+    """Step 4: build the request ``plan`` counted; answer whether the server's own count of it
+    holds the budget, or None where the server does not count requests."""
+
+    plan: TurnPlan
+
+
+@dataclass(frozen=True)
+class Send:
+    """The request built last fits: send it."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """The request built last does not fit, and nothing is left to fold."""
+
+
+Step = Ask | Fold | Build | Send | Refuse
+"""What ``fold_until_it_fits`` says to do next."""
+
+Answer = TurnPlan | bool | None
+"""What the one who takes the steps answers: a plan to ``Ask``, a verdict to ``Build``, else
+None."""
+
+
+def fold_until_it_fits() -> Generator[Step, Answer, None]:
+    """A turn's folds, then its request: the article's steps, for the memory and the replay alike.
+
+    The loop does no request itself: it says what to do next, and whoever takes the steps answers
+    (``core.ShortTermMemory`` with real requests, ``memora.teaching.replay`` with their counts):
+
+    1. ``Ask`` the plan what must leave (``plan_turn``).
+    2. ``Fold`` it: one summary request per span, oldest first.
+    3. ``Ask`` again, with the summary as written (the plan reserved a full-length one) and what
+       the folds taught; repeat until the plan folds nothing. That plan counts the request exactly,
+       and its ``fits`` is the budget inequality (``within_budget``): the rule is checked by the
+       plan, and nowhere else.
+    4. ``Build`` the request. Where the server counts each request itself, its count decides
+       instead, and the plan only had to be close: over the budget by that count, one more pair
+       leaves (``ONE_MORE_PAIR``, from what the summary holds now) and the steps start again.
+
+    Ends with ``Send``, or ``Refuse`` when the request does not fit and nothing is left to fold.
+    """
+    turn_plan = yield Ask(0)
+    while True:
+        while turn_plan.fold:
+            yield Fold(turn_plan)
+            turn_plan = yield Ask(0)
+        server_fits = yield Build(turn_plan)
+        fits = turn_plan.fits if server_fits is None else server_fits
+        if fits:
+            yield Send()
+            return
+        if server_fits is None:
+            break  # the plan folded everything it could, and the request is still over
+        turn_plan = yield Ask(ONE_MORE_PAIR)
+        if not turn_plan.fold:
+            break  # nothing is left to fold
+    yield Refuse()
+
+
 # -- the fixed parts of every request --------------------------------------------------------------
 
 
@@ -320,23 +430,25 @@ class Sizes:
         ) + REPLY_PRIMING_TOKENS
 
     @cached_property
+    def preamble(self) -> int:
+        """The summary message without its summary: what carries it."""
+        return count_message("developer", SUMMARY_PREAMBLE)
+
+    @cached_property
     def full_summary(self) -> int:
-        """A summary message at its full allowed length; +1: preamble and summary may not split at a
-        token boundary."""
-        return count_message("developer", SUMMARY_PREAMBLE) + self.max_summary_tokens + 1
+        """A summary message at its full allowed length (``at_full_length``)."""
+        return at_full_length(self.preamble, self.max_summary_tokens)
+
+    @cached_property
+    def summary_frame(self) -> int:
+        """A summary request without its summary and messages: instructions, layout and priming."""
+        layout = count_message("user", SUMMARY_INPUT.format(summary="(empty)", transcript=""))
+        return count_message("system", self.summary_instructions) + layout + REPLY_PRIMING_TOKENS
 
     @cached_property
     def summary_request(self) -> int:
-        """A summary request without its messages: instructions, layout, priming and a full-length
-        summary."""
-        layout = count_message("user", SUMMARY_INPUT.format(summary="(empty)", transcript=""))
-        return (
-            count_message("system", self.summary_instructions)
-            + layout
-            + REPLY_PRIMING_TOKENS
-            + self.max_summary_tokens
-            + 1
-        )
+        """A summary request without its messages: its frame and a full-length summary's text."""
+        return at_full_length(self.summary_frame, self.max_summary_tokens)
 
     @cached_property
     def minimum_budget(self) -> int:
@@ -350,6 +462,13 @@ class Sizes:
         """Local tokens one summary request has for the messages it folds, within
         ``local_budget``."""
         return max(MIN_FOLD_ROOM, local_budget - self.summary_request)
+
+
+def at_full_length(carrier: int, cap: int) -> int:
+    """A summary at its full allowed length, ``cap`` tokens, in what carries it (``carrier``: the
+    summary message's preamble, or a summary request's frame); +1: the carrier and the summary may
+    not split at a token boundary."""
+    return carrier + cap + 1
 
 
 @lru_cache(maxsize=128)  # bounded: each budget a sidebar tries is a cap under the watermark policy
@@ -392,6 +511,24 @@ def lead_messages(profile: ServerProfile, system_prompt: str, summary: str) -> l
     return [Message("system", system)] if system else []
 
 
+def summary_in_request(profile: ServerProfile, system_prompt: str, summary: str) -> int:
+    """The local tokens ``summary`` adds to a reply request in the wire's roles: its own message
+    (``summary_tokens``), or, where the server takes one system message, what it adds to that
+    message (a few tokens fewer: the two share one message's framing). 0 for no summary.
+
+    What the plan weighs for the summary as it is, so that a plan that folds nothing counts its
+    request exactly as ``context`` does."""
+    if not summary:
+        return 0
+    if not profile.single_system_message:
+        return summary_tokens(summary)
+    with_summary = lead_messages(profile, system_prompt, summary)
+    without = lead_messages(profile, system_prompt, "")
+    return sum(count_message(m.role, m.content) for m in with_summary) - sum(
+        count_message(m.role, m.content) for m in without
+    )
+
+
 def request_instructions(profile: ServerProfile, system_prompt: str) -> str:
     """A reply request's instructions: empty when they lead the context as its system message."""
     return "" if profile.single_system_message else system_prompt
@@ -410,16 +547,21 @@ def context(
     history: History,
     profile: ServerProfile,
     system_prompt: str,
-    start: int,
+    *,
     current: int,
-    folding: tuple[int, int],
+    summary_token_usage: int,
+    newly_summarized_count: int,
 ) -> PreparedContext:
-    """The reply request with ``history.messages[start:current]`` as its window and ``[current]`` as
-    its message, in the wire's roles; ``folding`` is this turn's summary tokens so far and the
-    messages it newly folded. Counted locally, each history message at its kept count and the lead
-    message (summary, or the one system message) here; the server's own count, where it counts
-    requests, is the memory's to add (``Server.counted``)."""
-    spent, folded = folding
+    """The reply request: the summary, the messages it does not hold as the window, and
+    ``history.messages[current]`` as the message, in the wire's roles. ``summary_token_usage`` and
+    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger.
+
+    Counted locally, each history message at its kept count and the lead message (the summary, or
+    the one system message) here: as the plan counts a request that folds nothing
+    (``summary_in_request``). A full-length summary the plan reserves while folding is never less
+    than what it then sends, the one system message included (it shares its framing). The server's
+    own count, where it counts requests, is the memory's to add (``Server.counted``)."""
+    start = history.folded
     lead = lead_messages(profile, system_prompt, history.summary)
     messages = (*lead, *history.messages[start : current + 1])
     tokens = (
@@ -428,18 +570,15 @@ def context(
     )
     instructions = request_instructions(profile, system_prompt)
     origins = sources(profile, history.summary, len(lead), current - start)
-    input_tokens = local_input_tokens(instructions, tokens)
-    return PreparedContext(instructions, messages, origins, tokens, input_tokens, spent, folded)
-
-
-def local_input_tokens(instructions: str, message_tokens: Sequence[int]) -> int:
-    """A request's local input tokens from its messages' counts, as ``LocalTokenCounter`` adds them:
-    the reply's priming, the messages, and the instructions as a system message (none when empty).
-    """
-    return (
-        REPLY_PRIMING_TOKENS
-        + sum(message_tokens)
-        + (count_message("system", instructions) if instructions else 0)
+    input_tokens = request_input_tokens(instructions, tokens)
+    return PreparedContext(
+        instructions,
+        messages,
+        origins,
+        tokens,
+        input_tokens,
+        summary_token_usage,
+        newly_summarized_count,
     )
 
 

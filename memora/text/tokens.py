@@ -174,7 +174,21 @@ class LocalTokenCounter:
 
         Every current OpenAI chat model uses o200k_base, so ``model`` does not change the count.
         """
-        total = REPLY_PRIMING_TOKENS + sum(count_message(m.role, m.content) for m in messages)
-        if instructions:
-            total += count_message("system", instructions)
-        return total
+        return request_input_tokens(
+            instructions, [count_message(m.role, m.content) for m in messages]
+        )
+
+
+def request_input_tokens(instructions: str, message_tokens: Sequence[int]) -> int:
+    """A request's local input tokens from its messages' counts: the reply's priming, the messages,
+    and the instructions as one system message (none when empty). ``LocalTokenCounter`` and the
+    plan's requests (``memora.memory.plan.context``) both add them so."""
+    system = count_message("system", instructions) if instructions else 0
+    return REPLY_PRIMING_TOKENS + sum(message_tokens) + system
+
+
+def summary_request_tokens(instructions: str, input_text: str) -> int:
+    """A summary request's local input tokens: its instructions, one user message holding
+    ``input_text`` (counted once: it is a new text each time, see ``count_once``) and the priming.
+    The summarizer and the classroom's spending guard count it so."""
+    return request_input_tokens(instructions, [count_message("user", "") + count_once(input_text)])

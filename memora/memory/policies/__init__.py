@@ -37,11 +37,12 @@ class Policy(Protocol):
         unfolded: Sequence[int],
         size: Callable[[int], int],
         budget: int,
-        max_recent_turns: int,
+        older: int,
     ) -> tuple[int, FoldReason]:
         """How many of the ``unfolded`` messages' tokens (whole pairs, oldest first) the policy
         folds before the budget is checked, and why; ``size(fold)`` is the request's tokens once
-        ``fold`` messages have left."""
+        ``fold`` messages have left, ``older`` how many are older than the recent window
+        (``memora.memory.plan.older_than_window``)."""
         ...
 
     def expected_message(self, user_messages: Sequence[int]) -> int:

@@ -28,9 +28,8 @@ class Watermark:
         unfolded: Sequence[int],
         size: Callable[[int], int],
         budget: int,
-        max_recent_turns: int,
+        older: int,
     ) -> tuple[int, FoldReason]:
-        older = max(0, len(unfolded) - 2 * max_recent_turns)
         if size(0) <= budget:
             return 0, "none"
         return older, "high_water"

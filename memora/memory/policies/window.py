@@ -19,11 +19,10 @@ class Window:
         unfolded: Sequence[int],
         size: Callable[[int], int],
         budget: int,
-        max_recent_turns: int,
+        older: int,
     ) -> tuple[int, FoldReason]:
         """The pairs older than the recent window; none while the window holds them all."""
-        older = len(unfolded) - 2 * max_recent_turns
-        return (older, "window") if older > 0 else (0, "none")
+        return (older, "window") if older else (0, "none")
 
     def expected_message(self, user_messages: Sequence[int]) -> int:
         """The shortest possible message: whatever the next message is, what it folds is folded
