@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -157,3 +160,39 @@ def test_any_conversation_replayed_under_its_own_policy_is_what_really_happened(
         happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
         assert [(r.turn, r.kind, r.input_tokens, r.output_tokens) for r in run.requests] == happened
         assert run.over_budget == 0 and not run.estimated
+
+
+@dataclass
+class TemplatedServer(ScriptedBackend):
+    """A server that counts each request itself, its chat template adding ``template`` tokens to what the plan counts:
+    a request the plan fits within ``template`` tokens of the budget is over it by the server's count."""
+
+    template: int = 40
+
+    def count_request(self, model: str, instructions: str, messages: Any) -> int | None:
+        counted = super().count_request(model, instructions, messages)
+        return None if counted is None else counted + self.template
+
+
+@pytest.mark.parametrize("policy", ["window", "watermark"])
+def test_the_replay_finds_each_request_the_memory_sent_retries_included(policy):
+    """The memory folds one more pair whenever the server's own count is over the budget (``plan.fold_until_it_fits``);
+    the replay, through the same loop, finds the same requests in the same order: retries, folds ahead and replies."""
+    server = TemplatedServer(count_remotely=True)
+    memory = ShortTermMemory(server, max_input_tokens=400, max_recent_turns=8, fold_policy=policy)
+    for text in SHORT_TURNS * 2:
+        chat(memory, text)
+        memory.prefold()
+    assert len(server.counts) > len(server.replies), "the server must have refused some requests: the retries"
+    run = replay(
+        memory.conversation.finished_counts,
+        policy,
+        replay_sizes(memory),
+        budget=local_budget(memory),
+        max_recent_turns=8,
+        real_folds=real_folds(memory),
+    )
+    happened = [(r.turn, r.kind, r.counted_input_tokens, r.output_tokens if r.kind == "summary" else 0) for r in memory.ledger]
+    assert [(r.turn, r.kind, r.input_tokens, r.output_tokens) for r in run.requests] == happened
+    assert [r.span for r in run.requests if r.kind == "summary"] == [v.folded for v in memory.conversation.versions]
+    assert not run.estimated

@@ -36,7 +36,7 @@ from memora.memory import MAX_REPLY_TOKENS
 from memora.memory.backend import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
-from memora.text.tokens import REPLY_PRIMING_TOKENS, LocalTokenCounter, count_message, count_once, count_text
+from memora.text.tokens import LocalTokenCounter, count_text, summary_request_tokens
 
 RETRY_WAIT_S = 0.5
 MAX_RETRY_WAIT_S = 8.0
@@ -125,9 +125,7 @@ class GuardedBackend:
     def summarize(self, request: SummaryRequest) -> Completion:
         """The summary; each HTTP try booked on its own (``_tries``). A summary yields nothing before its answer,
         so every failed try that the SDK would retry is made again."""
-        # Counted as the summarizer counts it: the instructions, one user message holding the input, the priming.
-        counted = count_message("system", request.instructions) + count_message("user", "") + count_once(request.input_text)
-        counted += REPLY_PRIMING_TOKENS
+        counted = summary_request_tokens(request.instructions, request.input_text)
 
         def send(sender: Backend) -> Iterator[Completion]:
             yield sender.summarize(request)

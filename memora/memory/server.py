@@ -28,10 +28,9 @@ from memora.text.calibration import Calibration, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT
 from memora.text.tokens import (
-    REPLY_PRIMING_TOKENS,
     clip_middle,
     count_message,
-    count_once,
+    summary_request_tokens,
     truncate_text,
 )
 from memora.text.usage import Ledger, UsageRecord
@@ -338,12 +337,7 @@ class Summarizer:
         request = summary_request(
             self.model, self.instructions, summary, sent, self.max_summary_tokens
         )
-        counted = (
-            count_message("system", request.instructions)
-            + count_message("user", "")
-            + count_once(request.input_text)
-        )
-        return request, counted + REPLY_PRIMING_TOKENS
+        return request, summary_request_tokens(request.instructions, request.input_text)
 
 
 def summary_request(

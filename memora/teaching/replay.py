@@ -1,9 +1,11 @@
 """What a fold policy would have done with a conversation: the plan, replayed on its token counts.
 
-A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, and asks the
-same pure plan (``plan.plan_turn``) what each request would have sent: what folds, in how many summary requests,
-before each reply and in each fold ahead. A student can then see what the other policy, or sending the full history, would have
-done with their own conversation.
+A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, through the
+memory's own steps: the same pure plan (``plan.plan_turn``), the same loop of folds before each reply
+(``plan.fold_until_it_fits``), the same spans (``TurnPlan.spans``) and request size (``plan.request_tokens``). It
+asks them what each request would have sent: what folds, in how many summary requests, before each reply and in
+each fold ahead. A student can then see what another policy, or sending the full history, would have done with
+their own conversation.
 
 What every figure rests on (the page labels them a replay estimate):
 
@@ -15,7 +17,12 @@ What every figure rests on (the page labels them a replay estimate):
 - **Today's settings.** The whole conversation is replayed under the current budget and window, even where they
   changed midway.
 - **Folding ahead.** The page and the REPL fold after every reply what the next turn is certain to need
-  (``ShortTermMemory.prefold``); ``prefold=False`` replays the article's own loop, which folds only in ``prepare``.
+  (``ShortTermMemory.prefold``); ``prefold=False`` replays the article's own loop, which folds only when a turn
+  prepares its request.
+- **The server's own count, where it counted.** A memory whose server counts each request folds one more pair
+  when that count is over the budget. A replay counts nothing: it reads those retries off the real summaries (a
+  real fold of the same turn, before its reply, that the plan did not ask for), so the live policy's replay still
+  reproduces what was sent; another policy's replay has no such count and trusts the plan.
 - **Summaries that really happened are taken as they were.** ``real_folds`` are the conversation's own summary
   requests, oldest first. While the replay's summary requests fold the same spans in the same order as they did,
   each takes its real input, output and resulting summary, so a replay of the policy the conversation ran under
@@ -37,11 +44,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memora.memory import policies
-from memora.memory.core import local_budget
-from memora.memory.plan import PlanSizes, TurnPlan, plan_turn, request_sizes, summary_tokens
+from memora.memory.core import local_budget, request_sizes
+from memora.memory.plan import (
+    Answer,
+    Ask,
+    Build,
+    Fold,
+    PlanSizes,
+    Refuse,
+    Send,
+    TurnPlan,
+    at_full_length,
+    fold_until_it_fits,
+    plan_turn,
+    request_tokens,
+    summary_tokens,
+    within_budget,
+)
 from memora.memory.values import FoldPolicy
-from memora.text.prompts import SUMMARY_PREAMBLE, with_summary_cap
-from memora.text.tokens import count_message
 from memora.text.usage import RequestKind
 
 if TYPE_CHECKING:
@@ -71,18 +91,21 @@ class PolicySizes:
     @property
     def full_summary(self) -> int:
         """A summary message at its full length, as the plan reserves it (``Sizes.full_summary``)."""
-        return self.preamble + self.summary_cap + 1
+        return at_full_length(self.preamble, self.summary_cap)
 
 
 @dataclass(frozen=True)
 class RealFold:
     """A summary request that really happened: the history ``span`` it folded, its counted ``input_tokens``, its
-    ``output_tokens``, and the tokens of the summary message it left (``summary_tokens``, preamble included)."""
+    ``output_tokens``, and the tokens of the summary message it left (``summary_tokens``, preamble included).
+    ``turn`` is the turn the ledger counts it for; ``ahead``: it was a fold ahead, after that turn's reply."""
 
     span: tuple[int, int]
     input_tokens: int
     output_tokens: int
     summary_tokens: int
+    turn: int = 0
+    ahead: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +179,7 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
     requests, sent = [], fixed
     for index in range(0, len(counts), 2):
         tokens = sent + counts[index]
-        requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=tokens <= budget))
+        requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=within_budget(tokens, budget)))
         sent += counts[index] + counts[index + 1]
     return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
 
@@ -190,64 +213,115 @@ def replay(
 
 
 class _Run:
-    """The state of one replay: what is folded, the summary so far, the requests made. Mutable, private."""
+    """The state of one replay: what is folded, the summary so far, the requests made. Mutable,
+    private. Each reply takes the steps ``plan.fold_until_it_fits`` says, as a memory's turn does."""
 
     def __init__(
-        self, counts: Sequence[int], policy: FoldPolicy, sizes: PolicySizes, budget: int, recent: int, real: list[RealFold]
+        self,
+        counts: Sequence[int],
+        policy: FoldPolicy,
+        sizes: PolicySizes,
+        budget: int,
+        recent: int,
+        real: list[RealFold],
     ) -> None:
-        self.counts, self.policy, self.sizes, self.budget, self.recent = counts, policy, sizes, budget, recent
-        self.real = real  # consumed from the front while the replay folds as reality did; emptied at the first difference
-        self.pointer = 0
+        self.counts = counts
+        self.policy = policies.policy(policy)
+        self.sizes = sizes
+        self.budget = budget
+        self.recent = recent
+        # Consumed from the front while the replay folds as reality did; emptied at the first
+        # difference.
+        self.real = real
+        self.folded = 0
         self.summary = 0  # the summary message's tokens, preamble included; 0 for no summary
         self.requests: list[ReplayedRequest] = []
+        self.turn = 0
+        self.current = 0  # the history index of the message planned for
+        self.message: int | None = None  # its tokens; None for the message a fold ahead expects
 
-    def plan(self, end: int, message: int | None) -> TurnPlan:
-        sizes = self.sizes
+    def plan(self, at_least: int) -> TurnPlan:
+        sizes = PlanSizes(self.sizes.fixed, self.sizes.full_summary, self.sizes.fold_room, self.budget)
         return plan_turn(
-            self.counts[self.pointer : end],
-            message=message,
+            self.counts[self.folded : self.current],
+            message=self.message,
             summary=self.summary,
-            policy=policies.policy(self.policy),
-            sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room, self.budget),
+            policy=self.policy,
+            sizes=sizes,
             max_recent_turns=self.recent,
+            at_least=at_least,
         )
 
     def reply(self, turn: int) -> None:
-        """The reply of ``turn``, after what its plan folds; nothing for a message too long to send even alone."""
-        current = 2 * (turn - 1)
-        plan = self.plan(current, self.counts[current])
-        if not plan.message_fits:
+        """The reply of ``turn``, after what its plan folds, taking the memory's own steps
+        (``plan.fold_until_it_fits``); nothing for a message too long to send even alone, and a
+        reply marked over the budget when even folding everything leaves it over."""
+        self.turn = turn
+        self.current = 2 * (turn - 1)
+        self.message = self.counts[self.current]
+        if not self.plan(0).message_fits:
             return
-        self.fold(plan, turn)
-        tokens = self.sizes.fixed + self.summary + sum(self.counts[self.pointer : current]) + plan.message
-        self.requests.append(ReplayedRequest(turn, "reply", tokens, fits=tokens <= self.budget))
+        steps = fold_until_it_fits()
+        answer: Answer = None
+        while True:
+            match steps.send(answer):
+                case Ask(at_least):
+                    answer = self.plan(at_least)
+                case Fold(turn_plan):
+                    for span in turn_plan.spans(self.folded):
+                        self.fold(span)
+                    answer = None
+                case Build():
+                    request = self.request()
+                    answer = self.server_fits()
+                case Send() | Refuse():
+                    self.requests.append(request)
+                    return
 
     def fold_ahead(self, turn: int) -> None:
-        """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected next."""
-        plan = self.plan(2 * turn, None)
-        if plan.message_fits:
-            self.fold(plan, turn)
+        """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected
+        next."""
+        self.turn = turn
+        self.current = 2 * turn
+        self.message = None
+        ahead = self.plan(0)
+        if not ahead.message_fits:
+            return
+        for span in ahead.spans(self.folded):
+            self.fold(span)
 
-    def fold(self, plan: TurnPlan, turn: int) -> None:
-        start = self.pointer
-        for pairs in plan.pieces:
-            span = (start, start + 2 * pairs)
-            self.requests.append(self.summarize(span, turn))
-            start = span[1]
-        self.pointer = start
+    def fold(self, span: tuple[int, int]) -> None:
+        self.requests.append(self.summarize(span))
+        self.folded = span[1]
 
-    def summarize(self, span: tuple[int, int], turn: int) -> ReplayedRequest:
+    def request(self) -> ReplayedRequest:
+        assert self.message is not None
+        window = self.counts[self.folded : self.current]
+        tokens = request_tokens(self.sizes.fixed, self.summary, window, self.message)
+        return ReplayedRequest(self.turn, "reply", tokens, fits=within_budget(tokens, self.budget))
+
+    def server_fits(self) -> bool | None:
+        """A replay counts nothing: None, the plan decides. Except where the real summaries show the
+        server's own count at work: a real fold of this turn, before its reply, from where the
+        summary stands now, that the plan did not ask for (the memory retried with one more pair)."""
+        upcoming = self.real[0] if self.real else None
+        if upcoming is None or upcoming.ahead or upcoming.turn != self.turn:
+            return None
+        return False if upcoming.span[0] == self.folded else None
+
+    def summarize(self, span: tuple[int, int]) -> ReplayedRequest:
         if self.real and self.real[0].span == span:
             fold = self.real.pop(0)
             self.summary = fold.summary_tokens
-            return ReplayedRequest(turn, "summary", fold.input_tokens, fold.output_tokens, span)
-        self.real.clear()  # once the replay folds otherwise, no later real summary is the one it would have had
+            return ReplayedRequest(self.turn, "summary", fold.input_tokens, fold.output_tokens, span)
+        # Once the replay folds otherwise, no later real summary is the one it would have had.
+        self.real.clear()
         old = max(0, self.summary - self.sizes.preamble)
         folded = sum(self.counts[span[0] : span[1]])
         text = min(self.sizes.summary_cap, old + folded)
         self.summary = self.sizes.preamble + text
         tokens = self.sizes.summary_request + old + min(folded, self.sizes.fold_room)
-        return ReplayedRequest(turn, "summary", tokens, text, span, estimated=True)
+        return ReplayedRequest(self.turn, "summary", tokens, text, span, estimated=True)
 
 
 def _check_pairs(counts: Sequence[int]) -> None:
@@ -260,11 +334,11 @@ def _check_pairs(counts: Sequence[int]) -> None:
 
 def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
     """``memory``'s fixed sizes, the same under either fold policy: both cap the summary at ``max_summary_tokens``."""
-    cap = memory.limits.max_summary_tokens
-    sizes = request_sizes(memory.model, memory.system_prompt, with_summary_cap(memory.summary_instructions, cap), cap)
-    preamble = count_message("developer", SUMMARY_PREAMBLE)
-    request = sizes.summary_request - cap - 1  # it reserves a full summary; a replay adds the real one
-    return PolicySizes(sizes.fixed, preamble, cap, request, sizes.fold_room(local_budget(memory)))
+    sizes = request_sizes(memory)
+    cap = sizes.max_summary_tokens
+    # A replay adds each summary's real (or estimated) text to the request's frame.
+    frame = sizes.summary_frame
+    return PolicySizes(sizes.fixed, sizes.preamble, cap, frame, sizes.fold_room(local_budget(memory)))
 
 
 def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
@@ -274,16 +348,23 @@ def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
     (a request whose summary came back empty has a record and no version). Stops at a version with no record.
     """
     versions = list(memory.conversation.versions)
-    records = [r for r in list(memory.ledger) if r.kind == "summary"]
-    folds, index = [], 0
+    ledger = list(memory.ledger)
+    records = [(position, record) for position, record in enumerate(ledger) if record.kind == "summary"]
+    replied = {record.turn: position for position, record in enumerate(ledger) if record.kind == "reply"}
+    folds = []
+    index = 0
     for version in versions:
         if version.folded[0] == version.folded[1]:
             continue
-        while index < len(records) and (records[index].turn, records[index].total_tokens) != (version.turn, version.tokens):
+        while index < len(records) and (records[index][1].turn, records[index][1].total_tokens) != (version.turn, version.tokens):
             index += 1
         if index == len(records):
             break
-        record = records[index]
+        position, record = records[index]
         index += 1
-        folds.append(RealFold(version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text)))
+        ahead = replied.get(record.turn, len(ledger)) < position
+        fold = RealFold(
+            version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text), record.turn, ahead
+        )
+        folds.append(fold)
     return tuple(folds)
