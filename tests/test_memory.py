@@ -305,16 +305,12 @@ def test_the_history_is_a_value_a_reader_holds_while_the_memory_moves_on(backend
     assert now.unfolded(len(now.messages)) == now.counts[4:] and now.tokens == sum(now.counts)
 
 
-def test_a_fold_takes_whole_finished_pairs_past_the_folded_ones_or_nothing(backend):
+def test_a_pending_message_is_no_finished_pair_and_leaves_without_a_trace(backend):
     memory = ShortTermMemory(backend)
     chat(memory, "a", "b")
     memory.add_user_message("pending")
     history = memory.conversation
     assert history.pending and history.finished == 4 and history.turn_number == 3
-    assert history.pairs_through(4) == [history.counts[0] + history.counts[1], history.counts[2] + history.counts[3]]
-    for end in (0, 3, 6):  # nothing to fold, half a pair, the pending message's pair
-        with pytest.raises(ValueError, match="cannot fold"):
-            history.pairs_through(end)
     assert history.without_pending().messages == history.messages[:-1] and history.without_pending().without_pending().finished == 4
 
 

@@ -107,18 +107,6 @@ class History:
         weighs."""
         return self.counts[self.folded : end]
 
-    def pairs_through(self, end: int) -> list[int]:
-        """The local tokens of each unfolded pair before index ``end``, oldest first: what a fold
-        through ``end`` takes.
-
-        Raises ValueError unless ``end`` is even, past the folded messages and within the finished
-        pairs.
-        """
-        start = self.folded
-        if end % 2 or not start < end <= self.finished:
-            raise ValueError(f"cannot fold messages {start}..{end} of {self.finished} completed")
-        return [self.counts[i] + self.counts[i + 1] for i in range(start, end, 2)]
-
     def adding(self, message: Message, tokens: int) -> History:
         """This history with ``message`` (of ``tokens`` local tokens) at its end."""
         return replace(self, messages=(*self.messages, message), counts=(*self.counts, tokens))
