@@ -46,8 +46,12 @@ def conversation(turns: int) -> list[str]:
     return [texts[i % len(texts)] for i in range(turns)]
 
 
+def client_for(url: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=NO_KEY, base_url=url, max_retries=0, timeout=10)
+
+
 def backend(server: ChatServer) -> ChatCompletionsBackend:
-    client = openai.OpenAI(api_key=NO_KEY, base_url=server.url, max_retries=0, timeout=10)
+    client = client_for(server.url)
     return ChatCompletionsBackend(client, probe=True)
 
 
@@ -220,23 +224,38 @@ def test_openais_context_length_exceeded_code_is_an_overflow():
 
 def test_the_probe_finds_llama_cpps_tokenizer_once_per_server():
     with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
-        found = probed(server.url, "smollm2")
+        found = probed(client_for(server.url), "smollm2")
         asked = len(server.side_requests)
-        assert isinstance(found, LlamaCppTokenizer) and probed(server.url, "smollm2") is found
+        assert isinstance(found, LlamaCppTokenizer) and probed(client_for(server.url), "smollm2") is found
         assert len(server.side_requests) == asked  # cached: not probed again
         messages = [{"role": "system", "content": "Hi"}, {"role": "user", "content": PASTED}]
         assert found.count(messages) == server.prompt_tokens(messages)
         assert server.requests == []  # no chat request was spent on probing
 
 
+def test_the_tokenizer_endpoints_go_through_the_chat_clients_own_http_client():
+    """Its key and default headers reach the tokenizer as they reach the chat endpoint (its proxy and connection
+    pool are the same object too); the SDK's retries are not spent on a tokenizer."""
+    with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
+        client = openai.OpenAI(api_key="sk-classroom-0000", base_url=server.url, default_headers={"X-Classroom": "7b"})
+        found = probed(client, "smollm2")
+        assert isinstance(found, LlamaCppTokenizer) and found.endpoint.client is client
+        paths = {request.path for request in server.side_requests}
+        assert {"/apply-template", "/tokenize"} <= paths
+        for request in server.side_requests:
+            assert request.headers["authorization"] == "Bearer sk-classroom-0000"
+            assert request.headers["x-classroom"] == "7b"
+
+
 def test_a_server_without_a_tokenizer_is_planned_with_the_margin_and_a_server_down_is_probed_again_later():
     with ChatServer() as server:
-        assert probe(server.url, "m") is None
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    assert probed(url, "m") is None
+        assert probe(client_for(server.url), "m") is None
+    down = client_for(f"http://127.0.0.1:{closed_port()}/v1")
+    assert probed(down, "m") is None
     import memora.backends.server_tokenizer as module
 
-    assert (url, "m") not in module._probed and (url, "m") in module._unreachable  # asked again later, not never
+    key = (str(down.base_url), "m")
+    assert key not in module._probed and key in module._unreachable  # asked again later, not never
 
 
 def test_the_chat_backend_counts_what_it_will_send():
@@ -266,7 +285,7 @@ def test_the_status_panel_says_which_count_the_budget_uses():
 @pytest.mark.parametrize(("answer", "counts"), [("litellm-provider", True), ("litellm-estimate", False)])
 def test_litellms_token_counter_is_used_only_when_the_provider_counted(answer, counts):
     with ChatServer(han_ratio=HAN, tokenizer=answer) as server:
-        found = probe(server.url, "m")
+        found = probe(client_for(server.url), "m")
     assert (found is not None and found.source == "LiteLLM /utils/token_counter") is counts
 
 

@@ -102,8 +102,7 @@ class ChatCompletionsBackend:
         """The server's tokenizer endpoint, probed once per server and model; None where it has none."""
         if self._tokenizer is not None or not self._probe:
             return self._tokenizer
-        key = getattr(self.client, "api_key", None)
-        return probed(str(self.client.base_url), model, key if isinstance(key, str) and key != NO_KEY else None)
+        return probed(self.client, model)
 
     def counting_source(self, model: str) -> str | None:
         """The server's tokenizer endpoint in words; None where it has none."""

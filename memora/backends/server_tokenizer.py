@@ -14,7 +14,8 @@ chat template adds tokens of its own around each message. Several servers can co
 
 ``probe`` tries them in that order, once per server and model (``probed``), and returns None for a
 server with none of them (Ollama, OpenAI's chat endpoint, LM Studio): Memora then plans with a
-learned margin instead (``memora.text.calibration``).
+learned margin instead (``memora.text.calibration``). Every endpoint is posted through the chat
+backend's own SDK client: its connection pool, proxy, headers and key, with a timeout of its own.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import openai
 
 Wire = Sequence[dict[str, str]]
 """Chat messages as the chat backend sends them (``chat_messages``)."""
@@ -59,24 +60,27 @@ class ServerTokenizer(Protocol):
 
 @dataclass
 class Endpoint:
-    """The server's root URL (its ``/v1`` taken off), and the key to send."""
+    """The server's root URL (its ``/v1`` taken off), posted to through ``client``, the chat
+    backend's SDK client (its connection pool, proxy, default headers and key), within ``timeout_s``
+    and without the SDK's retries: a tokenizer that does not answer at once is not waited for."""
 
     root: str
-    api_key: str | None = field(default=None, repr=False)
+    client: openai.OpenAI = field(repr=False)
     timeout_s: float = PROBE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        self._posting = self.client.with_options(timeout=self.timeout_s, max_retries=0)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         """The JSON answer of ``POST root+path``. Raises ServerTokenizerError for any failure (no secret in it)."""
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.root + path, data=json.dumps(body).encode(), headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.load(response)
-        except (OSError, ValueError) as error:  # URLError, HTTPError and timeouts are OSErrors; bad JSON is a ValueError
-            status = getattr(error, "code", None)
-            raise ServerTokenizerError(f"POST {path} failed" + (f" (HTTP {status})" if status else "")) from None
+            answer = self._posting.post(self.root + path, cast_to=object, body=body)
+            # The SDK parses a JSON content type; a server that labels its JSON otherwise gets its text back.
+            return json.loads(answer) if isinstance(answer, str) else answer
+        except openai.APIStatusError as error:
+            raise ServerTokenizerError(f"POST {path} failed (HTTP {error.status_code})") from None
+        except (openai.OpenAIError, ValueError):  # no connection, a timeout, an answer that is no JSON
+            raise ServerTokenizerError(f"POST {path} failed") from None
 
 
 def _count(value: Any, key: str) -> int:
@@ -172,7 +176,7 @@ class LlamaCppPythonTokenizer:
         contents = ["You help.", "Hi.", "Hello.", "Bye."]
         roles = ["system", "user", "assistant", "user"]
         prompts = []
-        chat = Endpoint(endpoint.root, endpoint.api_key, MEASURE_TIMEOUT_S)
+        chat = Endpoint(endpoint.root, endpoint.client, MEASURE_TIMEOUT_S)
         for n in (2, 4):
             messages = [{"role": r, "content": c} for r, c in zip(roles[:n], contents[:n], strict=True)]
             answer = chat.post("/v1/chat/completions", {"model": model, "messages": messages, "max_tokens": 1})
@@ -188,14 +192,15 @@ TEXT_CACHE_ENTRIES = 16384
 _PROBE_MESSAGES = [{"role": "user", "content": "Hello."}]
 
 
-def probe(base_url: str, model: str, api_key: str | None = None) -> ServerTokenizer | None:
-    """The first tokenizer the server at ``base_url`` (ending in ``/v1``) answers for, or None.
+def probe(client: openai.OpenAI, model: str) -> ServerTokenizer | None:
+    """The first tokenizer the server of ``client`` (the chat backend's SDK client, its base URL
+    ending in ``/v1``) answers for, or None.
 
     Each candidate is asked to count one short message; a candidate that fails is skipped.
     Raises ServerTokenizerError when the server cannot be reached at all, so that a server
     that is down is probed again later instead of being taken for one without a tokenizer.
     """
-    endpoint = Endpoint(base_url.rstrip("/").removesuffix("/v1"), api_key)
+    endpoint = Endpoint(str(client.base_url).rstrip("/").removesuffix("/v1"), client)
     try:
         endpoint.post("/__memora_probe__", {})
     except ServerTokenizerError as error:
@@ -227,20 +232,20 @@ REPROBE_AFTER_S = 30.0
 """A server that did not answer is probed again after this long, not on every count of every turn."""
 
 
-def probed(base_url: str, model: str, api_key: str | None = None) -> ServerTokenizer | None:
+def probed(client: openai.OpenAI, model: str) -> ServerTokenizer | None:
     """``probe``, once per server and model for the whole process (every session shares the answer).
 
     A server that did not answer is not taken for one without a tokenizer: None for now, and probed
     again after ``REPROBE_AFTER_S``.
     """
-    key = (base_url, model)
+    key = (str(client.base_url), model)
     with _probed_lock:
         if key in _probed:
             return _probed[key]
         if time.monotonic() - _unreachable.get(key, -REPROBE_AFTER_S) < REPROBE_AFTER_S:
             return None
     try:
-        found = probe(base_url, model, api_key)
+        found = probe(client, model)
     except ServerTokenizerError:
         with _probed_lock:
             _unreachable[key] = time.monotonic()
