@@ -97,9 +97,9 @@ class ShortTermMemory:
         self.restore()
         self.configure(fold_policy=fold_policy)  # checks the limits
 
-    def __getstate__(
-        self,
-    ) -> dict[str, Any]:  # a lock cannot be copied; a copy is not what the saver's hook saves
+    def __getstate__(self) -> dict[str, Any]:
+        """The state without the lock (it cannot be copied) and the saver's hook (a copy is not
+        what it saves)."""
         return {
             name: value for name, value in vars(self).items() if name not in ("lock", "_on_change")
         }
@@ -257,9 +257,9 @@ class ShortTermMemory:
         recorded in the ledger. Raises BackendError (nothing changes), and SummaryError (after the
         record) for an empty summary."""
         sizes = request_sizes(self)
-        version, record = Summarizer(
-            self.model, sizes.summary_instructions, self.limits.max_summary_tokens
-        ).summarize(
+        cap = self.limits.max_summary_tokens
+        summarizer = Summarizer(self.model, sizes.summary_instructions, cap)
+        version, record = summarizer.summarize(
             self.server,
             self.summary,
             messages,
@@ -333,16 +333,15 @@ class ShortTermMemory:
         self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, in_force)
         return turn_plan
 
-    def _add_message(
-        self, message: Message
-    ) -> None:  # its tokens counted once; the calibration sees its kind of text
+    def _add_message(self, message: Message) -> None:
+        """Appends ``message``, its tokens counted once; the calibration sees its kind of text."""
         self.server.see([message.content])
         self.conversation = self.conversation.adding(message, self._message_tokens(message))
 
     def _message_tokens(self, message: Message) -> int:
-        return self._tokens.message(
-            message.role, message.content
-        )  # its text tokenized once per conversation
+        """The local tokens ``message`` adds to a request, its text tokenized once per
+        conversation."""
+        return self._tokens.message(message.role, message.content)
 
     # -- the article's API, name for name (``history`` is a copy: only the memory changes it) ------
 
@@ -370,9 +369,9 @@ class ShortTermMemory:
     def format_messages(self, messages: Sequence[Message]) -> str:
         return "\n".join(f"{message['role']}: {message['content']}" for message in messages)
 
-    def count_input_tokens(
-        self, messages: Sequence[Message]
-    ) -> int:  # the server's count where it counts requests
+    def count_input_tokens(self, messages: Sequence[Message]) -> int:
+        """A reply request's input tokens with ``messages``: the server's count where it counts
+        requests, else the local one."""
         instructions = request_instructions(self)
         exact = self.server.exact(instructions, messages)
         return (
