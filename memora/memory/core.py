@@ -113,9 +113,11 @@ class ShortTermMemory:
         summary_versions: Sequence[SummaryVersion] = (),
         ledger: Sequence[UsageRecord] = (),
         last_context: Sequence[Message] = (),
+        last_request: PreparedContext | None = None,
     ) -> None:
         """Replaces the conversation's state at once (an empty one by default). The caller validates
-        it."""
+        it. ``last_request``: the last reply request as it was prepared, for the page to draw again
+        (None: not known)."""
         self._tokens = TextTokens()  # each message and summary tokenized once (see TextTokens)
         self.conversation = History(
             tuple(history), tuple(map(self._message_tokens, history)), tuple(summary_versions)
@@ -123,7 +125,7 @@ class ShortTermMemory:
         self.server.see([*(m.content for m in history), self.summary])
         self.ledger = Ledger(ledger)
         self.last_context = list(last_context)
-        self.last_prepared: PreparedContext | None = None
+        self.last_prepared: PreparedContext | None = last_request
 
     def configure(
         self,

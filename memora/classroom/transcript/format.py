@@ -346,8 +346,14 @@ def restore_memory(
         )
     except ValueError as problem:
         raise TranscriptError("bad_settings", f"the transcript's settings do not fit here: {problem}", "settings") from None
-    memory.restore(transcript.history, transcript.summary_versions, with_turn_stats(transcript), transcript.last_context)
-    memory.last_prepared = transcript.last_request  # the page draws the last request again, as it was sent
+    # The last request comes back too: the page draws it again, as it was sent.
+    memory.restore(
+        transcript.history,
+        transcript.summary_versions,
+        with_turn_stats(transcript),
+        transcript.last_context,
+        transcript.last_request,
+    )
     return memory
 
 
