@@ -271,7 +271,7 @@ def test_the_status_panel_says_which_count_the_budget_uses():
     with ChatServer(han_ratio=HAN, tokenizer="llama.cpp") as server:
         exact = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
         assert "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)" in calibration_note(exact, "en")
-        assert "伺服器的 tokenizer，精確" in calibration_note(exact, "zh-TW")
+        assert "伺服器的分詞器，精確（llama.cpp /apply-template + /tokenize）" in calibration_note(exact, "zh-TW")
     with ChatServer(han_ratio=HAN) as server:
         local = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000)
         local.plan("明日は東京で会議があります。")

@@ -41,7 +41,7 @@ def test_defaults_without_anything_are_offline_and_local() -> None:
 
 def test_a_key_alone_selects_openai() -> None:
     settings = load_settings({}, {"OPENAI_API_KEY": "sk-env"})
-    assert settings.backend == "openai" and settings.has_key
+    assert settings.backend == "openai" and settings.api_key == "sk-env"
 
 
 def test_secrets_win_over_the_environment() -> None:

@@ -202,11 +202,6 @@ class Settings:
         """The per-session caps, for ``ShortTermMemory(caps=...)``."""
         return SessionLimits(self.max_message_chars, self.max_turns, self.max_session_tokens)
 
-    @property
-    def has_key(self) -> bool:
-        """Whether an OpenAI key is set (the ``chat`` server's key is ``chat_api_key``)."""
-        return bool(self.api_key)
-
     def with_changes(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
