@@ -53,6 +53,8 @@ def test_every_view_of_a_conversation_agrees_on_its_folds_and_its_total():
     assert len(events) == len(told.folds)
     assert events[0].startswith("Summary v1, after reply 4, for turn 5: messages 1–2 folded in, +")
     assert f"Session total: {told.folds[-1].session_total:,} tokens." in events[-1]
+    # Every fold says why, not only the newest: the window of 3 turns pushed each pair out.
+    assert all(", because the recent window holds 3 turns." in event for event in events), events
     assert told.folds[-1].session_total == told.total, "the last fold came after the last reply"
     numbers = [m.caption[0].value.split(" ")[0] for m in at.chat_message]
     assert numbers == [f"#{n}" for n in range(1, len(memory.history) + 1)]
@@ -96,3 +98,14 @@ def test_a_fold_inside_a_turn_serves_that_turn_and_follows_its_message(backend):
     assert told.turn(3).folds == (fold,) and told.turn(3).newly_summarized == 2 == memory.ledger[-1].newly_summarized
     assert told.turn(3).summary_tokens == memory.ledger[-1].summary_tokens == fold.tokens
     assert told.total == memory.session_total_tokens
+
+
+def test_a_saved_conversation_keeps_why_each_fold_happened(backend):
+    from memora.classroom.transcript.format import dumps_transcript, parse_transcript, restore_memory
+
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    chat(memory, "one", "two", "three", "four")
+    assert [v.reason for v in memory.conversation.versions] == ["window", "window"]
+    again = restore_memory(parse_transcript(dumps_transcript(memory)), backend)
+    assert again.conversation.versions == memory.conversation.versions
+    assert [v.reason for v in again.conversation.versions] == ["window", "window"]

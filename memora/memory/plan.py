@@ -27,11 +27,12 @@ from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 
 from memora.memory.backend import ContextOverflowError, ServerProfile
-from memora.memory.policies import FoldReason, Policy
+from memora.memory.policies import Policy
 from memora.memory.values import (
     MIN_FOLD_ROOM,
     MIN_MESSAGE_ROOM,
     ContextBudgetError,
+    FoldReason,
     PreparedContext,
     Source,
     SummaryVersion,
@@ -120,8 +121,12 @@ class History:
         )
 
     def folding(self, version: SummaryVersion, fold_plan: TurnPlan | None) -> History:
-        """This history with ``version`` as its summary, written as ``fold_plan`` planned."""
-        return replace(self, versions=(*self.versions, version), fold_plan=fold_plan)
+        """This history with ``version`` as its summary, written as ``fold_plan`` planned: the
+        version keeps the plan's reason, so that every fold can say why it happened, a saved one
+        too."""
+        reason: FoldReason = "none" if fold_plan is None else fold_plan.reason
+        versions = (*self.versions, replace(version, reason=reason))
+        return replace(self, versions=versions, fold_plan=fold_plan)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,12 @@ class SummaryError(BackendError):
     """The summary request returned nothing usable; the old summary is kept."""
 
 
+FoldReason = Literal["none", "window", "budget", "high_water"]
+"""Why the last message of a fold had to go: it left the recent window (``window``), the request did
+not fit the budget (``budget``), the watermark's request would have passed its high-water mark
+(``high_water``); ``none`` when nothing had to, or when it is not known."""
+
+
 @dataclass(frozen=True)
 class SummaryVersion:
     """One state of the running summary.
@@ -95,7 +101,9 @@ class SummaryVersion:
     summary request cost; ``turn`` is the user turn that triggered it.
     ``cut`` is True when the model's summary ran past its cap and was trimmed to
     its last whole sentence; ``clipped`` counts the folded messages whose middle
-    was cut (with a marker) so the summary request fit the budget.
+    was cut (with a marker) so the summary request fit the budget. ``reason`` is why the plan that
+    made it folded (``FoldReason``): ``none`` for a rewrite that moved no message, and for a version
+    saved before versions kept their reason.
     """
 
     text: str
@@ -105,6 +113,7 @@ class SummaryVersion:
     turn: int
     cut: bool = False
     clipped: int = 0
+    reason: FoldReason = "none"
 
 
 @dataclass(frozen=True)

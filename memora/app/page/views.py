@@ -141,13 +141,12 @@ def fold_label(fold: Fold, lang: str) -> str:
 
 
 def fold_because(memory: ShortTermMemory, fold: Fold, lang: str) -> str:
-    """Why ``fold`` happened, as a clause that starts with a comma ("…, because the window holds 3 turns"); empty
-    when that is not known. Only the newest fold's plan is kept (``History.fold_plan``), and none for a conversation
-    restored or imported, so an older fold says what it did, not why."""
-    plan = memory.conversation.fold_plan
-    if plan is None or fold.version != len(memory.conversation.versions) or plan.reason == "none":
+    """Why ``fold`` happened, as a clause that starts with a comma ("…, because the window holds 3 turns"), from
+    the reason its summary version keeps; empty when that is not known (a version saved before versions kept it)."""
+    reason = memory.conversation.versions[fold.version - 1].reason
+    if reason == "none":
         return ""
-    return t(lang, f"fold.because_{plan.reason}", turns=memory.max_recent_turns, budget=f"{plan.budget:,}")
+    return t(lang, f"fold.because_{reason}", turns=memory.max_recent_turns, budget=f"{memory.max_input_tokens:,}")
 
 
 def fold_event(memory: ShortTermMemory, fold: Fold, lang: str) -> str:

@@ -45,7 +45,7 @@ from memora.classroom.limits import SessionLimits
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.untrusted import MAX_INT, Count, NotBlank, StrictModel
 from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion
-from memora.memory.values import Limits, PreparedContext, Source
+from memora.memory.values import FoldReason, Limits, PreparedContext, Source
 from memora.text.messages import Message
 from memora.text.tokens import count_text
 from memora.text.usage import UsageRecord
@@ -66,7 +66,7 @@ class TranscriptError(untrusted.UntrustedJSONError):
 
 
 # -- the file format ------------------------------------------------------------
-# Flags added after version 1 was published (summary_versions[i].cut/.clipped,
+# Flags added after version 1 was published (summary_versions[i].cut/.clipped/.reason,
 # ledger[i].cut/.implausible/.input_budget, turn_stats[i].record.cut/.over_budget/.implausible)
 # have defaults, so older version 1 files still read.
 
@@ -122,6 +122,7 @@ class SummaryVersionEntry(StrictModel):
     turn: Turn
     cut: bool = False
     clipped: Index = 0
+    reason: FoldReason = "none"
 
 
 class LedgerEntry(StrictModel):
@@ -570,7 +571,17 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
             )
         pointer, last_turn = count, v.turn
     return tuple(
-        SummaryVersion(v.text, v.summarized_message_count, (v.folded[0], v.folded[1]), v.tokens, v.turn, v.cut, v.clipped) for v in entries
+        SummaryVersion(
+            v.text,
+            v.summarized_message_count,
+            (v.folded[0], v.folded[1]),
+            v.tokens,
+            v.turn,
+            v.cut,
+            v.clipped,
+            v.reason,
+        )
+        for v in entries
     )
 
 

@@ -15,12 +15,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
-FoldReason = Literal["none", "window", "budget", "high_water"]
-"""Why the last message of a fold had to go: it left the recent window (``window``), the request did
-not fit the budget (``budget``), the watermark's request would have passed its high-water mark
-(``high_water``)."""
+from memora.memory.values import FoldReason
 
 DEFAULT = "window"
 """The article's own policy: the page, the REPL and the article's constructor start with it."""

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median_low
 
-from memora.memory.policies import FoldReason
+from memora.memory.values import FoldReason
 from memora.text.tokens import count_message
 
 

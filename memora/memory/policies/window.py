@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memora.memory.policies import FoldReason
+from memora.memory.values import FoldReason
 from memora.text.tokens import count_message
 
 
