@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
+from memora.app.page.picture import picture_budget, picture_caption, sent_picture
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import parse_saved
@@ -83,11 +84,14 @@ def test_a_restored_conversations_status_says_what_happened_before_it_was_opened
 
     reloaded = open_page(at.query_params["c"])
     page = texts(reloaded)
-    # The fold's reason is not kept with the conversation: say so, never "nothing folded". The last request is
-    # (issue 36): the page reads it as it was sent, never "0 tokens".
+    # What was folded before the page opened is told, never "nothing folded". The last request comes back with the
+    # conversation (issue 36): the page reads it as it was sent, never "0 tokens", and draws it at the sidebar's top.
     assert f"{folded} messages had been folded into its summary before" in page
     assert reloaded.session_state[keys.MEMORY].last_prepared == sent
     assert f"the last request sent {sent.input_tokens:,}" in page
+    restored = reloaded.session_state[keys.MEMORY]
+    assert picture_caption(sent_picture(sent, picture_budget(restored)), "en") in page
+    assert [v.reason for v in reloaded.session_state[keys.MEMORY].conversation.versions] == ["window", "window"]
     assert "Nothing has been folded yet" not in page and "the last request sent 0" not in page
 
 
