@@ -21,12 +21,12 @@ vLLM), ``count_request`` gives the server's count of a request, template include
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import openai
 
+from memora.backends.base import SDKClientRetries
 from memora.backends.openai_errors import explain_error, stream_ended_early
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
 from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, Completion, ContextOverflowError, ReplyRequest, SummaryRequest
@@ -73,7 +73,7 @@ def estimate_usage(instructions: str, messages: Sequence[Message], text: str) ->
     return Usage(counted, count_text(text), estimated=True)
 
 
-class ChatCompletionsBackend:
+class ChatCompletionsBackend(SDKClientRetries):
     """Talks to ``client.chat.completions`` of an ``openai.OpenAI`` client pointed at the server.
 
     Errors are re-raised as ``ModelServerError`` naming MEMORA_BASE_URL and
@@ -143,18 +143,6 @@ class ChatCompletionsBackend:
         }
 
     # -- the Backend protocol -----------------------------------------------------
-
-    @property
-    def retries(self) -> int:
-        """How often the SDK's client retries a failed request by itself (``MEMORA_MAX_RETRIES``)."""
-        return self.client.max_retries
-
-    def sending_once(self) -> ChatCompletionsBackend:
-        """This backend on a client that never retries: each call is one HTTP request, so that a caller that books
-        every request (``memora.classroom.guard``) can retry under its own bookings. Everything else is shared."""
-        once = copy.copy(self)
-        once.client = self.client.with_options(max_retries=0)
-        return once
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
         """Yields text deltas, then one Completion.

@@ -8,13 +8,13 @@ which the contract tests send to a mock of OpenAI's published spec.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import openai
 
+from memora.backends.base import SDKClientRetries
 from memora.backends.openai_errors import ModelServerError, explain_error, stream_ended_early
 from memora.backends.redaction import redact
 from memora.memory.backend import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
@@ -85,7 +85,7 @@ def input_items(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-class OpenAIResponsesBackend:
+class OpenAIResponsesBackend(SDKClientRetries):
     """Talks to ``client.responses``; any ``openai.OpenAI`` client will do.
 
     SDK errors are re-raised as ``ModelServerError`` (a BackendError) with a
@@ -153,18 +153,6 @@ class OpenAIResponsesBackend:
         return {"model": model, "instructions": instructions, "input": input_items(messages)}
 
     # -- the Backend protocol -----------------------------------------------------
-
-    @property
-    def retries(self) -> int:
-        """How often the SDK's client retries a failed request by itself (``MEMORA_MAX_RETRIES``)."""
-        return self.client.max_retries
-
-    def sending_once(self) -> OpenAIResponsesBackend:
-        """This backend on a client that never retries: each call is one HTTP request, so that a caller that books
-        every request (``memora.classroom.guard``) can retry under its own bookings. Everything else is shared."""
-        once = copy.copy(self)
-        once.client = self.client.with_options(max_retries=0)
-        return once
 
     @staticmethod
     def billed_output_cap(model: str, max_output_tokens: int) -> int:
