@@ -169,7 +169,8 @@ def test_cli_prints_a_table_and_json(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("MEMORA_BACKEND", raising=False)
     assert main(["article-b1-travel"]) == 0
     table = capsys.readouterr().out
-    assert "English level B1" in table and "Recall: summary 100%, answer 100%" in table
+    assert "English level B1" in table and "Facts kept: in the summary 2 of 2, in what would have been sent 2 of 2" in table
+    assert "Recall" not in table and "· model" not in table.splitlines()[1], "offline, the header names no model"
 
     path = tmp_path / "tiny.json"
     path.write_text(scenario_json())

@@ -387,10 +387,20 @@ def format_report(report: ProbeReport) -> str:
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
-    lines.append(f"Recall: summary {report.summary_recall:.0%}, answer {report.answer_recall:.0%} ({len(report.facts)} facts)")
+    lines.append(recall_line(report))
     lines.append("Summary sent with the final question:")
     lines.extend("  " + line for line in (report.summary or "(empty)").splitlines())
     return "\n".join(lines)
+
+
+def recall_line(report: ProbeReport) -> str:
+    """The facts kept, as counts: in the summary, and in the model's answer, or offline in what would have been
+    sent (no model answered, so no share of a model's recall is shown)."""
+    total = len(report.facts)
+    in_summary = sum(r.summary.status == "kept" for r in report.facts)
+    in_answer = sum(r.answer.status == "kept" for r in report.facts)
+    second = "in what would have been sent" if report.offline else "in the model's answer"
+    return f"Facts kept: in the summary {in_summary} of {total}, {second} {in_answer} of {total}"
 
 
 def _width(text: str) -> int:
