@@ -137,6 +137,7 @@ MODULE_TIERS = {
         (
             "test_browser",
             "test_browser_big_class",
+            "test_browser_big_class_attacks",
             "test_browser_classroom_drill",
             "test_browser_forget",
             "test_browser_lesson",

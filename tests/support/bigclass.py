@@ -153,14 +153,15 @@ class BigClass:
 
 
 @contextmanager
-def big_class(store_url: str, folder: Path) -> Iterator[BigClass]:
-    """``python -m memora.serve --processes 2`` on free ports against ``store_url``, its log in ``folder``; stopped
-    with SIGTERM on leaving (the test then reads ``command.returncode``)."""
+def big_class(store_url: str, folder: Path, **settings: str) -> Iterator[BigClass]:
+    """``python -m memora.serve --processes 2`` on free ports against ``store_url``, its log in ``folder``, with the
+    teacher's other ``settings`` (``MEMORA_...=value``; none: offline); stopped with SIGTERM on leaving (the test
+    then reads ``command.returncode``)."""
     require_caddy()
     first, listen = free_port(), free_port()
     ports, log = [first, first + 1], folder / "serve.log"
     options = ("--processes", "2", "--first-port", str(first), "--listen", f"127.0.0.1:{listen}")
-    command = serve(*options, env=environment(MEMORA_STORE_URL=store_url, HOME=str(folder)), log=log)
+    command = serve(*options, env=environment(MEMORA_STORE_URL=store_url, HOME=str(folder), **settings), log=log)
     try:
         wait_until_up(ports, command)
         yield BigClass(ports, listen, log, command)
