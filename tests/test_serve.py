@@ -9,6 +9,7 @@ within 5 s, with no 502 for the page, the health endpoint or the websocket's han
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -24,6 +25,8 @@ from tests.support.bigclass import (
     pinned_students,
     saved_conversation,
     serve,
+    started_pid,
+    wait_until_up,
     websocket_status,
 )
 from tests.support.budget import isolated_postgres_url
@@ -89,3 +92,37 @@ def test_a_student_pinned_to_a_stopped_process_gets_the_conversation_back_from_p
     assert status == 200 and repinned == caddy_cookie(b), "the page came from process B, which Caddy pinned anew"
     assert any(message in text for text in shown), "the conversation came back from PostgreSQL"
     assert back_after <= FAILOVER_S, f"the conversation was back {back_after:.1f} s after process A stopped"
+
+
+@pytest.mark.integration
+def test_a_rolling_restart_at_its_quickest_shows_no_student_a_502(postgres_url, tmp_path):
+    """Process A is stopped, and B as soon as A, started again by the command, answers its health check; both
+    students' requests go on all the while. A's failed requests while it was down mark it failed in Caddy (passive
+    marking) for ``fail_duration`` after the last one: with 10 s, as the Caddyfile had, Caddy then had no process to
+    send anyone to once B stopped, and requests got 502 when ``lb_try_duration`` ran out. The benchmark's rolling
+    restart found it (benchmarks/classroom_load.py --rolling-restart)."""
+    with big_class(postgres_url, tmp_path) as running:
+        a, b = running.ports
+        students = pinned_students(running.proxy)
+        b_stopped: list[float] = []
+
+        def restart() -> None:
+            old = started_pid(running.log, a)
+            running.stop_process(a)
+            deadline = time.monotonic() + START_WAIT_S
+            while started_pid(running.log, a) == old and time.monotonic() < deadline:
+                time.sleep(0.1)  # the command logs A's new process once the old one has exited
+            wait_until_up([a], running.command)
+            running.stop_process(b)
+            b_stopped.append(time.monotonic())
+
+        restarter = threading.Thread(target=restart)
+        restarter.start()
+        seen: list[int] = []
+        while restarter.is_alive() or time.monotonic() - b_stopped[0] < FAILOVER_S + 2:
+            for cookie in students:
+                page, health = get(running.proxy + "/", cookie)[0], get(running.proxy + "/_stcore/health", cookie)[0]
+                seen += [page, health, websocket_status(running.listen, cookie)]
+        restarter.join()
+    assert b_stopped, "both processes were stopped in turn"
+    assert set(seen) <= {200, 101}, f"a student saw {sorted(set(seen))} in {len(seen)} answers"
