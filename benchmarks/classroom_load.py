@@ -7,6 +7,19 @@ Run from the repository root::
     python benchmarks/classroom_load.py --students 40 --offline
     python benchmarks/classroom_load.py --students 40 --model-port 8555 \
         --target "1 process=http://127.0.0.1:8501=111" --target "2 behind caddy=http://127.0.0.1:8080=222,333"
+    MEMORA_STORE_URL=postgresql://... python benchmarks/classroom_load.py --students 80 --serve 1 2
+    MEMORA_STORE_URL=postgresql://... python benchmarks/classroom_load.py --students 80 --serve 2 --rolling-restart 15
+
+``--serve N``: the class as a teacher starts a big one, ``python -m memora.serve --processes N`` (N Streamlit
+processes behind Caddy with the shipped Caddyfile) on the PostgreSQL database of ``MEMORA_STORE_URL``, each count
+in turn with a schema of its own, every figure summed over its N processes. ``--rolling-restart S``: instead of
+the usual waves, one wave of students whose processes are stopped one at a time (SIGTERM, as a rolling restart
+does; ``memora.serve`` starts each again) from S seconds into the message phase, each after the last is healthy
+again. A student whose websocket closes does what Streamlit's page does: it reconnects through Caddy (its sticky
+cookie re-pinned to a live process) and runs the page again; "page back" is the time from the close to that run's
+end. Its turn in flight is counted failed ("connection closed"). The benchmark's students keep no browser cookie,
+so the page that comes back is a new conversation: the conversation's return from PostgreSQL is what
+``tests/test_serve.py`` and ``tests/test_browser_big_class.py`` check.
 
 Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
@@ -66,6 +79,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -232,6 +246,75 @@ def wait_until_healthy(url: str, process: subprocess.Popen | None = None, limit_
     raise RuntimeError(f"{url} did not answer within {limit_s} s")
 
 
+SERVE_STOP_S = 60.0
+"""How long a stop waits for ``memora.serve``: above its own wait for its processes (30 s)."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """``python -m memora.serve`` running: Caddy's URL, the command, its log and its processes' ports."""
+
+    url: str
+    command: subprocess.Popen
+    log: Path
+    ports: tuple[int, ...]
+
+    def pids(self) -> list[int]:
+        """The processes' ids as the command last logged them (a restarted process has a new one)."""
+        started = {}
+        for line in self.log.read_text().splitlines():
+            found = re.match(r"memora\.serve: process on 127\.0\.0\.1:(\d+) \(pid (\d+)\)", line)
+            if found:
+                started[int(found[1])] = int(found[2])
+        return [started[port] for port in self.ports]
+
+
+def postgres_schema(url: str) -> str:
+    """``url`` with a new schema of its own first on the search path: each setup starts on empty tables."""
+    import psycopg
+
+    schema = "classroom_load_" + os.urandom(6).hex()
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f"CREATE SCHEMA {schema}")
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+@contextlib.contextmanager
+def served_class(processes: int, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[Served]:
+    """``python -m memora.serve --processes N`` on free ports, as a teacher starts a big class; yields it once
+    Caddy and every process answer, and stops it as Ctrl-C does (SIGTERM)."""
+    first, listen = free_port(), free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "memora.serve",
+        "--processes",
+        str(processes),
+        "--first-port",
+        str(first),
+        "--listen",
+        f"127.0.0.1:{listen}",
+    ]
+    # The processes' own session TTL, as --ttl gives the servers started here (Streamlit reads it from the environment).
+    env = {**env, "STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": str(ttl_s), "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    ports = tuple(range(first, first + processes))
+    try:
+        for port in ports:
+            wait_until_healthy(f"http://127.0.0.1:{port}", process)
+        url = f"http://127.0.0.1:{listen}"
+        wait_until_healthy(url, process)
+        yield Served(url, process, log, ports)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=SERVE_STOP_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @dataclass(frozen=True)
 class ProcessSample:
     """CPU-seconds (user + system) and RSS in MiB, summed over the server's processes."""
@@ -252,15 +335,22 @@ def sample(pids: Sequence[int]) -> ProcessSample:
 # -- one student -------------------------------------------------------------------------
 
 
-def page_cookies(url: str) -> str:
-    """GETs the page and returns its cookies as one ``Cookie`` header value ("" when it sets none)."""
-    with urllib.request.urlopen(url, timeout=120) as response:
+def page_cookies(url: str, cookies: str = "") -> str:
+    """GETs the page with ``cookies`` and returns them as one ``Cookie`` header value, updated by those the answer
+    sets (behind Caddy, a cookie pinned to a stopped process comes back pinned to a live one)."""
+    request = urllib.request.Request(url, headers={"Cookie": cookies} if cookies else {})
+    with urllib.request.urlopen(request, timeout=120) as response:
         response.read()
-        return "; ".join(value.split(";", 1)[0] for value in response.headers.get_all("Set-Cookie") or [])
+        jar = dict(pair.split("=", 1) for pair in cookies.split("; ") if "=" in pair)
+        for value in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = value.split(";", 1)[0].partition("=")
+            jar[name] = rest
+        return "; ".join(f"{name}={value}" for name, value in jar.items())
 
 
 @dataclass
 class TurnTiming:
+    sent_at: float = 0.0
     first_token_s: float | None = None
     done_s: float | None = None
     error: str | None = None
@@ -282,7 +372,12 @@ class Student:
     # The browser's run_every timers: fragment id -> (interval s, the task sending its reruns).
     _timers: dict[str, tuple[float, asyncio.Task]] = field(default_factory=dict)
     fragment_reruns: int = 0  # auto-reruns sent, over the whole session
+    page_back_s: list[float] = field(default_factory=list)
+    """Per websocket closed by the server mid-class: the time until the page, reconnected, had run again."""
     _ws: Any = None
+    _cookies: str = ""
+    _closed_at: float | None = None
+    _leaving: bool = False
     # Whether the full run in progress drew the chat input enabled.
     _input_enabled: bool = False
     # Per turn:
@@ -297,37 +392,52 @@ class Student:
         # The page's URL is the Origin a browser would send; the server checks it against its own host.
         origin = self.ws_url.replace("ws://", "http://").split("/_stcore")[0]
         # The page first, as a browser loads it: behind a sticky load balancer its cookie picks the server for the websocket.
-        cookies = await asyncio.to_thread(page_cookies, origin + "/")
-        async with websockets.connect(
-            self.ws_url,
-            subprotocols=["streamlit"],
-            max_size=None,
-            origin=origin,
-            ping_interval=None,
-            open_timeout=120,
-            additional_headers={"Cookie": cookies} if cookies else None,
-        ) as ws:
-            self._ws = ws
-            reader = asyncio.create_task(self._read(ws))
+        self._ws = await self._connect(origin)
+        reader = asyncio.create_task(self._read(origin))
+        try:
+            await self._ws.send(self._rerun())
+            await asyncio.wait_for(self._idle.wait(), TURN_TIMEOUT_S)
+            ready.append(self.number)
+            await start.wait()
+            for index in range(self.messages):
+                await asyncio.sleep(self.think_s * self.rng.uniform(0.5, 1.5))
+                await asyncio.wait_for(self._idle.wait(), TURN_TIMEOUT_S)  # a page reconnecting takes no message
+                await self._turn(self._ws, index)
+            await finished.wait()  # every student stays connected until the last one is done, as a class would
+        finally:
+            self._leaving = True
+            reader.cancel()
+            self._cancel_timers(list(self._timers))
+            await self._ws.close()
+
+    async def _connect(self, origin: str) -> Any:
+        """The page, then its websocket, as a browser loads it: behind a sticky load balancer the page's cookie picks
+        the server for the websocket. Retried while nothing answers (a process stopping behind Caddy), up to the
+        turn timeout."""
+        deadline = time.perf_counter() + TURN_TIMEOUT_S
+        while True:
             try:
-                await ws.send(self._rerun())
-                await asyncio.wait_for(self._idle.wait(), TURN_TIMEOUT_S)
-                ready.append(self.number)
-                await start.wait()
-                for index in range(self.messages):
-                    await asyncio.sleep(self.think_s * self.rng.uniform(0.5, 1.5))
-                    await self._turn(ws, index)
-                await finished.wait()  # every student stays connected until the last one is done, as a class would
-            finally:
-                reader.cancel()
-                self._cancel_timers(list(self._timers))
+                self._cookies = await asyncio.to_thread(page_cookies, origin + "/", self._cookies)
+                return await websockets.connect(
+                    self.ws_url,
+                    subprotocols=["streamlit"],
+                    max_size=None,
+                    origin=origin,
+                    ping_interval=None,
+                    open_timeout=120,
+                    additional_headers={"Cookie": self._cookies} if self._cookies else None,
+                )
+            except (OSError, websockets.InvalidStatus, websockets.InvalidHandshake):
+                if time.perf_counter() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
 
     async def _turn(self, ws: Any, index: int) -> None:
         self._nonce = f"s{self.number}m{index}"
-        self._timing = TurnTiming()
+        self._sent_at = time.perf_counter()
+        self._timing = TurnTiming(sent_at=self._sent_at)
         self._user_seen = False
         self._settled.clear()
-        self._sent_at = time.perf_counter()
         text = f"Message {self._nonce}: how do I ask politely for a late checkout at the hotel?"
         await ws.send(self._rerun(text))
         try:
@@ -354,11 +464,25 @@ class Student:
             widget.chat_input_value.data = text
         return message.SerializeToString()
 
-    async def _read(self, ws: Any) -> None:
-        async for raw in ws:
-            message = ForwardMsg()
-            message.ParseFromString(raw)
-            self._on_message(message, time.perf_counter())
+    async def _read(self, origin: str) -> None:
+        """Reads every ForwardMsg; when the server closes the websocket (its process stopping), reconnects as
+        Streamlit's page does and runs the page again. The turn in flight then fails: its reply is not drawn."""
+        while True:
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for raw in self._ws:
+                    message = ForwardMsg()
+                    message.ParseFromString(raw)
+                    self._on_message(message, time.perf_counter())
+            if self._leaving:
+                return
+            self._closed_at = time.perf_counter()
+            self._idle.clear()
+            self._cancel_timers(list(self._timers))
+            if self._timing is not None:
+                self._timing.error = self._timing.error or "connection closed"
+                self._settled.set()
+            self._ws = await self._connect(origin)
+            await self._ws.send(self._rerun())
 
     def _on_message(self, message: ForwardMsg, now: float) -> None:
         kind = message.WhichOneof("type")
@@ -430,6 +554,9 @@ class Student:
     def _on_finished(self, status: int, now: float) -> None:
         if status != ForwardMsg.FINISHED_SUCCESSFULLY:
             return  # a fragment run, or a run cut short for the next: the page is not settled by it
+        if self._closed_at is not None:
+            self.page_back_s.append(now - self._closed_at)
+            self._closed_at = None
         self._idle.set()
         timing = self._timing
         if timing is None or not self._input_enabled:
@@ -466,8 +593,11 @@ class LoadResult:
     errors: tuple[str, ...]
 
 
-async def wave(ws_url: str, students: int, args: argparse.Namespace, pids: Sequence[int], seed: int) -> tuple[list[Student], dict]:
-    """Connects ``students`` students, lets them talk, closes them; returns them and the server samples."""
+async def wave(
+    ws_url: str, students: int, args: argparse.Namespace, pids: Sequence[int], seed: int, on_start: Any = None
+) -> tuple[list[Student], dict]:
+    """Connects ``students`` students, lets them talk, closes them; returns them and the server samples.
+    ``on_start``: called as the message phase begins (once every student's page has run)."""
     start, finished = asyncio.Event(), asyncio.Event()
     ready: list[int] = []
     rng = random.Random(seed)
@@ -482,6 +612,8 @@ async def wave(ws_url: str, students: int, args: argparse.Namespace, pids: Seque
         await asyncio.sleep(0.05)
     samples = {"before_pages": before_pages, "before_turns": sample(pids)}
     began = time.perf_counter()
+    if on_start is not None:
+        on_start()
     start.set()
     while sum(len(s.turns) for s in crowd) < students * args.messages:
         await asyncio.sleep(0.05)
@@ -533,6 +665,86 @@ def measure(label: str, http_url: str, pids: Sequence[int], students: int, args:
         fragment_reruns_per_turn=sum(s.fragment_reruns for s in crowd) / max(len(turns), 1),
         errors=tuple(sorted({t.error for t in turns if t.error})),
     )
+
+
+@dataclass(frozen=True)
+class RestartResult:
+    """One wave through a rolling restart: first tokens of turns sent before it, during it (from the first stop
+    until the last process restarted answers its health check) and after; the pages back; the turns cut."""
+
+    label: str
+    students: int
+    turns: int
+    failed: int
+    before: list[float]
+    during: list[float]
+    after: list[float]
+    page_back: list[float]
+    window_s: float
+    errors: tuple[str, ...]
+
+
+def rolling_restart(served: Served, after_s: float, window: list[float]) -> None:
+    """From ``after_s`` seconds on, stops each process in turn (SIGTERM) and waits until ``memora.serve`` has
+    started it again and it answers; ``window`` gets the first stop's and the last answer's clock times."""
+    time.sleep(after_s)
+    window.append(time.perf_counter())
+    for port, pid in zip(served.ports, served.pids(), strict=True):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while pid in served.pids() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the command logs the new process once the old one has exited
+        wait_until_healthy(f"http://127.0.0.1:{port}")
+    window.append(time.perf_counter())
+
+
+def measure_restart(label: str, served: Served, students: int, args: argparse.Namespace) -> RestartResult:
+    """One wave of ``students`` while every process of ``served`` is restarted in turn (``rolling_restart``)."""
+    ws_url = served.url.replace("http://", "ws://") + "/_stcore/stream"
+    for warm_up in range(4 * len(served.ports)):
+        asyncio.run(wave(ws_url, 1, _one_message(args), [], seed=warm_up))
+    window: list[float] = []
+    restarter = threading.Thread(target=rolling_restart, args=(served, args.rolling_restart, window), daemon=True)
+    # The restart's clock starts with the message phase, once every student's page has run, as the wave's own does.
+    crowd, _ = asyncio.run(wave(ws_url, students, args, [], seed=1, on_start=restarter.start))
+    restarter.join()
+    turns = [t for s in crowd for t in s.turns]
+    ok = [t for t in turns if t.error is None and t.first_token_s is not None and t.done_s is not None]
+    start, end = (window[0], window[-1]) if len(window) >= 2 else (float("inf"), float("inf"))
+    return RestartResult(
+        label=label,
+        students=students,
+        turns=len(turns),
+        failed=len(turns) - len(ok),
+        before=[t.first_token_s for t in ok if t.sent_at < start],  # type: ignore[misc]
+        during=[t.first_token_s for t in ok if start <= t.sent_at <= end],  # type: ignore[misc]
+        after=[t.first_token_s for t in ok if t.sent_at > end],  # type: ignore[misc]
+        page_back=[back for s in crowd for back in s.page_back_s],
+        window_s=end - start,
+        errors=tuple(sorted({t.error for t in turns if t.error})),
+    )
+
+
+def restart_report(results: Sequence[RestartResult]) -> str:
+    lines = [
+        "",
+        "Rolling restart (every process stopped in turn with SIGTERM, each after the last was back):",
+        "",
+        "| setup | students | turns (failed) | restart s | first token p95 s before / during / after (turns) "
+        "| pages back | page back median / max s |",
+        "|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        back = f"{median(r.page_back):.2f} / {max(r.page_back):.2f}" if r.page_back else "-"
+        lines.append(
+            f"| {r.label} | {r.students} | {r.turns} ({r.failed}) | {r.window_s:.1f} "
+            f"| {p95(r.before):.2f} ({len(r.before)}) / {p95(r.during):.2f} ({len(r.during)}) / {p95(r.after):.2f} "
+            f"({len(r.after)}) | {len(r.page_back)} | {back} |"
+        )
+    errors = sorted({e for r in results for e in r.errors})
+    if errors:
+        lines += ["", "Failed turns: " + "; ".join(errors)]
+    return "\n".join(lines)
 
 
 def sweep(ws_url: str, pids: Sequence[int], args: argparse.Namespace) -> ProcessSample:
@@ -648,8 +860,32 @@ def main() -> None:
         help="an already running setup (a load balancer, say) and its server processes to sample; repeatable, replaces --apps",
     )
     parser.add_argument("--model-port", type=int, default=0, help="the fake model's port (0: any free one); fix it for --target setups")
+    parser.add_argument(
+        "--serve",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="run `python -m memora.serve --processes N` (Caddy, the shipped Caddyfile) on MEMORA_STORE_URL's PostgreSQL, "
+        "for each N in turn; replaces --apps",
+    )
+    parser.add_argument(
+        "--rolling-restart",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --serve: one wave in which each process is stopped in turn, from S s into the message phase",
+    )
     args = parser.parse_args()
     targets = [parse_target(text, parser) for text in args.target]
+    store_url = os.environ.get("MEMORA_STORE_URL", "").strip()
+    if args.serve and not store_url.startswith(("postgresql://", "postgres://")):
+        parser.error("--serve needs MEMORA_STORE_URL=postgresql://..., the database every process shares")
+    if args.rolling_restart is not None and not args.serve:
+        parser.error("--rolling-restart needs --serve")
+    if args.serve:
+        serve(args, store_url)
+        return
     results = []
     with contextlib.ExitStack() as stack:
         model_url = None if args.offline else stack.enter_context(model_server(args.latency, args.rate, args.reply_tokens, args.model_port))
@@ -666,6 +902,30 @@ def main() -> None:
                     results.append(measure(label, url, [pid], students, args))
                 print(report(results, args), file=sys.stderr)
     print(report(results, args))
+
+
+def serve(args: argparse.Namespace, store_url: str) -> None:
+    """The ``--serve`` runs: each process count in turn, on one model, each on a schema of its own."""
+    results: list[LoadResult] = []
+    restarts: list[RestartResult] = []
+    with contextlib.ExitStack() as stack:
+        model_url = None if args.offline else stack.enter_context(model_server(args.latency, args.rate, args.reply_tokens, args.model_port))
+        data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="memora-load-"))
+        for students in args.students:
+            for processes in args.serve:
+                env = {**app_env(model_url, data_dir), "MEMORA_STORE_URL": postgres_schema(store_url)}
+                label = f"{processes} process{'es' if processes > 1 else ''} behind Caddy"
+                with served_class(processes, env, args.ttl, Path(data_dir) / f"serve-{processes}.log") as served:
+                    if args.rolling_restart is None:
+                        results.append(measure(label, served.url, served.pids(), students, args))
+                    else:
+                        restarts.append(measure_restart(label, served, students, args))
+                print(serve_report(results, restarts, args), file=sys.stderr)
+    print(serve_report(results, restarts, args))
+
+
+def serve_report(results: Sequence[LoadResult], restarts: Sequence[RestartResult], args: argparse.Namespace) -> str:
+    return (report(results, args) if results else "") + (restart_report(restarts) if restarts else "")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ import argparse
 import asyncio
 import os
 import random
+import subprocess
+import sys
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.classroom_load import PacedChatServer, Student, wave
-from benchmarks.harness.processes import streamlit_process, streamlit_run
+from benchmarks.harness.processes import ROOT, streamlit_process, streamlit_run
 from benchmarks.page_rerun import Tab, capped_conversation, measure_panel, saved_store
 
 
@@ -126,3 +128,14 @@ def test_a_student_keeps_the_fragment_timers_as_the_browser_does():
     assert alive == [{"tail", "other"}, {"tail"}, set()]
     assert {"tail", "other"} == {fragment for fragment, _ in sent}
     assert all(auto for _, auto in sent)
+
+
+def test_the_benchmark_runs_a_big_class_through_memora_serve_only_on_postgresql():
+    """``--serve N`` starts ``python -m memora.serve``, whose processes must share a PostgreSQL store: without one it
+    stops before starting anything, and says so; ``--rolling-restart`` is offered beside it."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMORA_STORE_URL"}
+    command = [sys.executable, "benchmarks/classroom_load.py"]
+    refused = subprocess.run([*command, "--serve", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--serve needs MEMORA_STORE_URL=postgresql://" in refused.stderr
+    shown = subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "--serve N" in shown.stdout and "--rolling-restart S" in shown.stdout
