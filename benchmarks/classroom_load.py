@@ -439,9 +439,12 @@ class Student:
         self._user_seen = False
         self._settled.clear()
         text = f"Message {self._nonce}: how do I ask politely for a late checkout at the hotel?"
-        await ws.send(self._rerun(text))
         try:
+            await ws.send(self._rerun(text))
             await asyncio.wait_for(self._settled.wait(), TURN_TIMEOUT_S)
+        except websockets.ConnectionClosed:
+            # Closed before the reader saw it: the message never left; the reader reconnects.
+            self._timing.error = self._timing.error or "connection closed"
         except TimeoutError:
             self._timing.error = self._timing.error or "timeout"
         self.turns.append(self._timing)
