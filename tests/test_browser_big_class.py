@@ -10,10 +10,8 @@ browser receives is a 5xx.
 
 from __future__ import annotations
 
-import time
-
 from benchmarks.harness.browser import Person, chat_texts, chromium, require_browser
-from tests.support.bigclass import FAILOVER_S, big_class, caddy_cookie
+from tests.support.bigclass import big_class, caddy_cookie
 from tests.support.budget import isolated_postgres_url
 
 
@@ -36,10 +34,8 @@ def test_a_rolling_restart_keeps_every_conversation_and_shows_no_student_a_5xx(p
             person.type(text)
             person.wait_for_messages(2)
         running.stop_process(a)
-        stopped_at = time.monotonic()
         ana.type("What is my name?")  # on a page whose process is gone: the page reconnects through Caddy
         ana.wait_for_messages(4)
-        back_after = time.monotonic() - stopped_at
         ben.type("And mine?")
         ben.wait_for_messages(4)
         lb = {cookie["name"]: cookie["value"] for cookie in ana.context.cookies()}["memora_lb"]
@@ -49,4 +45,4 @@ def test_a_rolling_restart_keeps_every_conversation_and_shows_no_student_a_5xx(p
     assert "What is my name?" in ana_texts[2], "the message she sent as her process stopped was sent, not lost"
     assert "My name is Ben" in ben_texts[0] and len(ben_texts) == 4
     assert errors == [], "no student saw a 5xx"
-    assert back_after <= FAILOVER_S, f"Ana's next reply came {back_after:.1f} s after her process stopped"
+    # How soon she was back is a measure, not a test: benchmarks/classroom_load.py --rolling-restart (docs/classroom.md).

@@ -26,7 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILOVER_S = 5.0
-"""The issue's goal: a student pinned to a stopped process is on a live one within 5 s."""
+"""How long the students keep asking after a stop: Caddy's retry window (``lb_try_duration``). A window to watch,
+not a bound the tests assert: how soon a student is back is measured by the benchmark."""
 START_WAIT_S = 90.0
 """A bound on a hang while the processes start or stop, not a measure of speed."""
 
