@@ -14,6 +14,7 @@ from benchmarks.harness.browser import chromium, page_env, require_browser, wait
 from benchmarks.harness.processes import ROOT, streamlit_run
 from benchmarks.screenshots import article_turns, play, set_panel, switch_language
 from memora.app.page.i18n import t
+from memora.app.page.panels import preview
 from memora.text.prompts import SUMMARY_PREAMBLE
 from tests.support.words import english_words
 
@@ -65,8 +66,9 @@ def test_after_six_turns_in_traditional_chinese_no_page_label_is_in_english(serv
         text += "\n" + shown_text(page)
         assert t("zh-TW", "chat.folded") in text and t("zh-TW", "glossary.title") in text
         assert "離線模式，不是語言模型。" in text, "the offline engine answered in the page's language"
-        # The conversation's own text: the learner's turns, and the summary made of them, as the prompt sends it.
+        # The conversation's own text: the learner's turns, and the summary made of them, as the prompt sends it;
+        # whole, or as the start of it that a message's card shows.
         for conversation_text in (*turns, SUMMARY_PREAMBLE):
-            text = text.replace(conversation_text, " ")
+            text = text.replace(conversation_text, " ").replace(preview(conversation_text), " ")
         assert english_words(text) == set(), text
         assert english_words(page.get_by_test_id("stChatInputTextArea").get_attribute("placeholder")) == set()
