@@ -164,6 +164,7 @@ def test_a_conversation_deleted_in_one_tab_never_comes_back_from_a_tab_on_the_ot
     second.wait_for_messages(2)
     assert saved_payloads(big.url, PHONE) == 1
     first.page.get_by_test_id("stSidebar").get_by_test_id("stPopover").filter(has_text=control).get_by_role("button").first.click()
+    wait_idle(first.page)  # opening the popover reruns the page, which draws it from its state
     first.page.get_by_role("button", name=button).click()
     wait_idle(first.page)
     second.type("Please call me after class.")

@@ -91,8 +91,10 @@ def tab(context, url: str) -> Person:
 
 
 def confirm(person: Person, control: str, button: str) -> None:
-    """Opens the sidebar's ``control`` popover and presses its ``button``, as a student would."""
+    """Opens the sidebar's ``control`` popover and presses its ``button``, as a student would: once the page has
+    drawn it open (opening it reruns the page, which draws the popover from its state)."""
     person.page.get_by_test_id("stSidebar").get_by_test_id("stPopover").filter(has_text=control).get_by_role("button").first.click()
+    wait_idle(person.page)
     person.page.get_by_role("button", name=button).click()
     wait_idle(person.page)
 
@@ -122,6 +124,7 @@ def test_a_deleted_conversation_is_gone_for_the_next_student_on_the_same_compute
             "button"
         ).first.click()
         a.page.keyboard.press("Escape")
+        wait_idle(a.page)  # closing it reruns the page too
         assert len(stored(tmp_path)) == 1
         confirm(a, "Delete this conversation", "Yes, delete it")
         assert "deleted from this server" in a.page.locator("body").inner_text()

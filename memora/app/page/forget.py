@@ -35,15 +35,14 @@ from memora.classroom.store.owner import new_browser_secret, owner_of
 
 def render_controls(lang: str) -> None:
     """The two controls, each a popover that explains what goes and holds the one button that does it."""
-    # Stateful popovers (a key and on_change): a callback can close them, so the confirmation goes once it is done.
-    with st.popover(
-        t(lang, "forget.delete"), icon=":material/delete:", help=t(lang, "forget.delete_help"), key=keys.DELETE_POPOVER, on_change="rerun"
-    ):
+    # Keyed by the deletions made, so that the confirmation goes once it is done: a deletion draws both popovers
+    # anew, closed. Opening or closing one reruns nothing. No hover help on them: the popover says it all, and a
+    # tooltip left by the opening click covered its button.
+    deletions = st.session_state[keys.DELETIONS]
+    with st.popover(t(lang, "forget.delete"), icon=":material/delete:", key=f"delete_popover_{deletions}"):
         render.caption(t(lang, "forget.delete_confirm_text"))
         st.button(t(lang, "forget.delete_confirm"), on_click=_delete_conversation, type="primary", icon=":material/delete_forever:")
-    with st.popover(
-        t(lang, "forget.browser"), icon=":material/logout:", help=t(lang, "forget.browser_help"), key=keys.FORGET_POPOVER, on_change="rerun"
-    ):
+    with st.popover(t(lang, "forget.browser"), icon=":material/logout:", key=f"forget_popover_{deletions}"):
         render.caption(t(lang, "forget.browser_confirm_text"))
         st.button(t(lang, "forget.browser_confirm"), on_click=_forget_browser, type="primary", icon=":material/delete_forever:")
 
@@ -60,7 +59,7 @@ def _delete_conversation() -> None:
             return
         FLIGHTS.forget_conversation(deleted_id, keeper.owner, deleted_by=keeper)
     _start_empty(state)
-    state[keys.DELETE_POPOVER] = False
+    state[keys.DELETIONS] += 1
     state[keys.NOTICE] = Notice("success", "forget.deleted")
 
 
@@ -83,7 +82,7 @@ def _forget_browser() -> None:
     if keeper is not None:
         state[keys.CONVERSATION] = ConversationKeeper(keeper.store, owner=owner_of(state[keys.BROWSER_SECRET]), sweep=keeper.sweep)
     _start_empty(state)
-    state[keys.FORGET_POPOVER] = False
+    state[keys.DELETIONS] += 1
     state[keys.NOTICE] = Notice("success", "forget.browser_forgotten", {"count": deleted})
 
 

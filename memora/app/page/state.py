@@ -61,9 +61,9 @@ PROBE_SCENARIO_INPUT = "probe_scenario_input"
 PROBE_RESULT = "probe_result"
 IMPORT_INPUT = "import_input"  # a file_uploader: Streamlit refuses a seeded value, so it is not seeded
 IMPORT_NOTICE = "import_notice"
-# The two confirmations' popovers (memora/app/page/forget.py): keyed, so a deletion can close its own popover.
-DELETE_POPOVER = "delete_popover"
-FORGET_POPOVER = "forget_popover"
+# How many deletions (Delete or Forget) this session made: the two confirmations' popovers are keyed by it
+# (memora/app/page/forget.py), so a deletion draws them anew, closed.
+DELETIONS = "deletions"
 # The reply in progress (memora/app/page/turn.py, drawn by memora/app/page/reply_tail.py) and the settings changed while it runs.
 REPLY_JOB = "reply_job"
 STOP_BUTTON = "stop_button"
@@ -203,6 +203,7 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         PROBE_SCENARIO_INPUT: None,
         PROBE_RESULT: None,
         IMPORT_NOTICE: None,
+        DELETIONS: 0,
         REPLY_JOB: None,
         DEFERRED_SETTINGS: frozenset(),
         CONVERSATION: None,
