@@ -10,11 +10,14 @@ with no 502 for the page, the health endpoint or the websocket's handshake. How 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 
 import pytest
 
+from benchmarks.harness.processes import streamlit_process
+from memora.app.first_run import FirstRunFailed, run_page_once
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from tests.support.bigclass import (
     FAILOVER_S,
@@ -123,3 +126,68 @@ def test_a_rolling_restart_at_its_quickest_shows_no_student_a_502(postgres_url, 
         restarter.join()
     assert b_stopped, "both processes were stopped in turn"
     assert set(seen) <= {200, 101}, f"a student saw {sorted(set(seen))} in {len(seen)} answers"
+
+
+@pytest.mark.integration
+def test_kill_hup_restarts_each_process_after_its_successor_ran_the_page_and_shows_no_student_a_502(postgres_url, tmp_path):
+    """``kill -HUP``: each process's successor starts on the spare port and runs the page before the old process
+    stops, so no student waits on a cold process; both students' requests go on all the while."""
+    with big_class(postgres_url, tmp_path) as running:
+        a, b = running.ports
+        before = {started_pid(running.log, a), started_pid(running.log, b)}
+        students = pinned_students(running.proxy)
+        ended: list[str] = []
+        restarter = threading.Thread(target=lambda: ended.append(running.hang_up()))
+        restarter.start()
+        seen: list[int] = []
+        while restarter.is_alive():
+            for cookie in students:
+                page, health = get(running.proxy + "/", cookie)[0], get(running.proxy + "/_stcore/health", cookie)[0]
+                seen += [page, health, websocket_status(running.listen, cookie)]
+        restarter.join()
+        after = {started_pid(running.log, port) for port in running.ports}
+        lines = [line for line in running.log.read_text().splitlines() if line.startswith("memora.serve: ")]
+    assert ended == ["memora.serve: rolling restart done; the class is on ports " + f"{a} {running.spare}"]
+    assert sorted(running.ports) == [a, running.spare] and not before & after, "two new processes; b's port is the spare"
+    assert set(seen) <= {200, 101}, f"a student saw {sorted(set(seen))} in {len(seen)} answers"
+    for old_port, successor_port in ((a, running.spare), (b, a)):
+        old = next(pid for pid in before if any(f"127.0.0.1:{old_port} (pid {pid})" in line for line in lines))
+        successor = next(pid for pid in after if any(f"127.0.0.1:{successor_port} (pid {pid})" in line for line in lines))
+        ran = _first(lines, f"port {successor_port} (pid {successor}) ran the page")
+        assert ran < _first(lines, f"port {old_port} (pid {old}) stopped"), "the successor ran the page before the stop"
+
+
+def _first(lines: list[str], text: str) -> int:
+    return next(index for index, line in enumerate(lines) if text in line)
+
+
+@pytest.mark.integration
+def test_a_rolling_restart_whose_successor_cannot_start_leaves_the_class_on_its_processes(postgres_url, tmp_path):
+    """Something else holds the spare port: the successor cannot listen there, so it is given up and the restart
+    ends before any process is stopped; the students stay where they were."""
+    with big_class(postgres_url, tmp_path) as running:
+        a, b = running.ports
+        before = [started_pid(running.log, port) for port in (a, b)]
+        students = pinned_students(running.proxy)
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", running.spare))  # bound, not listening: a bind there fails, a connect is refused
+            ended = running.hang_up()
+        after = [started_pid(running.log, port) for port in (a, b)]
+        answers = [get(running.proxy + "/", cookie) for cookie in students]
+    assert ended == f"memora.serve: rolling restart stopped; the class stays on ports {a} {b}"
+    assert after == before and running.ports == [a, b], "no process of the class was stopped"
+    assert answers == [(200, None), (200, None)], "each student is still on her own process (no cookie set anew)"
+
+
+@pytest.mark.integration
+def test_the_first_run_of_a_page_with_a_bad_setting_fails_with_what_the_page_shows(tmp_path):
+    """``run_page_once``, which ``memora.serve`` runs on every new process, against a real one: a clean page runs;
+    a page that shows an error (an empty cap, which stops the app) fails with that error's first line."""
+    env = environment(MEMORA_DATA_DIR=str(tmp_path), HOME=str(tmp_path))
+    with streamlit_process(env, tmp_path / "good.log") as (url, _):
+        assert run_page_once(int(url.rsplit(":", 1)[1])) > 0
+    with (
+        streamlit_process({**env, "MEMORA_MAX_TURNS": ""}, tmp_path / "bad.log") as (url, _),
+        pytest.raises(FirstRunFailed, match=r"^the page shows an error: Memora cannot start until"),
+    ):
+        run_page_once(int(url.rsplit(":", 1)[1]))

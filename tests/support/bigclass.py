@@ -64,6 +64,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports that are free now (the command's processes and its spare)."""
+    for _ in range(100):
+        first = free_port()
+        if first + count <= 65536 and all(_free(port) for port in range(first + 1, first + count)):
+            return first
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def get(url: str, cookie: str | None = None) -> tuple[int, str | None]:
     """The status of a GET, and the sticky cookie Caddy set (None when it set none)."""
     request = urllib.request.Request(url, headers={"Cookie": f"memora_lb={cookie}"} if cookie else {})
@@ -135,9 +153,11 @@ def caddy_cookie(port: int) -> str:
 
 @dataclass
 class BigClass:
-    """Two processes on ``ports`` behind Caddy on ``listen``, started by ``python -m memora.serve``."""
+    """Two processes on ``ports`` behind Caddy on ``listen``, started by ``python -m memora.serve``, whose spare
+    port (a rolling restart's successors start there first) is ``spare``."""
 
     ports: list[int]
+    spare: int
     listen: int
     log: Path
     command: subprocess.Popen
@@ -145,6 +165,23 @@ class BigClass:
     @property
     def proxy(self) -> str:
         return f"http://127.0.0.1:{self.listen}"
+
+    def hang_up(self) -> str:
+        """``kill -HUP`` to the command, as a teacher restarts the class mid-lesson; returns the line the command
+        ends its rolling restart with, once it is logged, and sets ``ports`` to the class's ports from it."""
+        ended = self._restarts_ended()
+        self.command.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + START_WAIT_S
+        while len(self._restarts_ended()) == len(ended):
+            assert time.monotonic() < deadline and self.command.poll() is None, "the rolling restart did not end"
+            time.sleep(0.1)
+        line = self._restarts_ended()[-1]
+        self.ports = [int(port) for port in line.rsplit("ports ", 1)[1].split()]
+        return line
+
+    def _restarts_ended(self) -> list[str]:
+        marks = ("memora.serve: rolling restart done", "memora.serve: rolling restart stopped")
+        return [line for line in self.log.read_text().splitlines() if line.startswith(marks)]
 
     def stop_process(self, port: int) -> None:
         """SIGTERM to the process on ``port``, as a rolling restart stops it; returns once it refuses connections
@@ -159,13 +196,13 @@ def big_class(store_url: str, folder: Path, **settings: str) -> Iterator[BigClas
     teacher's other ``settings`` (``MEMORA_...=value``; none: offline); stopped with SIGTERM on leaving (the test
     then reads ``command.returncode``)."""
     require_caddy()
-    first, listen = free_port(), free_port()
+    first, listen = free_ports(3), free_port()
     ports, log = [first, first + 1], folder / "serve.log"
     options = ("--processes", "2", "--first-port", str(first), "--listen", f"127.0.0.1:{listen}")
     command = serve(*options, env=environment(MEMORA_STORE_URL=store_url, HOME=str(folder), **settings), log=log)
     try:
         wait_until_up(ports, command)
-        yield BigClass(ports, listen, log, command)
+        yield BigClass(ports, first + 2, listen, log, command)
     finally:
         command.send_signal(signal.SIGTERM)
         command.wait(timeout=START_WAIT_S)
