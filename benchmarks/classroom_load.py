@@ -13,13 +13,15 @@ Run from the repository root::
 ``--serve N``: the class as a teacher starts a big one, ``python -m memora.serve --processes N`` (N Streamlit
 processes behind Caddy with the shipped Caddyfile) on the PostgreSQL database of ``MEMORA_STORE_URL``, each count
 in turn with a schema of its own, every figure summed over its N processes. ``--rolling-restart S``: instead of
-the usual waves, one wave of students whose processes are stopped one at a time (SIGTERM, as a rolling restart
-does; ``memora.serve`` starts each again) from S seconds into the message phase, each after the last is healthy
-again. A student whose websocket closes does what Streamlit's page does: it reconnects through Caddy (its sticky
-cookie re-pinned to a live process) and runs the page again; "page back" is the time from the close to that run's
-end. Its turn in flight is counted failed ("connection closed"). The benchmark's students keep no browser cookie,
-so the page that comes back is a new conversation: the conversation's return from PostgreSQL is what
-``tests/test_serve.py`` and ``tests/test_browser_big_class.py`` check.
+the usual waves, one wave of students for each way a class loses processes mid-lesson (``FAILOVERS``), each on a
+class started afresh, from S seconds into the message phase: one process stopped (SIGTERM, as a crash or a stop by
+hand leaves it; ``memora.serve`` starts it again), every process stopped in turn by hand (each after the last
+answers again), and ``kill -HUP`` to ``memora.serve`` (its rolling restart: each successor on the spare port runs
+the page before the old process stops). A student whose websocket closes does what Streamlit's page does: it
+reconnects through Caddy (its sticky cookie re-pinned to a live process) and runs the page again; "page back" is
+the time from the close to that run's end. Its turn in flight is counted failed ("connection closed"). The
+benchmark's students keep no browser cookie, so the page that comes back is a new conversation: the conversation's
+return from PostgreSQL is what ``tests/test_serve.py`` and ``tests/test_browser_big_class.py`` check.
 
 Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
@@ -87,7 +89,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,13 +262,21 @@ class Served:
     ports: tuple[int, ...]
 
     def pids(self) -> list[int]:
-        """The processes' ids as the command last logged them (a restarted process has a new one)."""
-        started = {}
+        """The class's processes as the command last logged them, by port: a process started again (a crash) or a
+        rolling restart's successor on the spare port has a new one, and a stopped one is left out."""
+        started: dict[int, int] = {}
         for line in self.log.read_text().splitlines():
-            found = re.match(r"memora\.serve: process on 127\.0\.0\.1:(\d+) \(pid (\d+)\)", line)
-            if found:
+            if found := re.match(r"memora\.serve: process on 127\.0\.0\.1:(\d+) \(pid (\d+)\)", line):
                 started[int(found[1])] = int(found[2])
-        return [started[port] for port in self.ports]
+            elif (found := re.match(r"memora\.serve: the process on port (\d+) \(pid (\d+)\) stopped", line)) and (
+                started.get(int(found[1])) == int(found[2])
+            ):
+                del started[int(found[1])]
+        return [started[port] for port in sorted(started)]
+
+    def logged(self, text: str) -> int:
+        """How many lines of the command's log hold ``text``."""
+        return sum(text in line for line in self.log.read_text().splitlines())
 
 
 def postgres_schema(url: str) -> str:
@@ -687,27 +697,65 @@ class RestartResult:
     errors: tuple[str, ...]
 
 
-def rolling_restart(served: Served, after_s: float, window: list[float]) -> None:
-    """From ``after_s`` seconds on, stops each process in turn (SIGTERM) and waits until ``memora.serve`` has
-    started it again and it answers; ``window`` gets the first stop's and the last answer's clock times."""
-    time.sleep(after_s)
-    window.append(time.perf_counter())
-    for port, pid in zip(served.ports, served.pids(), strict=True):
+def wait_for_log(served: Served, text: str, count: int) -> None:
+    """Until the command's log holds ``text`` ``count`` times: a bound on a hang, not a measure."""
+    deadline = time.monotonic() + 120
+    while served.logged(text) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"memora.serve did not log {text!r} within 120 s")
+        time.sleep(0.1)
+
+
+def stop_one(served: Served) -> None:
+    """SIGTERM to one process, as a crash or a stop by hand leaves it; ``memora.serve`` starts it again on its port
+    and runs its page once."""
+    ran = served.logged("ran the page")
+    os.kill(served.pids()[0], signal.SIGTERM)
+    wait_for_log(served, "ran the page", ran + 1)
+
+
+def stop_in_turn(served: Served) -> None:
+    """Each process stopped in turn (SIGTERM), the next as soon as the last, started again, answers its health
+    check: a rolling restart by hand, without the command's help."""
+    for port, pid in zip(sorted(served.ports), served.pids(), strict=True):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 120
         while pid in served.pids() and time.monotonic() < deadline:
             time.sleep(0.1)  # the command logs the new process once the old one has exited
         wait_until_healthy(f"http://127.0.0.1:{port}")
+
+
+def hang_up(served: Served) -> None:
+    """``kill -HUP`` to the command: its rolling restart, each successor started on the spare port and its page run
+    once before the old process stops."""
+    done = served.logged("rolling restart done")
+    served.command.send_signal(signal.SIGHUP)
+    wait_for_log(served, "rolling restart done", done + 1)
+
+
+FAILOVERS = {
+    "one process stopped (SIGTERM)": stop_one,
+    "each stopped in turn, by hand": stop_in_turn,
+    "kill -HUP memora.serve": hang_up,
+}
+"""The ways a class's processes go away mid-lesson, each measured in a wave of its own (``--rolling-restart``)."""
+
+
+def failover(served: Served, how: Callable[[Served], None], after_s: float, window: list[float]) -> None:
+    """From ``after_s`` seconds on, ``how``; ``window`` gets the clock times of its start and its end."""
+    time.sleep(after_s)
+    window.append(time.perf_counter())
+    how(served)
     window.append(time.perf_counter())
 
 
-def measure_restart(label: str, served: Served, students: int, args: argparse.Namespace) -> RestartResult:
-    """One wave of ``students`` while every process of ``served`` is restarted in turn (``rolling_restart``)."""
+def measure_restart(label: str, served: Served, how: Callable[[Served], None], students: int, args: argparse.Namespace) -> RestartResult:
+    """One wave of ``students`` while ``how`` takes processes of ``served`` away (one of ``FAILOVERS``)."""
     ws_url = served.url.replace("http://", "ws://") + "/_stcore/stream"
     for warm_up in range(4 * len(served.ports)):
         asyncio.run(wave(ws_url, 1, _one_message(args), [], seed=warm_up))
     window: list[float] = []
-    restarter = threading.Thread(target=rolling_restart, args=(served, args.rolling_restart, window), daemon=True)
+    restarter = threading.Thread(target=failover, args=(served, how, args.rolling_restart, window), daemon=True)
     # The restart's clock starts with the message phase, once every student's page has run, as the wave's own does.
     crowd, _ = asyncio.run(wave(ws_url, students, args, [], seed=1, on_start=restarter.start))
     restarter.join()
@@ -731,9 +779,9 @@ def measure_restart(label: str, served: Served, students: int, args: argparse.Na
 def restart_report(results: Sequence[RestartResult]) -> str:
     lines = [
         "",
-        "Rolling restart (every process stopped in turn with SIGTERM, each after the last was back):",
+        'Failover ("during": from the first stop until the last process is back and has run its page):',
         "",
-        "| setup | students | turns (failed) | restart s | first token p95 s before / during / after (turns) "
+        "| setup | students | turns (failed) | window s | first token p95 s before / during / after (turns) "
         "| pages back | page back median / max s |",
         "|---|--:|--:|--:|--:|--:|--:|",
     ]
@@ -908,21 +956,27 @@ def main() -> None:
 
 
 def serve(args: argparse.Namespace, store_url: str) -> None:
-    """The ``--serve`` runs: each process count in turn, on one model, each on a schema of its own."""
+    """The ``--serve`` runs: each process count in turn, on one model, each class on a schema of its own; with
+    ``--rolling-restart``, one class for each of ``FAILOVERS`` instead of the usual waves."""
     results: list[LoadResult] = []
     restarts: list[RestartResult] = []
     with contextlib.ExitStack() as stack:
         model_url = None if args.offline else stack.enter_context(model_server(args.latency, args.rate, args.reply_tokens, args.model_port))
         data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="memora-load-"))
+
+        def started(processes: int, name: str) -> contextlib.AbstractContextManager[Served]:
+            env = {**app_env(model_url, data_dir), "MEMORA_STORE_URL": postgres_schema(store_url)}
+            return served_class(processes, env, args.ttl, Path(data_dir) / f"serve-{processes}-{name}.log")
+
         for students in args.students:
             for processes in args.serve:
-                env = {**app_env(model_url, data_dir), "MEMORA_STORE_URL": postgres_schema(store_url)}
                 label = f"{processes} process{'es' if processes > 1 else ''} behind Caddy"
-                with served_class(processes, env, args.ttl, Path(data_dir) / f"serve-{processes}.log") as served:
-                    if args.rolling_restart is None:
+                if args.rolling_restart is None:
+                    with started(processes, "load") as served:
                         results.append(measure(label, served.url, served.pids(), students, args))
-                    else:
-                        restarts.append(measure_restart(label, served, students, args))
+                for name, how in FAILOVERS.items() if args.rolling_restart is not None else ():
+                    with started(processes, how.__name__) as served:
+                        restarts.append(measure_restart(f"{label}, {name}", served, how, students, args))
                 print(serve_report(results, restarts, args), file=sys.stderr)
     print(serve_report(results, restarts, args))
 
