@@ -189,12 +189,35 @@ def test_an_imported_conversation_gets_its_own_id_and_is_saved_at_once(store_pat
     assert open_page(before).session_state[keys.MEMORY].history[0].content == "Before the import."
 
 
-def test_two_tabs_on_one_id_fork_and_neither_loses_a_turn(store_path):
+def test_a_second_tab_with_nothing_unsaved_goes_on_with_what_the_first_saved_in_one_conversation(store_path):
+    """Tab B opened the conversation, tab A then sent: B's message is sent on the conversation as A left it (B opens
+    the later version first, and says so), so the conversation stays one and neither tab loses a turn. Opening B
+    and running it again saves nothing: a reopened conversation is not written merely for being open."""
+    tab_a = open_page()
+    send(tab_a, "Shared start.")
+    cid = tab_a.query_params["c"]
+    tab_b = open_page(cid)
+    tab_b.run()
+    assert tab_b.session_state[keys.CONVERSATION].version == tab_a.session_state[keys.CONVERSATION].version == 1
+    send(tab_a, "Only in tab A.")
+    send(tab_b, "And in tab B.")
+    assert tab_b.query_params["c"] == tab_a.query_params["c"] == cid and len(stored_rows(store_path)) == 1
+    assert "This conversation was saved meanwhile, by another tab of this browser" in texts(tab_b)
+    store = SqliteStore(store_path)
+    history = [m.content for m in parse_saved(store.load(cid, owner_of(TEACHER)).payload).transcript.history]
+    store.close()
+    assert history[::2] == ["Shared start.", "Only in tab A.", "And in tab B."], "both tabs' turns, in one conversation"
+
+
+def test_two_tabs_on_one_id_fork_when_the_second_has_a_change_of_its_own_and_neither_loses_it(store_path):
+    """Tab B changed its budget after tab A saved: the change could not be saved over A's version, so B's next
+    message goes on as a copy of B's conversation, with its budget, and A's stays as A left it."""
     tab_a = open_page()
     send(tab_a, "Shared start.")
     cid = tab_a.query_params["c"]
     tab_b = open_page(cid)
     send(tab_a, "Only in tab A.")
+    tab_b.number_input(key=keys.BUDGET_INPUT).set_value(1500).run()
     send(tab_b, "Only in tab B.")
     forked = tab_b.query_params["c"]
     assert forked != cid and tab_a.query_params["c"] == cid
@@ -203,8 +226,9 @@ def test_two_tabs_on_one_id_fork_and_neither_loses_a_turn(store_path):
     store = SqliteStore(store_path)
     owner = owner_of(TEACHER)
     a = [m.content for m in parse_saved(store.load(cid, owner).payload).transcript.history]
-    b = [m.content for m in parse_saved(store.load(forked, owner).payload).transcript.history]
-    assert a[0] == b[0] == "Shared start." and a[2] == "Only in tab A." and b[2] == "Only in tab B."
+    b = parse_saved(store.load(forked, owner).payload)
+    assert a[0] == b.transcript.history[0].content == "Shared start." and a[2] == "Only in tab A."
+    assert b.transcript.history[2].content == "Only in tab B." and b.transcript.settings.max_input_tokens == 1500
     store.close()
 
 
@@ -320,15 +344,20 @@ def test_at_the_new_conversations_cap_a_message_is_refused_before_it_is_sent_and
 
 
 def test_a_second_tab_whose_copy_the_hourly_cap_refuses_is_told_to_reload_before_anything_is_sent(store_path, monkeypatch):
-    """Issue 39's second break: the browser at its hourly cap, two tabs on one conversation. The second tab's message
-    would fork into a copy the cap refuses to save: it is refused before it is sent, and says what to do."""
+    """Issue 39's second break: the browser at its hourly cap, two tabs on one conversation. A second tab with nothing
+    unsaved goes on with the conversation as the first left it, so no copy is made and the cap is not involved; one
+    with a change of its own (its budget) would fork into a copy the cap refuses to save: it is refused before it is
+    sent, and says what to do."""
     monkeypatch.setenv("MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR", "2")
     tab_a = open_page()
     send(tab_a, "Shared start.")
     cid = tab_a.query_params["c"]
     send(open_page(), "A second conversation this hour: the browser is at its cap.")
-    tab_b = open_page(cid)
+    tab_b, tab_c = open_page(cid), open_page(cid)
     send(tab_a, "Only in tab A.")
+    send(tab_c, "Tab C goes on with it.")
+    assert tab_c.query_params["c"] == cid and len(stored_rows(store_path)) == 2, "no copy: the cap had nothing to refuse"
+    tab_b.number_input(key=keys.BUDGET_INPUT).set_value(1500).run()
     tab_b.chat_input[0].set_value("Only in tab B?").run()
     assert len(tab_b.session_state[keys.MEMORY].history) == 2, "nothing was sent for a turn whose copy could not be kept"
     shown = texts(tab_b)

@@ -274,7 +274,9 @@ def test_two_processes_on_one_postgresql_store_with_room_for_one_turn_bill_only_
 def test_a_turn_that_must_copy_the_conversation_is_refused_before_it_is_sent_at_the_hourly_cap(kind, tmp_path):
     """The issue's second break: two tabs of one conversation, the browser at its hourly cap of new conversations.
     The second tab's turn would fork into a copy the cap refuses: it is refused before anything is sent, whether the
-    other tab saved first or is sending at the same moment; with room under the cap it forks as before."""
+    other tab saved first or is sending at the same moment; with room under the cap it forks as before. A tab with
+    nothing unsaved whose conversation the other saved first is ``behind`` instead: it books nothing, and the page
+    opens the saved version rather than copying it."""
     store = make_store(kind, tmp_path, StoreCaps(new_per_hour=2))
     try:
         tab_a = keeper_with(store, "Hello.")
@@ -295,8 +297,9 @@ def test_a_turn_that_must_copy_the_conversation_is_refused_before_it_is_sent_at_
         tab_a.release_room()
         assert tab_a.fork is None and tab_a.version >= 2
 
-        refused = tab_b.room("B, after A saved.")
-        assert refused.cap == "browser" and tab_b.would_fork, "A saved first: B's copy is still one the cap refuses"
+        assert tab_b.room("B, after A saved.") is None and tab_b.behind, "B has nothing unsaved: it opens A's version"
+        refused = tab_b.room("B, after A saved.", catch_up=False)
+        assert refused.cap == "browser" and tab_b.would_fork, "as a copy, B's turn is still one the cap refuses"
         assert len(b_memory.server.backend.billed) == sent, "nothing of B's was sent"
         assert tab_b.refusal is None and tab_b.fork is None
     finally:

@@ -109,6 +109,27 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     return result.keeper
 
 
+def catch_up(state: Any) -> bool:
+    """Opens anew this tab's conversation as the store holds it: a later version that another tab of this browser, or
+    a process stopping mid-reply, saved after this tab opened it, while this tab held nothing unsaved of its own
+    (``ConversationKeeper.room`` says so). The tab goes on with it, under the same id, instead of forking. False when
+    the store cannot give it (down, or the copy refused): the caller then goes on as before, with a copy.
+
+    Leaves a notice only when the stored copy holds a pending message (the stopped process could not answer it), which
+    goes back in the input box; else the caller says what happened."""
+    keeper: ConversationKeeper = state[keys.CONVERSATION]
+    settings: Settings = state[keys.SETTINGS]
+    session: ShortTermMemory = state[keys.MEMORY]
+    result = reopen(keeper.store, keeper.conversation_id, session, owner=keeper.owner, locked=settings.locked, sweep=keeper.sweep)
+    if result.memory is None:
+        return False
+    _continue_with(state, result)
+    state[keys.CONVERSATION] = result.keeper
+    if result.pending_message is None:
+        state[keys.NOTICE] = None
+    return True
+
+
 def _continue_with(state: Any, result: Reopened) -> None:
     memory = result.memory
     assert memory is not None

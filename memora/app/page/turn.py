@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from memora.app.page import handover, settings_panel
+from memora.app.page import conversation, handover, settings_panel
 from memora.app.page import state as keys
 from memora.app.page.conversation import PARAM, cap_notice
 from memora.app.page.state import Notice
@@ -36,7 +36,8 @@ from memora.memory import ShortTermMemory
 @dataclass(frozen=True)
 class Submission:
     """One submitted text, read once: ``command`` is its ``/command`` as (name, arguments), None for a message;
-    ``refusal`` is the checks' verdict, None when it goes ahead, else the notice that says why not.
+    ``refusal`` is the checks' verdict, None when it goes ahead, else the notice that says why not; ``behind``: the
+    store holds a later version of this tab's conversation, to open before the message is sent (nothing is booked).
 
     A refused text goes back into the input (``keeps_text``), except a blank one: there is nothing to keep.
     """
@@ -44,13 +45,14 @@ class Submission:
     text: str
     command: tuple[str, str] | None
     refusal: Notice | None = None
+    behind: bool = False
 
     @property
     def keeps_text(self) -> bool:
         return self.refusal is not None and self.refusal.key != "notice.empty"
 
 
-def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, busy: bool) -> Submission:
+def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, busy: bool, catch_up: bool = True) -> Submission:
     """The verdict on ``text``, each check run once, in the order that sends and draws the least.
 
     ``busy``: a reply is being written (the input is disabled then, but a request can be crafted).
@@ -61,6 +63,8 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     a conversation deleted (or a browser forgotten) in another tab, and a cap that would refuse the copy this turn
     must make when another tab saved or is sending on the conversation: it says to reload, never forks into a
     conversation it cannot keep. A message that passes has that room booked in the store until its job ends (``start``).
+    With ``catch_up``, a message whose conversation another tab or process saved since, while this tab holds nothing
+    unsaved, comes back ``behind`` instead (``ConversationKeeper.room``).
     """
     command = parse_command(text)
     if busy:
@@ -74,7 +78,9 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
             memory.limits.caps.check(text, 0, 0)
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
-    cap = None if command is not None or keeper is None else keeper.room(text)
+    cap = None if command is not None or keeper is None else keeper.room(text, catch_up=catch_up)
+    if keeper is not None and keeper.behind:
+        return Submission(text, command, behind=True)
     if cap is None:
         return Submission(text, command)
     # Nothing to export or keep in an empty conversation: its notice says only what to do next.
@@ -115,6 +121,13 @@ def take(memory: ShortTermMemory) -> bool:
     if text is None:
         return False
     submission = read(text, memory, state[keys.CONVERSATION], busy=replying())
+    if submission.behind:
+        if conversation.catch_up(state):
+            notice = state[keys.NOTICE]
+            queue(text)  # this run opened the later version; the next one sends the message on it
+            state[keys.NOTICE] = notice or Notice("info", "conversation.caught_up")
+            st.rerun()
+        submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), catch_up=False)  # as a copy, as before
     if submission.refusal is not None:
         state[keys.NOTICE] = submission.refusal
         if submission.keeps_text:

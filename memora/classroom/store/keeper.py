@@ -62,7 +62,9 @@ class ConversationKeeper:
     ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
     (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
     records the stored copy holds. ``holder`` names its room booking in the store; ``would_fork``: the last turn
-    ``room`` weighed was to be saved as a copy; ``request``: the last finished turn's (``committed_request``).
+    ``room`` weighed was to be saved as a copy; ``behind``: ``room`` found a later version of this conversation in
+    the store while this tab has nothing unsaved, so the tab should open that version rather than fork;
+    ``request``: the last finished turn's (``committed_request``).
     """
 
     def __init__(
@@ -175,6 +177,7 @@ class ConversationKeeper:
                 return False
             self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
             self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
+            self.unsaved_choices = None
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
@@ -187,7 +190,7 @@ class ConversationKeeper:
                 return self.store.save(self.conversation_id, payload, self.version, self.owner)
             except VersionConflict:
                 if not fork:
-                    self.saved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
+                    self.unsaved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
                     return None
         forked = new_conversation_id()
         row = self.store.save(forked, payload, 0, self.owner, forked_from=self.conversation_id)
@@ -208,7 +211,7 @@ class ConversationKeeper:
     def save_changed_choices(self) -> bool:
         """Saves when a saved conversation's choices changed since its last save (no turn would save them
         before a reload); never waits for a running turn. True when nothing is left unsaved."""
-        if self.memory is None or not self.saved or self.choices(self.memory) == self.saved_choices:
+        if self.memory is None or not self.saved or self.choices(self.memory) in (self.saved_choices, self.unsaved_choices):
             return True
         return self.save(self.memory, wait=False, fork=False)
 
@@ -220,15 +223,21 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
-    def room(self, message: str) -> CapReached | Gone | None:
+    def room(self, message: str, *, catch_up: bool = True) -> CapReached | Gone | None:
         """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
         sent, so that no reply is billed for a turn that cannot be kept: in a new conversation, a saved one, or the copy
         a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
         deleted, or the browser forgotten, in another tab. None when there is room: the turn is then booked in the store
         until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
         (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
+
+        With ``catch_up``, a turn that would fork only because another tab or process saved a later version since this
+        tab opened or saved it (no turn running on it now), while this tab holds nothing unsaved of its own (no failed
+        or refused save, no changed choices), books nothing and sets ``behind`` (returning None): the page opens that
+        version and sends the turn on it, and the conversation stays one. A stopping process that saved its student's
+        last reply after her page reopened the conversation elsewhere is the usual case.
         """
-        memory, self.would_fork = self.memory, False
+        memory, self.would_fork, self.behind = self.memory, False, False
         if memory is None:
             return None
         if self.gone is not None:
@@ -246,11 +255,22 @@ class ConversationKeeper:
             admission = self.store.book(request)
         except StoreError:
             return None
+        if catch_up and admission.behind and self._nothing_unsaved(memory):
+            if admission.refusal is None:
+                self.release_room()
+            self.behind = True
+            return None
         self.would_fork = admission.fork
         self._fork_next = admission.refusal is None and admission.fork
         if isinstance(admission.refusal, Gone):
             self.gone = admission.refusal
         return admission.refusal
+
+    def _nothing_unsaved(self, memory: ShortTermMemory) -> bool:
+        """Whether the stored copy at ``version`` holds all of ``memory``: opening a later version then loses nothing."""
+        with self._lock:
+            unsaved = self.dirty or self.refusal is not None or self.stored_requests != len(memory.ledger)
+            return not unsaved and self.saved_choices == self.choices(memory)
 
     def release_room(self) -> None:
         """Gives back the room ``room`` booked (the turn has ended). Never raises: one the store cannot drop lapses
@@ -292,9 +312,10 @@ class ConversationKeeper:
     def _new_id(self) -> None:
         """A new id, not saved yet, with nothing stored, refused, failed or gone."""
         self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
+        self.unsaved_choices: tuple[object, ...] | None = None  # choices another tab's save kept out of the store
         self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
         self.gone: Gone | None = None
-        self.would_fork = self._fork_next = False
+        self.would_fork = self._fork_next = self.behind = False
         self.request: PreparedContext | None = None
         self.stored_bytes, self.size, self.stored_requests = 0, None, 0
 
@@ -396,6 +417,9 @@ def reopen(
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
     keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
     keeper.request = memory.last_prepared
+    # The stored copy's choices: the page saves only choices changed since (a reopened conversation is not written
+    # again merely for being opened, which would make another tab's next save, or a stopping process's, a fork).
+    keeper.saved_choices = keeper.choices(memory)
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
 
 
