@@ -19,9 +19,10 @@ hand leaves it; ``memora.serve`` starts it again), every process stopped in turn
 answers again), and ``kill -HUP`` to ``memora.serve`` (its rolling restart: each successor on the spare port runs
 the page before the old process stops). A student whose websocket closes does what Streamlit's page does: it
 reconnects through Caddy (its sticky cookie re-pinned to a live process) and runs the page again; "page back" is
-the time from the close to that run's end. Its turn in flight is counted failed ("connection closed"). The
-benchmark's students keep no browser cookie, so the page that comes back is a new conversation: the conversation's
-return from PostgreSQL is what ``tests/test_serve.py`` and ``tests/test_browser_big_class.py`` check.
+the time from the close to that run's end. Its turn in flight is counted failed ("connection closed"). Each student
+keeps what a browser keeps, the page's ``memora_browser`` cookie and the ``?c=`` of its address, so the page that
+comes back on another process opens the student's conversation from PostgreSQL: "conversations back" counts the
+pages back (of those that had sent a message) whose run drew one of the student's earlier messages.
 
 Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
@@ -103,6 +104,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 from benchmarks.harness.processes import stop  # noqa: E402
 from benchmarks.harness.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
+from memora.app.page.browser import COOKIE  # noqa: E402
+from memora.classroom.store.owner import new_browser_secret  # noqa: E402
 
 OFFLINE_OPENING = "Offline mode, no language model"
 TURN_TIMEOUT_S = 300.0
@@ -384,6 +387,13 @@ class Student:
     fragment_reruns: int = 0  # auto-reruns sent, over the whole session
     page_back_s: list[float] = field(default_factory=list)
     """Per websocket closed by the server mid-class: the time until the page, reconnected, had run again."""
+    conversations_back: list[bool] = field(default_factory=list)
+    """Per page back after a message had been sent: whether that run drew the conversation again."""
+    # What a browser keeps: the page's cookie (the conversation's owner) and its address's ?c= (which conversation).
+    secret: str = field(default_factory=new_browser_secret)
+    query_string: str = ""
+    _sent_any: bool = False
+    _redrawn: bool = False
     _ws: Any = None
     _cookies: str = ""
     _closed_at: float | None = None
@@ -435,7 +445,7 @@ class Student:
                     origin=origin,
                     ping_interval=None,
                     open_timeout=120,
-                    additional_headers={"Cookie": self._cookies} if self._cookies else None,
+                    additional_headers={"Cookie": "; ".join(filter(None, (self._cookies, f"{COOKIE}={self.secret}")))},
                 )
             except (OSError, websockets.InvalidStatus, websockets.InvalidHandshake):
                 if time.perf_counter() > deadline:
@@ -447,6 +457,7 @@ class Student:
         self._sent_at = time.perf_counter()
         self._timing = TurnTiming(sent_at=self._sent_at)
         self._user_seen = False
+        self._sent_any = True
         self._settled.clear()
         text = f"Message {self._nonce}: how do I ask politely for a late checkout at the hotel?"
         try:
@@ -464,7 +475,7 @@ class Student:
         """A full run (with the chat input's value when ``text`` is given), or a fragment's auto-rerun."""
         message = BackMsg()
         client_state = message.rerun_script
-        client_state.query_string = ""
+        client_state.query_string = self.query_string
         client_state.page_script_hash = self.page_script_hash
         if fragment_id:
             client_state.fragment_id = fragment_id
@@ -489,6 +500,7 @@ class Student:
             if self._leaving:
                 return
             self._closed_at = time.perf_counter()
+            self._redrawn = False
             self._idle.clear()
             self._cancel_timers(list(self._timers))
             if self._timing is not None:
@@ -504,6 +516,8 @@ class Student:
             if not message.metadata.run.fragment_ids:  # a full run: it registers again the fragments it draws
                 self._cancel_timers(list(self._timers))
                 self._input_enabled = False
+        elif kind == "page_info_changed":
+            self.query_string = message.page_info_changed.query_string
         elif kind == "auto_rerun":
             self._start_timer(message.auto_rerun.fragment_id, message.auto_rerun.interval)
         elif kind == "stop_auto_rerun":
@@ -543,10 +557,14 @@ class Student:
             self.chat_input_id = element.chat_input.id
             self._input_enabled = not element.chat_input.disabled
             return
-        timing = self._timing
-        if timing is None or which not in ("markdown", "text", "alert", "exception"):
+        if which not in ("markdown", "text", "alert", "exception"):
             return
         body = getattr(element, which).body if which != "exception" else element.exception.message
+        if self._closed_at is not None and f"Message s{self.number}m" in body:
+            self._redrawn = True  # the page back drew a message this student sent before the close
+        timing = self._timing
+        if timing is None:
+            return
         if which == "exception":
             timing.error = timing.error or f"exception: {body[:80]}"
             return
@@ -569,6 +587,8 @@ class Student:
             return  # a fragment run, or a run cut short for the next: the page is not settled by it
         if self._closed_at is not None:
             self.page_back_s.append(now - self._closed_at)
+            if self._sent_any:
+                self.conversations_back.append(self._redrawn)
             self._closed_at = None
         self._idle.set()
         timing = self._timing
@@ -693,6 +713,7 @@ class RestartResult:
     during: list[float]
     after: list[float]
     page_back: list[float]
+    conversations_back: list[bool]
     window_s: float
     errors: tuple[str, ...]
 
@@ -771,6 +792,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
         during=[t.first_token_s for t in ok if start <= t.sent_at <= end],  # type: ignore[misc]
         after=[t.first_token_s for t in ok if t.sent_at > end],  # type: ignore[misc]
         page_back=[back for s in crowd for back in s.page_back_s],
+        conversations_back=[back for s in crowd for back in s.conversations_back],
         window_s=end - start,
         errors=tuple(sorted({t.error for t in turns if t.error})),
     )
@@ -782,15 +804,15 @@ def restart_report(results: Sequence[RestartResult]) -> str:
         'Failover ("during": from the first stop until the last process is back and has run its page):',
         "",
         "| setup | students | turns (failed) | window s | first token p95 s before / during / after (turns) "
-        "| pages back | page back median / max s |",
-        "|---|--:|--:|--:|--:|--:|--:|",
+        "| pages back | page back median / max s | conversations back |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
         back = f"{median(r.page_back):.2f} / {max(r.page_back):.2f}" if r.page_back else "-"
         lines.append(
             f"| {r.label} | {r.students} | {r.turns} ({r.failed}) | {r.window_s:.1f} "
             f"| {p95(r.before):.2f} ({len(r.before)}) / {p95(r.during):.2f} ({len(r.during)}) / {p95(r.after):.2f} "
-            f"({len(r.after)}) | {len(r.page_back)} | {back} |"
+            f"({len(r.after)}) | {len(r.page_back)} | {back} | {sum(r.conversations_back)} of {len(r.conversations_back)} |"
         )
     errors = sorted({e for r in results for e in r.errors})
     if errors:
