@@ -9,6 +9,8 @@ sent, that the message comes back, and that a turn's real growth never passes th
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from memora.app.page.conversation import shared_store
 from memora.app.page.state import new_memory
 from memora.app.settings import Settings
 from memora.classroom.store import StoreCaps, new_conversation_id
+from memora.classroom.store.base import RoomRequest, dead_holders, new_holder
 from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.room import BYTES_PER_TOKEN, escaped, turn_growth
@@ -364,3 +367,31 @@ def test_a_booking_the_store_could_not_drop_neither_holds_room_nor_forks_the_rel
     reloaded.keeper.release_room()
     assert booked(store) == 0, "the booking left by the full disk was dropped"
     store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_booking_left_by_a_killed_process_of_this_machine_neither_holds_room_nor_forks_the_next_turn(kind, tmp_path):
+    """A process killed mid-reply (SIGKILL, out of memory) cannot give its booking back: it held the room, and made
+    the conversation look busy, so the student's next turn on another process was saved as a copy, for the whole
+    hour of the lease. The next booking on this machine sees that the booking's process has exited and drops it.
+    A booking of a live process, or of another machine, holds until its lease."""
+    store = make_store(kind, tmp_path)
+    try:
+        tab = keeper_with(store, "Hello.")
+        killed = subprocess.Popen([sys.executable, "-c", "pass"])
+        killed.wait()
+        machine = socket.gethostname()
+        # In this order: a booking made after the killed process's would drop it already.
+        left = {"another-machine:1:x": new_conversation_id(), f"{machine}:{killed.pid}:killed": tab.conversation_id}
+        for holder, conversation_id in left.items():
+            assert store.book(RoomRequest(holder, OWNER, conversation_id, 0, 0, 1000)).refusal is None
+        assert booked(store) == 2000
+        reopened = reopen(store, tab.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        reopened.keeper.attach(reopened.memory)
+        assert reopened.keeper.room("Where was I?") is None and not reopened.keeper.would_fork, "not taken for a second tab"
+        reopened.keeper.release_room()
+        assert booked(store) == 1000, "the killed process's booking is gone; the other machine's holds until its lease"
+        assert new_holder().startswith(f"{machine}:{os.getpid()}:"), "every booking is named by its machine and process"
+        assert dead_holders([reopened.keeper.holder]) == [], "a live process's booking is kept"
+    finally:
+        store.close()

@@ -22,11 +22,13 @@ conversations, once no tab can still hold what they name.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -38,8 +40,39 @@ SWEEP_INTERVAL_S = 3600.0
 
 
 BOOKING_LEASE_S = 3600.0
-"""How long a turn's room booking holds its bytes when nobody gives it back (a process that died mid-reply): longer
-than any reply runs, so a live turn never loses its room; a dead process's booking only holds room for that long."""
+"""How long a turn's room booking holds its bytes when nobody gives it back (a process that died mid-reply on another
+machine; on this one ``dead_holders`` finds it sooner): longer than any reply runs, so a live turn never loses its room."""
+_MACHINE = socket.gethostname()
+
+
+def new_holder() -> str:
+    """A name for a new room-booking holder: this machine and process, then a random part. A process killed mid-reply
+    (SIGKILL, out of memory) cannot give its bookings back; the name lets the next booking made on this machine see
+    that its process is gone (``dead_holders``)."""
+    return f"{_MACHINE}:{os.getpid()}:{secrets.token_urlsafe(16)}"
+
+
+def dead_holders(holders: Iterable[str]) -> list[str]:
+    """The holders among ``holders`` named by ``new_holder`` on this machine for a process that has exited: their
+    bookings would otherwise hold room, and make the conversation look busy to its next turn, until the lease ends.
+    A holder of another machine, or with a name of another form, is never taken for dead: its lease decides."""
+    dead = []
+    for holder in holders:
+        machine, _, rest = holder.partition(":")
+        pid = rest.partition(":")[0]
+        if machine == _MACHINE and pid.isdigit() and not _running(int(pid)):
+            dead.append(holder)
+    return dead
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True
 
 
 class StoreError(RuntimeError):
@@ -159,12 +192,13 @@ class RoomRequest:
 @dataclass(frozen=True)
 class Booked:
     """Another holder's live booking, as ``admit_turn`` weighs it: its conversation, owner, bytes, and whether its
-    turn saves a new conversation (a first turn, or a copy of one another tab saved)."""
+    turn saves a new conversation (a first turn, or a copy of one another tab saved); ``holder`` names it."""
 
     conversation_id: str
     owner: str
     size: int
     new: bool
+    holder: str = ""
 
 
 @dataclass(frozen=True)

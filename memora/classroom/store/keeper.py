@@ -20,7 +20,6 @@ again, under any id.
 from __future__ import annotations
 
 import contextlib
-import secrets
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -36,6 +35,7 @@ from memora.classroom.store.base import (
     VersionConflict,
     is_conversation_id,
     new_conversation_id,
+    new_holder,
 )
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.room import turn_growth
@@ -80,7 +80,7 @@ class ConversationKeeper:
         self.owner = owner or new_owner()
         self.language = "en"
         self.memory: ShortTermMemory | None = None
-        self.holder = secrets.token_urlsafe(16)
+        self.holder = new_holder()
         self._new_id()  # also sets failure, refusal, fork, dirty, saved_choices and the sizes
         if conversation_id is not None:
             self.conversation_id, self.version = conversation_id, version

@@ -29,6 +29,7 @@ from memora.classroom.store.base import (
     Unreleased,
     VersionConflict,
     admit_turn,
+    dead_holders,
 )
 
 log = logging.getLogger(__name__)
@@ -236,10 +237,13 @@ class PostgresStore:
             others = [
                 Booked(*row)
                 for row in c.execute(
-                    "SELECT conversation_id, owner, size, new FROM memora_room_bookings WHERE holder != %s AND expires_at > now()",
+                    "SELECT conversation_id, owner, size, new, holder FROM memora_room_bookings WHERE holder != %s AND expires_at > now()",
                     (request.holder,),
                 )
             ]
+            if dead := dead_holders(b.holder for b in others):  # left by a process of this machine that was killed
+                c.execute("DELETE FROM memora_room_bookings WHERE holder = ANY(%s)", (dead,))
+                others = [b for b in others if b.holder not in dead]
             admission = admit_turn(
                 self.caps,
                 request,

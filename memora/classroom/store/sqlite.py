@@ -31,6 +31,7 @@ from memora.classroom.store.base import (
     StoreError,
     Unreleased,
     admit_turn,
+    dead_holders,
 )
 
 _SCHEMA = """
@@ -142,8 +143,12 @@ class SqliteStore:
         if gone is not None:
             return Admission(gone)
         found = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (request.conversation_id,)).fetchone()
-        query = "SELECT conversation_id, owner, size, new FROM room_bookings WHERE holder != ? AND expires_at > ?"
-        others = [Booked(c, o, size, bool(new)) for c, o, size, new in connection.execute(query, (request.holder, now.timestamp()))]
+        query = "SELECT conversation_id, owner, size, new, holder FROM room_bookings WHERE holder != ? AND expires_at > ?"
+        rows = connection.execute(query, (request.holder, now.timestamp()))
+        others = [Booked(c, o, size, bool(new), holder) for c, o, size, new, holder in rows]
+        if dead := dead_holders(b.holder for b in others):  # left by a process of this machine that was killed
+            connection.executemany("DELETE FROM room_bookings WHERE holder = ?", [(holder,) for holder in dead])
+            others = [b for b in others if b.holder not in dead]
         return admit_turn(
             self.caps,
             request,
