@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.harness.browser import CHROMIUM, CHROMIUM_ARGS, MESSAGES, page_env, wait_idle
+from benchmarks.harness.browser import CHROMIUM, CHROMIUM_ARGS, MESSAGES, chat, page_env, wait_idle
 from benchmarks.harness.processes import ROOT, streamlit_run
 from memora.app.page.i18n import LANGUAGES, t
 
@@ -58,16 +58,6 @@ def switch_language(page, lang: str) -> None:
     wait_idle(page)
 
 
-def play(page, turns: Sequence[str]) -> None:
-    """Sends each turn through the chat input and waits for its reply and for the page to settle (the fold ahead)."""
-    box = page.get_by_test_id("stChatInputTextArea")
-    for number, text in enumerate(turns, start=1):
-        box.fill(text)
-        box.press("Enter")
-        page.wait_for_function(f"n => document.querySelectorAll('{MESSAGES}').length >= n", arg=2 * number)
-        wait_idle(page)
-
-
 def set_panel(page, lang: str, key: str, opened: bool) -> None:
     """Opens or closes the sidebar panel titled ``t(lang, key)`` by clicking its header, if it is not so already."""
     # A header's text starts with its icon's name (``forum``, ``compare_arrows``), then the title, whole: "完整對話紀錄"
@@ -89,7 +79,7 @@ def shoot(browser, url: str, lang: str, out: Path) -> list[Path]:
     wait_idle(page)
     if lang != LANGUAGE_ORDER[0]:
         switch_language(page, lang)
-    play(page, article_turns())
+    chat(page, article_turns())
     set_panel(page, lang, "panel.status", False)
     for key in OPEN_ON_DESKTOP:
         set_panel(page, lang, key, True)

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.browser import OFFLINE_OPENING, chat, chromium, require_browser, wait_idle
 from benchmarks.harness.processes import ROOT, streamlit_run
 
 SCREENSHOT = ROOT / "test-output" / "browser.png"
@@ -45,14 +45,7 @@ def test_chat_panels_and_chart_in_chromium(server):
         page.goto(server)
         page.get_by_text("Offline mode:").wait_for()
 
-        box = page.get_by_test_id("stChatInputTextArea")
-        for number, text in enumerate(MESSAGES, start=1):
-            box.fill(text)
-            box.press("Enter")
-            # Each turn adds a user message and a reply; the reply starts with the offline engine's label.
-            page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
-            page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-            wait_idle(page)
+        chat(page, MESSAGES, OFFLINE_OPENING)
 
         messages = page.get_by_test_id("stChatMessage")
         assert messages.count() == 2 * len(MESSAGES)
@@ -72,6 +65,7 @@ def test_chat_panels_and_chart_in_chromium(server):
         assert sidebar.get_by_text("current message").count() >= 1
 
         # A message over the budget fails before any request; the real widget gets its text back.
+        box = page.get_by_test_id("stChatInputTextArea")
         too_long = "travel " * 1500
         box.fill(too_long)
         box.press("Enter")
@@ -96,7 +90,7 @@ def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
         page.set_default_timeout(30_000)
         page.goto(server)
         page.get_by_text("Offline mode:").wait_for()
-        _chat(page, CORRECTION)
+        chat(page, CORRECTION, OFFLINE_OPENING)
 
         sidebar = page.get_by_test_id("stSidebar")
         header = page.locator("summary").filter(has_text=re.compile("Conversation summary$"))
@@ -109,14 +103,3 @@ def test_summary_audit_shows_the_correction_as_a_word_diff_in_chromium(server):
         assert panel.locator("strong").filter(has_text="B2, not B1").count() >= 1
         AUDIT_SCREENSHOT.parent.mkdir(exist_ok=True)
         panel.screenshot(path=str(AUDIT_SCREENSHOT))
-
-
-def _chat(page, texts) -> None:
-    """Sends each text through the real chat input and waits for its offline reply and the page to settle."""
-    box = page.get_by_test_id("stChatInputTextArea")
-    for number, text in enumerate(texts, start=1):
-        box.fill(text)
-        box.press("Enter")
-        page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
-        page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-        wait_idle(page)

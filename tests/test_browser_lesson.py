@@ -13,19 +13,11 @@ import re
 
 import pytest
 
-from benchmarks.harness.browser import chromium, require_browser, wait_idle
+from benchmarks.harness.browser import OFFLINE_OPENING, chat, chromium, require_browser, wait_idle
 from benchmarks.harness.processes import ROOT, streamlit_run
+from tests.support.lesson import LESSON
 
 SHOTS = ROOT / "test-output" / "lesson"
-B1 = "My English level is B1 and I want to practise travel English."
-MESSAGES = [
-    B1,
-    "How do I ask for directions?",
-    "What should I say at a hotel?",
-    "How do I order food?",
-    "How do I buy a train ticket?",
-    "What does 'break the ice' mean?",
-]
 PANELS = {
     "en": ("Conversation summary", "Last request context", "Full history", "Token usage", "What if"),
     "zh-TW": ("對話摘要", "上一次請求", "完整", "用量", "如果"),
@@ -49,16 +41,6 @@ def server():
     env["MEMORA_FOLD_POLICY"] = "window"
     with streamlit_run(env, ROOT / "test-output" / "streamlit-lesson.log") as url:
         yield url
-
-
-def _chat(page) -> None:
-    box = page.get_by_test_id("stChatInputTextArea")
-    for number, text in enumerate(MESSAGES, start=1):
-        box.fill(text)
-        box.press("Enter")
-        page.wait_for_function("n => document.querySelectorAll('[data-testid=\"stChatMessage\"]').length >= n", arg=2 * number)
-        page.get_by_test_id("stChatMessage").nth(2 * number - 1).get_by_text("Offline mode, no language model.").wait_for()
-        wait_idle(page)
 
 
 def _open_sidebar(page) -> None:
@@ -101,7 +83,7 @@ def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
         page.set_default_timeout(30_000)
         page.goto(server)
         page.get_by_text("Offline mode:").wait_for()
-        _chat(page)
+        chat(page, LESSON, OFFLINE_OPENING)
 
         # The chat tells each fold between the messages, numbered as the summary panel numbers them.
         folds = page.get_by_text(re.compile(r"^Summary v\d+, after reply \d+, for turn \d+"))

@@ -16,16 +16,8 @@ from memora.app.repl import format_stats, run_command
 from memora.memory import ShortTermMemory
 from memora.teaching.story import story
 from tests.support.app import expander, new_app, send, status_figures
+from tests.support.lesson import B1, FILLER
 from tests.support.memory import chat
-
-B1 = "My English level is B1 and I want to practise travel English."
-FILLER = [
-    "How do I ask for directions?",
-    "What should I say at a hotel?",
-    "How do I order food?",
-    "How do I buy a train ticket?",
-    "What does 'break the ice' mean?",
-]
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -10,15 +10,7 @@ from memora.app.page import state as keys
 from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.what_if import payoffs, what_if
 from tests.support.app import expander, new_app, send
-
-B1 = "My English level is B1 and I want to practise travel English."
-FILLER = [
-    "How do I ask for directions?",
-    "What should I say at a hotel?",
-    "How do I order food?",
-    "How do I buy a train ticket?",
-    "What does 'break the ice' mean?",
-]
+from tests.support.lesson import B1, FILLER
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 

@@ -7,7 +7,7 @@ environment variable is set: in CI a missing browser is a failure.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -113,6 +113,23 @@ class Person:
 
 
 MESSAGES = '[data-testid="stChatMessage"]'
+OFFLINE_OPENING = "Offline mode, no language model."
+"""How the offline engine's every reply begins, in English."""
+
+
+def chat(page, texts: Sequence[str], reply_opening: str | None = None) -> None:
+    """Sends each of ``texts`` through the page's chat input and waits for its reply and for the page to settle (the
+    fold ahead); with ``reply_opening`` (``OFFLINE_OPENING``), also until the reply shows it, not only its bubble."""
+    box = page.get_by_test_id("stChatInputTextArea")
+    before = page.locator(MESSAGES).count()
+    for number, text in enumerate(texts, start=1):
+        box.fill(text)
+        box.press("Enter")
+        shown = before + 2 * number  # each turn adds the message and its reply
+        page.wait_for_function(f"n => document.querySelectorAll('{MESSAGES}').length >= n", arg=shown)
+        if reply_opening is not None:
+            page.locator(MESSAGES).nth(shown - 1).get_by_text(reply_opening).wait_for()
+        wait_idle(page)
 
 
 def page_env(tmp_path) -> dict[str, str]:
