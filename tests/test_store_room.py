@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -289,12 +290,12 @@ def test_a_turn_that_must_copy_the_conversation_is_refused_before_it_is_sent_at_
         sent = len(b_memory.server.backend.billed)
 
         assert tab_a.room("A sends now.") is None, "tab A's turn is booked on the conversation"
-        refused = tab_b.room("B sends at the same moment.")
+        refused = tab_b.room("B sends at the same moment.", catch_up=False)  # a copy: as when the wait for A ran out
         assert refused is None and tab_b.would_fork, "with room under the hourly cap the copy is allowed"
         tab_b.release_room()
 
         write_raw(store, new_conversation_id(), "{}")  # a second conversation this hour: the browser is at its cap
-        refused = tab_b.room("B sends at the same moment.")
+        refused = tab_b.room("B sends at the same moment.", catch_up=False)
         assert refused.cap == "browser" and tab_b.would_fork, "a copy the cap refuses is refused before it is sent"
         chat(tab_a.memory, "A sends now.")
         tab_a.release_room()
@@ -316,7 +317,7 @@ def test_a_turn_admitted_as_a_copy_saves_the_copy_and_leaves_the_other_tabs_conv
         opened = reopen(store, tab_a.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
         tab_b = opened.keeper
         tab_b.attach(opened.memory)
-        assert tab_a.room("A.") is None and tab_b.room("B.") is None and tab_b.would_fork
+        assert tab_a.room("A.") is None and tab_b.room("B.", catch_up=False) is None and tab_b.would_fork
         chat(opened.memory, "B.")  # B finishes first: it saves its copy, not over A's conversation
         chat(tab_a.memory, "A.")
         assert tab_b.fork.from_id == tab_a.conversation_id and tab_a.fork is None, "A saved its own turn, B its copy"
@@ -393,5 +394,35 @@ def test_a_booking_left_by_a_killed_process_of_this_machine_neither_holds_room_n
         assert booked(store) == 1000, "the killed process's booking is gone; the other machine's holds until its lease"
         assert new_holder().startswith(f"{machine}:{os.getpid()}:"), "every booking is named by its machine and process"
         assert dead_holders([reopened.keeper.holder]) == [], "a live process's booking is kept"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_tab_with_nothing_unsaved_waits_for_a_turn_running_elsewhere_and_goes_on_after_its_save(kind, tmp_path):
+    """Tab B sends while tab A's reply (or a stopping process's) is being written on their conversation: B waits for
+    A's save, then opens A's version rather than copying the conversation; if A's turn ends with nothing saved, B's
+    turn goes on as the conversation's next one. No copy either way."""
+    store = make_store(kind, tmp_path)
+    try:
+        tab_a = keeper_with(store, "Hello.")
+        opened = reopen(store, tab_a.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        tab_b = opened.keeper
+        tab_b.attach(opened.memory)
+
+        def a_ends(saved: bool) -> None:
+            if saved:
+                chat(tab_a.memory, "A writes a reply.")
+            tab_a.release_room()
+
+        for saves in (False, True):  # an ending with nothing saved first: then B still holds the latest version
+            assert tab_a.room("A writes a reply.") is None, "A's turn is booked on the conversation"
+            ends = threading.Timer(0.5, a_ends, args=(saves,))
+            ends.start()
+            assert tab_b.room("B sends meanwhile.") is None and not tab_b.would_fork
+            ends.join()
+            assert tab_b.behind is saves, "behind after A's save: the page opens A's version; else B goes on as it is"
+            tab_b.release_room()
+        assert stored_total(store) > 0 and tab_a.fork is None
     finally:
         store.close()

@@ -207,13 +207,15 @@ class Admission:
     when the turn must be saved as a new conversation, since another tab saved or is saving this one; ``new`` when
     the turn's save creates a conversation (its first turn, or that fork); ``behind`` when the fork is only because
     the stored copy is a later version of this browser's conversation, with no turn running on it: a tab with nothing
-    unsaved of its own can open that version and go on with it instead (``ConversationKeeper.room``)."""
+    unsaved of its own can open that version and go on with it instead (``ConversationKeeper.room``); ``busy`` when
+    another holder is sending a turn on this browser's conversation now, whose save will come first."""
 
     refusal: CapReached | Gone | None
     fork: bool = False
     new: bool = False
     size: int = 0
     behind: bool = False
+    busy: bool = False
 
 
 class Unreleased:
@@ -257,18 +259,20 @@ def admit_turn(
     """
     sending = any(b.conversation_id == request.conversation_id for b in others)
     fork = request.version > 0 and (found is None or found[0] != request.version or found[1] != request.owner or sending)
-    behind = fork and found is not None and found[0] > request.version and found[1] == request.owner and not sending
+    ours = found is not None and found[1] == request.owner
+    behind = fork and ours and found[0] > request.version and not sending
+    busy = request.version > 0 and ours and sending
     new = request.version == 0 or fork
     size = request.after if fork else max(1, request.after - request.stored)
     if caps.conversation_bytes is not None and request.after > caps.conversation_bytes:
-        return Admission(CapReached("conversation", caps.conversation_bytes), fork, new, behind=behind)
+        return Admission(CapReached("conversation", caps.conversation_bytes), fork, new, behind=behind, busy=busy)
     if new and caps.new_per_hour is not None:
         booked_new = sum(1 for b in others if b.new and b.owner == request.owner)
         if new_this_hour() + booked_new >= caps.new_per_hour:
-            return Admission(CapReached("browser", caps.new_per_hour), fork, new, behind=behind)
+            return Admission(CapReached("browser", caps.new_per_hour), fork, new, behind=behind, busy=busy)
     if caps.store_bytes is not None and store_total + sum(b.size for b in others) + size > caps.store_bytes:
-        return Admission(CapReached("store", caps.store_bytes), fork, new, behind=behind)
-    return Admission(None, fork, new, size, behind)
+        return Admission(CapReached("store", caps.store_bytes), fork, new, behind=behind, busy=busy)
+    return Admission(None, fork, new, size, behind, busy)
 
 
 def new_conversation_id() -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +45,11 @@ from memora.classroom.transcript.format import committed_request
 from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
 from memora.memory.values import PreparedContext
+
+BUSY_WAIT_S = 8.0
+"""How long a tab with nothing unsaved waits, before its turn, for a turn running on its conversation elsewhere to be
+saved: a process stopping mid-reply takes at most its shutdown grace (5 s by default) and 3 s to unwind."""
+BUSY_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -235,7 +241,9 @@ class ConversationKeeper:
         tab opened or saved it (no turn running on it now), while this tab holds nothing unsaved of its own (no failed
         or refused save, no changed choices), books nothing and sets ``behind`` (returning None): the page opens that
         version and sends the turn on it, and the conversation stays one. A stopping process that saved its student's
-        last reply after her page reopened the conversation elsewhere is the usual case.
+        last reply after her page reopened the conversation elsewhere is the usual case. When a turn is running on the
+        conversation elsewhere now (a process stopping mid-reply, another tab's reply), such a tab first waits for it,
+        up to ``BUSY_WAIT_S``, then goes on after its save; past that, it is weighed as a copy.
         """
         memory, self.would_fork, self.behind = self.memory, False, False
         if memory is None:
@@ -251,8 +259,14 @@ class ConversationKeeper:
         if after > MAX_SAVED_BYTES:
             return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
+        deadline = time.monotonic() + BUSY_WAIT_S
         try:
             admission = self.store.book(request)
+            while catch_up and admission.busy and time.monotonic() < deadline and self._nothing_unsaved(memory):
+                if admission.refusal is None:
+                    self.release_room()
+                time.sleep(BUSY_POLL_S)
+                admission = self.store.book(request)
         except StoreError:
             return None
         if catch_up and admission.behind and self._nothing_unsaved(memory):
