@@ -17,9 +17,10 @@ the usual waves, one wave of students for each way a class loses processes mid-l
 class started afresh, from S seconds into the message phase: one process stopped (SIGTERM, as a crash or a stop by
 hand leaves it; ``memora.serve`` starts it again), every process stopped in turn by hand (each after the last
 answers again), and ``kill -HUP`` to ``memora.serve`` (its rolling restart: each successor on the spare port runs
-the page before the old process stops). A student whose websocket closes does what Streamlit's page does: it
-reconnects through Caddy (its sticky cookie re-pinned to a live process) and runs the page again; "page back" is
-the time from the close to that run's end. Its turn in flight is counted failed ("connection closed"). Each student
+the page before the old process stops). A student whose websocket closes does what Streamlit's page does while a
+reply is being written: it reconnects through Caddy (its sticky cookie re-pinned to a live process) and runs the
+page again; "page back" is the time from the close to that run's end (an idle page reconnects without a run until
+the student acts, so for idle students it is an upper bound). Its turn in flight is counted failed ("connection closed"). Each student
 keeps what a browser keeps, the page's ``memora_browser`` cookie and the ``?c=`` of its address, so the page that
 comes back on another process opens the student's conversation from PostgreSQL: "conversations back" counts the
 pages back (of those that had sent a message) whose run drew one of the student's earlier messages.
