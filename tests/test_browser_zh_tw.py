@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.harness.browser import chromium, page_env, require_browser, wait_idle
+from benchmarks.harness.browser import chat, chromium, page_env, require_browser, wait_idle
 from benchmarks.harness.processes import ROOT, streamlit_run
-from benchmarks.screenshots import article_turns, play, set_panel, switch_language
+from benchmarks.screenshots import article_turns, set_panel, switch_language
 from memora.app.page.i18n import t
 from memora.app.page.panels import preview
 from memora.text.prompts import SUMMARY_PREAMBLE
@@ -54,7 +54,7 @@ def test_after_six_turns_in_traditional_chinese_no_page_label_is_in_english(serv
         page.get_by_test_id("stChatInputTextArea").wait_for()
         wait_idle(page)
         switch_language(page, "zh-TW")
-        play(page, turns)
+        chat(page, turns)
         for key in PANELS:
             set_panel(page, "zh-TW", key, True)
         page.get_by_text(t("zh-TW", "chat.stats", turn=6)).click()  # the last turn's box: its figures, its sources
