@@ -79,7 +79,7 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
     cap = None if command is not None or keeper is None else keeper.room(text, catch_up=catch_up)
-    if keeper is not None and keeper.behind:
+    if command is None and keeper is not None and keeper.behind:  # room() ran for this message and said so
         return Submission(text, command, behind=True)
     if cap is None:
         return Submission(text, command)
