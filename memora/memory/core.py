@@ -50,7 +50,7 @@ from memora.memory.values import (
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.text.tokens import LocalTokenCounter, TextTokens
-from memora.text.usage import Ledger, Usage, UsageRecord
+from memora.text.usage import Ledger, RequestParts, Usage, UsageRecord
 
 
 class ShortTermMemory:
@@ -229,6 +229,7 @@ class ShortTermMemory:
             self.server.backend.profile,
             self.system_prompt,
             current=current,
+            budget=local_budget(self),
             summary_token_usage=sum(version.tokens for version in this_turns_versions),
             newly_summarized_count=history.folded - folded_before,
         )
@@ -272,6 +273,8 @@ class ShortTermMemory:
             served_by=served_by(self),
             max_input_tokens=self.max_input_tokens,
             plan_texts=plan_texts(self),
+            version=len(self.conversation.versions) + 1,
+            reason="none" if fold_plan is None else fold_plan.reason,
         )
         self.server.record(self.ledger, record, summary_texts(self.summary, messages))
         self.server.see([version.text])
@@ -422,6 +425,14 @@ def local_budget(memory: ShortTermMemory) -> int:
     """``budget_in_force`` in local tokens; where the server counts each request, for the texts one
     may carry."""
     return memory.server.local(budget_in_force(memory), plan_texts(memory))
+
+
+def last_sent(memory: ShortTermMemory) -> RequestParts | None:
+    """The newest reply request as its ledger record keeps it, part by part; None before any reply
+    (and for a record saved before records kept their parts)."""
+    return next(
+        (record.parts for record in reversed(memory.ledger) if record.kind == "reply"), None
+    )
 
 
 def request_instructions(memory: ShortTermMemory) -> str:
@@ -599,11 +610,12 @@ def reply_record(
         if prepared
         else memory.count_input_tokens(context_messages),
         "full_history_tokens": full_history_tokens(memory),
-        "input_budget": memory.max_input_tokens,
+        "input_budget": budget_in_force(memory),
         "context_messages": len(context_messages),
         "newly_summarized": prepared.newly_summarized_count if prepared else 0,
         "summary_tokens": prepared.summary_token_usage if prepared else 0,
         "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
+        "parts": prepared.parts if prepared else None,
     }
     if usage is None:
         return UsageRecord(

@@ -21,7 +21,7 @@ they say what to do, and do nothing): the memory (``core``) keeps the state and 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
@@ -41,6 +41,7 @@ from memora.text.calibration import Calibration, Kind, kind_tokens, request_kind
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
 from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message, request_input_tokens
+from memora.text.usage import RequestParts, SentMessage
 
 
 @dataclass(frozen=True)
@@ -152,19 +153,34 @@ class TurnPlan:
     ``fold`` is how many of the unfolded messages (whole pairs, oldest first) are folded before
     sending; ``pieces`` how many pairs each of its summary requests takes (``fold_pieces``: empty
     when nothing folds). ``reason`` says why the last of them had to go (``FoldReason``; ``none``
-    when nothing folds). ``input_tokens`` is the planned size of the request, with a full-length
-    summary reserved when anything folds, against ``budget``. ``alone`` is the instructions with the
-    message and nothing else: the smallest request that could carry it. ``message`` is the message
-    planned for: the real one, or before it is known (a fold ahead), the one its policy expects.
+    when nothing folds). The planned request, part by part, against ``budget``: ``fixed`` (the
+    instructions and the reply's priming), ``summary`` (the summary message as it is, or reserved
+    at full length when anything folds), ``window`` (the unfolded messages that stay verbatim) and
+    ``message``, the message planned for: the real one, or before it is known (a fold ahead), the
+    one its policy expects. Every figure is the plan's own: a view reads them, it never derives one
+    part from the others.
     """
 
     fold: int
     pieces: tuple[int, ...]
     reason: FoldReason
-    input_tokens: int
-    budget: int
-    alone: int
+    fixed: int
+    summary: int
+    window: int
     message: int
+    budget: int
+
+    @property
+    def input_tokens(self) -> int:
+        """The planned size of the request: the left side of the budget inequality
+        (``request_tokens``)."""
+        return self.fixed + self.summary + self.window + self.message
+
+    @property
+    def alone(self) -> int:
+        """The instructions with the message and nothing else: the smallest request that could
+        carry it."""
+        return self.fixed + self.message
 
     @property
     def fits(self) -> bool:
@@ -220,8 +236,17 @@ def plan_turn(
     if message is None and plan.fold:
         shortest = _rule(unfolded, SHORTEST_MESSAGE, summary, sizes, policy, older, 0)
         certain = policy.certain_fold(plan.fold, shortest.fold, older)
-        pieces = fold_pieces(_pairs(unfolded, certain), sizes.fold_room)
-        return replace(plan, fold=certain, pieces=pieces)
+        if certain == plan.fold:
+            return plan
+        # The fold ahead folds less than the expected message needs: the plan is that fold's own,
+        # with its own size and reason (the shortest message's, or the policy's own first fold).
+        if certain == shortest.fold:
+            reason = shortest.reason
+        else:
+            reason = policy.first_fold(
+                unfolded, plan_size(unfolded, expected, summary, sizes), sizes.budget, older
+            )[1]
+        return _folding(unfolded, certain, reason, expected, summary, sizes)
     return plan
 
 
@@ -261,12 +286,7 @@ def _rule(
     at_least: int,
 ) -> TurnPlan:
     """``plan_turn`` for one ``message``: the policy's own fold, then pairs while over budget."""
-
-    def size(fold: int) -> int:
-        """The request once ``fold`` messages have left: a full summary reserved if any did."""
-        summary_sent = sizes.full_summary if fold else summary
-        return request_tokens(sizes.fixed, summary_sent, unfolded[fold:], message)
-
+    size = plan_size(unfolded, message, summary, sizes)
     fold, reason = policy.first_fold(unfolded, size, sizes.budget, older)
     if fold < at_least:
         fold = min(at_least, len(unfolded))
@@ -274,11 +294,42 @@ def _rule(
     while not within_budget(size(fold), sizes.budget) and fold < len(unfolded):
         fold += 2
         reason = "budget"
-    if not fold:
-        reason = "none"
-    pieces = fold_pieces(_pairs(unfolded, fold), sizes.fold_room)
-    alone = sizes.fixed + message
-    return TurnPlan(fold, pieces, reason, size(fold), sizes.budget, alone, message)
+    return _folding(unfolded, fold, reason, message, summary, sizes)
+
+
+def plan_size(
+    unfolded: Sequence[int], message: int, summary: int, sizes: PlanSizes
+) -> Callable[[int], int]:
+    """The request's size once ``fold`` of the ``unfolded`` messages have left, as a function of
+    ``fold``: a full summary reserved if any did (``request_tokens``)."""
+
+    def size(fold: int) -> int:
+        summary_sent = sizes.full_summary if fold else summary
+        return request_tokens(sizes.fixed, summary_sent, unfolded[fold:], message)
+
+    return size
+
+
+def _folding(
+    unfolded: Sequence[int],
+    fold: int,
+    reason: FoldReason,
+    message: int,
+    summary: int,
+    sizes: PlanSizes,
+) -> TurnPlan:
+    """The plan that folds the first ``fold`` of the ``unfolded`` messages for ``reason``, part by
+    part: the same parts ``request_tokens`` adds up."""
+    return TurnPlan(
+        fold=fold,
+        pieces=fold_pieces(_pairs(unfolded, fold), sizes.fold_room),
+        reason=reason if fold else "none",
+        fixed=sizes.fixed,
+        summary=sizes.full_summary if fold else summary,
+        window=sum(unfolded[fold:]),
+        message=message,
+        budget=sizes.budget,
+    )
 
 
 def _pairs(unfolded: Sequence[int], fold: int) -> list[int]:
@@ -542,12 +593,14 @@ def context(
     system_prompt: str,
     *,
     current: int,
+    budget: int,
     summary_token_usage: int,
     newly_summarized_count: int,
 ) -> PreparedContext:
     """The reply request: the summary, the messages it does not hold as the window, and
     ``history.messages[current]`` as the message, in the wire's roles. ``summary_token_usage`` and
-    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger.
+    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger;
+    ``budget`` the local budget it is checked against, kept on its ``parts`` (``reply_parts``).
 
     Counted locally, each history message at its kept count and the lead message (the summary, or
     the one system message) here: as the plan counts a request that folds nothing
@@ -564,6 +617,13 @@ def context(
     instructions = request_instructions(profile, system_prompt)
     origins = sources(profile, history.summary, len(lead), current - start)
     input_tokens = request_input_tokens(instructions, tokens)
+    parts = reply_parts(
+        history,
+        current=current,
+        input_tokens=input_tokens,
+        summary=summary_in_request(profile, system_prompt, history.summary),
+        budget=budget,
+    )
     return PreparedContext(
         instructions,
         messages,
@@ -572,6 +632,33 @@ def context(
         input_tokens,
         summary_token_usage,
         newly_summarized_count,
+        parts=parts,
+    )
+
+
+def reply_parts(
+    history: History, *, current: int, input_tokens: int, summary: int, budget: int
+) -> RequestParts:
+    """The reply request for ``history.messages[current]``, part by part: the ``summary`` it adds,
+    each unfolded message before it as the recent window, the message itself, and the rest of
+    ``input_tokens`` as the instructions (the system prompt, the framing, the priming).
+
+    Numbers are the chat's (#1 first); the summary version is the newest one, and its reason is why
+    the fold that made it happened."""
+    window = tuple(
+        SentMessage(index + 1, history.counts[index]) for index in range(history.folded, current)
+    )
+    message = SentMessage(current + 1, history.counts[current])
+    sent = summary + sum(m.tokens for m in window) + message.tokens
+    newest = history.versions[-1] if history.versions else None
+    return RequestParts(
+        instructions=input_tokens - sent,
+        summary=summary,
+        window=window,
+        current=message,
+        budget=budget,
+        version=len(history.versions),
+        reason="none" if newest is None else newest.reason,
     )
 
 
