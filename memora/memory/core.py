@@ -1,9 +1,10 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()``
-calls ``_prepare``: it takes the steps ``plan.fold_until_it_fits`` says, asking the one pure plan
-(``plan.plan_turn``) what must leave and folding it (``_fold``: one summary request each,
-``server.Summarizer``) until the plan folds nothing or the server's count agrees, sends the context
+calls ``_prepare``: one plain loop, ``plan.fold_until_it_fits``, over the turn's steps
+(``PreparingTurn``), asks the one pure plan (``plan.plan_turn``) what must leave and folds it
+(``_fold``: one summary request each, ``server.Summarizer``) until the plan folds nothing or the
+server's count agrees; then the turn sends the context
 and commits the reply (``finish_turn``), or the turn leaves no trace. Between turns, ``prefold``
 carries out the plan made for the message expected next. Everything that decides is pure and lives
 in ``plan``; this class keeps the state and does the I/O, and nothing else writes that state: the
@@ -180,10 +181,10 @@ class ShortTermMemory:
         return self._checked(self._plan(message), user_text)
 
     def _prepare(self) -> PreparedContext:
-        """This turn's request, once the plan's folds are made: the article's steps, taken as
-        ``plan.fold_until_it_fits`` says. Raises ValueError without a pending user message, and
-        ContextBudgetError when even the summary plus the message do not fit, by the server's
-        count where it has one."""
+        """This turn's request, once the plan's folds are made: the article's steps, one plain loop
+        (``plan.fold_until_it_fits``) over this turn's ``PreparingTurn``. Raises ValueError without
+        a pending user message, and ContextBudgetError when even the summary plus the message do
+        not fit, by the server's count where it has one."""
         history = self.conversation
         if not history.pending:
             if history.messages:
@@ -192,48 +193,20 @@ class ShortTermMemory:
                 )
             raise ValueError("The conversation history is empty.")
         current = len(history.messages) - 1
-        message = history.counts[current]
-        self._checked(self._plan(message), history.messages[current].content)
-        versions_before = len(history.versions)
-        folded_before = history.folded
-        steps = plan.fold_until_it_fits()
-        answer: plan.Answer = None
-        while True:
-            match steps.send(answer):
-                case plan.Ask(at_least):
-                    answer = self._plan(message, at_least)
-                case plan.Fold(turn_plan):
-                    for span in turn_plan.spans(self.conversation.folded):
-                        self._fold(self.conversation.messages[slice(*span)], span, turn_plan)
-                    answer = None
-                case plan.Build():
-                    prepared = self._request(current, versions_before, folded_before)
-                    exact = prepared.server_input_tokens
-                    in_force = budget_in_force(self)
-                    answer = None if exact is None else plan.within_budget(exact, in_force)
-                case plan.Send():
-                    self.last_prepared = prepared
-                    return prepared
-                case plan.Refuse():
-                    local = prepared.input_tokens
-                    raise plan.budget_error(self.server.calibration, local, exact, in_force)
-
-    def _request(self, current: int, versions_before: int, folded_before: int) -> PreparedContext:
-        """The reply request for message ``current`` as the memory stands, counted by the server
-        where it counts requests; what this turn's folds spent and folded is counted from
-        ``versions_before`` summary versions and ``folded_before`` folded messages."""
-        history = self.conversation
-        this_turns_versions = history.versions[versions_before:]
-        context = plan.context(
-            history,
-            self.server.backend.profile,
-            self.system_prompt,
-            current=current,
-            budget=local_budget(self),
-            summary_token_usage=sum(version.tokens for version in this_turns_versions),
-            newly_summarized_count=history.folded - folded_before,
-        )
-        return self.server.counted(context)
+        self._checked(self._plan(history.counts[current]), history.messages[current].content)
+        turn = PreparingTurn(self, current)
+        fits = plan.fold_until_it_fits(turn)
+        prepared = turn.built
+        assert prepared is not None  # the loop builds before it answers
+        if not fits:
+            raise plan.budget_error(
+                self.server.calibration,
+                prepared.input_tokens,
+                prepared.server_input_tokens,
+                budget_in_force(self),
+            )
+        self.last_prepared = prepared
+        return prepared
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so that its reply waits for no summary;
@@ -487,6 +460,46 @@ def served_by(memory: ShortTermMemory) -> str:
 
 
 # -- one turn: prepare, stream, commit or leave no trace -------------------------------------------
+
+
+class PreparingTurn:
+    """The memory's steps for one turn's loop (``plan.TurnSteps``): plan, fold with real summary
+    requests, build the reply request for history message ``current``, which it keeps as
+    ``built``. What this turn's folds spent and folded is counted from where the turn began."""
+
+    def __init__(self, memory: ShortTermMemory, current: int) -> None:
+        self.memory = memory
+        self.current = current
+        self.message = memory.conversation.counts[current]
+        self.versions_before = len(memory.conversation.versions)
+        self.folded_before = memory.conversation.folded
+        self.built: PreparedContext | None = None
+
+    def plan(self, at_least: int) -> TurnPlan:
+        return self.memory._plan(self.message, at_least)
+
+    def fold(self, turn_plan: TurnPlan) -> None:
+        memory = self.memory
+        for span in turn_plan.spans(memory.conversation.folded):
+            memory._fold(memory.conversation.messages[slice(*span)], span, turn_plan)
+
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        """Builds the request as the memory stands, counted by the server where it counts requests;
+        None where it does not (the plan's verdict stands)."""
+        memory = self.memory
+        history = memory.conversation
+        context = plan.context(
+            history,
+            memory.server.backend.profile,
+            memory.system_prompt,
+            current=self.current,
+            budget=local_budget(memory),
+            summary_token_usage=sum(v.tokens for v in history.versions[self.versions_before :]),
+            newly_summarized_count=history.folded - self.folded_before,
+        )
+        self.built = memory.server.counted(context)
+        exact = self.built.server_input_tokens
+        return None if exact is None else plan.within_budget(exact, budget_in_force(memory))
 
 
 @contextmanager

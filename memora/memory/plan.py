@@ -14,17 +14,19 @@ its inequality), ``fold_until_it_fits`` (a turn's steps: fold, ask again, build,
 where the server's own count says so), ``Sizes`` (the fixed parts of every request, from the
 prompts and the summary cap), what a reply request sends in the wire's roles (``lead_messages``,
 ``sources``), and the budget in force (the server's tokens, its context window, the local tokens a
-plan counts). Everything here is a pure function of its arguments or a frozen value (the steps too:
-they say what to do, and do nothing): the memory (``core``) keeps the state and does the I/O.
+plan counts). Everything here is a pure function of its arguments or a frozen value, but the loop,
+which only calls the steps it is given (``TurnSteps``): the memory (``core``) keeps the state and
+does the I/O.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
+from typing import Protocol
 
 from memora.memory.backend import ContextOverflowError, ServerProfile
 from memora.memory.policies import Policy
@@ -372,82 +374,54 @@ ONE_MORE_PAIR = 2
 leaves."""
 
 
-@dataclass(frozen=True)
-class Ask:
-    """Steps 1 and 3: answer with the plan for the conversation as it is now (``plan_turn``),
-    folding at least ``at_least`` messages."""
+class TurnSteps(Protocol):
+    """What a turn's loop (``fold_until_it_fits``) asks of whoever takes its steps: the memory, with
+    real requests (``core``), or a replay, with their counts (``memora.teaching.replay``)."""
 
-    at_least: int
+    def plan(self, at_least: int) -> TurnPlan:
+        """The plan for the conversation as it is now (``plan_turn``), folding at least
+        ``at_least`` messages."""
+        ...
 
+    def fold(self, turn_plan: TurnPlan) -> None:
+        """Makes the summary requests ``turn_plan`` asks for, one per span (``TurnPlan.spans``),
+        oldest first."""
+        ...
 
-@dataclass(frozen=True)
-class Fold:
-    """Step 2: make the summary requests ``plan`` asks for, one per span (``TurnPlan.spans``),
-    oldest first; answer with nothing."""
-
-    plan: TurnPlan
-
-
-@dataclass(frozen=True)
-class Build:
-    """Step 4: build the request ``plan`` counted; answer whether the server's own count of it
-    holds the budget, or None where the server does not count requests."""
-
-    plan: TurnPlan
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        """Builds the request ``turn_plan`` counted, and keeps it; returns whether the server's own
+        count of it holds the budget, or None where the server does not count requests."""
+        ...
 
 
-@dataclass(frozen=True)
-class Send:
-    """The request built last fits: send it."""
+def fold_until_it_fits(steps: TurnSteps) -> bool:
+    """A turn's folds, then its request: the article's steps, one plain loop for the memory and the
+    replay alike. Returns whether the request built last fits the budget.
 
+    1. Ask the plan what must leave (``plan_turn``).
+    2. Fold it: one summary request per span, oldest first.
+    3. Ask again, with the summary as written (the plan reserved a full-length one); repeat until
+       the plan folds nothing. That plan counts the request exactly, and its ``fits`` is the budget
+       inequality (``within_budget``): the rule is checked by the plan, and nowhere else.
+    4. Build the request. Where the server counts each request itself, its count decides instead,
+       and the plan only had to be close: over the budget by that count, one more pair leaves
+       (``ONE_MORE_PAIR``) and the steps start again.
 
-@dataclass(frozen=True)
-class Refuse:
-    """The request built last does not fit, and nothing is left to fold."""
-
-
-Step = Ask | Fold | Build | Send | Refuse
-"""What ``fold_until_it_fits`` says to do next."""
-
-Answer = TurnPlan | bool | None
-"""What the one who takes the steps answers: a plan to ``Ask``, a verdict to ``Build``, else
-None."""
-
-
-def fold_until_it_fits() -> Generator[Step, Answer, None]:
-    """A turn's folds, then its request: the article's steps, for the memory and the replay alike.
-
-    The loop does no request itself: it says what to do next, and whoever takes the steps answers
-    (``core.ShortTermMemory`` with real requests, ``memora.teaching.replay`` with their counts):
-
-    1. ``Ask`` the plan what must leave (``plan_turn``).
-    2. ``Fold`` it: one summary request per span, oldest first.
-    3. ``Ask`` again, with the summary as written (the plan reserved a full-length one) and what
-       the folds taught; repeat until the plan folds nothing. That plan counts the request exactly,
-       and its ``fits`` is the budget inequality (``within_budget``): the rule is checked by the
-       plan, and nowhere else.
-    4. ``Build`` the request. Where the server counts each request itself, its count decides
-       instead, and the plan only had to be close: over the budget by that count, one more pair
-       leaves (``ONE_MORE_PAIR``, from what the summary holds now) and the steps start again.
-
-    Ends with ``Send``, or ``Refuse`` when the request does not fit and nothing is left to fold.
+    False when the request does not fit and nothing is left to fold.
     """
-    turn_plan = yield Ask(0)
+    turn_plan = steps.plan(0)
     while True:
         while turn_plan.fold:
-            yield Fold(turn_plan)
-            turn_plan = yield Ask(0)
-        server_fits = yield Build(turn_plan)
-        fits = turn_plan.fits if server_fits is None else server_fits
-        if fits:
-            yield Send()
-            return
+            steps.fold(turn_plan)
+            turn_plan = steps.plan(0)
+        server_fits = steps.build(turn_plan)
         if server_fits is None:
-            break  # the plan folded everything it could, and the request is still over
-        turn_plan = yield Ask(ONE_MORE_PAIR)
+            return turn_plan.fits  # the plan folded everything it had to: its verdict stands
+        if server_fits:
+            return True
+        turn_plan = steps.plan(ONE_MORE_PAIR)
         if not turn_plan.fold:
-            break  # nothing is left to fold
-    yield Refuse()
+            return False  # nothing is left to fold
 
 
 # -- the fixed parts of every request --------------------------------------------------------------

@@ -46,13 +46,7 @@ from typing import TYPE_CHECKING
 from memora.memory import policies
 from memora.memory.core import local_budget, request_sizes
 from memora.memory.plan import (
-    Answer,
-    Ask,
-    Build,
-    Fold,
     PlanSizes,
-    Refuse,
-    Send,
     TurnPlan,
     at_full_length,
     fold_until_it_fits,
@@ -214,7 +208,8 @@ def replay(
 
 class _Run:
     """The state of one replay: what is folded, the summary so far, the requests made. Mutable,
-    private. Each reply takes the steps ``plan.fold_until_it_fits`` says, as a memory's turn does."""
+    private. Each reply runs the memory's own loop (``plan.fold_until_it_fits``) over this run's
+    steps (``plan``, ``fold``, ``build``: ``plan.TurnSteps``), as a memory's turn does."""
 
     def __init__(
         self,
@@ -239,6 +234,7 @@ class _Run:
         self.turn = 0
         self.current = 0  # the history index of the message planned for
         self.message: int | None = None  # its tokens; None for the message a fold ahead expects
+        self.built: ReplayedRequest | None = None  # the reply request built last
 
     def plan(self, at_least: int) -> TurnPlan:
         sizes = PlanSizes(self.sizes.fixed, self.sizes.full_summary, self.sizes.fold_room, self.budget)
@@ -253,7 +249,7 @@ class _Run:
         )
 
     def reply(self, turn: int) -> None:
-        """The reply of ``turn``, after what its plan folds, taking the memory's own steps
+        """The reply of ``turn``, after what its plan folds, through the memory's own loop
         (``plan.fold_until_it_fits``); nothing for a message too long to send even alone, and a
         reply marked over the budget when even folding everything leaves it over."""
         self.turn = turn
@@ -261,22 +257,17 @@ class _Run:
         self.message = self.counts[self.current]
         if not self.plan(0).message_fits:
             return
-        steps = fold_until_it_fits()
-        answer: Answer = None
-        while True:
-            match steps.send(answer):
-                case Ask(at_least):
-                    answer = self.plan(at_least)
-                case Fold(turn_plan):
-                    for span in turn_plan.spans(self.folded):
-                        self.fold(span)
-                    answer = None
-                case Build():
-                    request = self.request()
-                    answer = self.server_fits()
-                case Send() | Refuse():
-                    self.requests.append(request)
-                    return
+        fold_until_it_fits(self)
+        assert self.built is not None  # the loop builds before it answers
+        self.requests.append(self.built)
+
+    def fold(self, turn_plan: TurnPlan) -> None:
+        for span in turn_plan.spans(self.folded):
+            self.fold_span(span)
+
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        self.built = self.request()
+        return self.server_fits()
 
     def fold_ahead(self, turn: int) -> None:
         """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected
@@ -287,10 +278,9 @@ class _Run:
         ahead = self.plan(0)
         if not ahead.message_fits:
             return
-        for span in ahead.spans(self.folded):
-            self.fold(span)
+        self.fold(ahead)
 
-    def fold(self, span: tuple[int, int]) -> None:
+    def fold_span(self, span: tuple[int, int]) -> None:
         self.requests.append(self.summarize(span))
         self.folded = span[1]
 
