@@ -56,6 +56,7 @@ from memora.memory.plan import (
     within_budget,
 )
 from memora.memory.values import FoldPolicy
+from memora.teaching.story import story
 from memora.text.usage import RequestKind
 
 if TYPE_CHECKING:
@@ -332,29 +333,19 @@ def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
 
 
 def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
-    """``memory``'s summary requests that left a summary, oldest first, with the ledger's counted input and output.
-
-    A version is matched to the first summary record after the previous match with its turn and total tokens
-    (a request whose summary came back empty has a record and no version). Stops at a version with no record.
-    """
-    versions = list(memory.conversation.versions)
-    ledger = list(memory.ledger)
-    records = [(position, record) for position, record in enumerate(ledger) if record.kind == "summary"]
-    replied = {record.turn: position for position, record in enumerate(ledger) if record.kind == "reply"}
+    """``memory``'s summary requests that moved messages into the summary, oldest first, with the ledger's counted
+    input and output: the story's folds (``memora.teaching.story``, whose ``made`` matches each version to its
+    record), read, not matched again. Stops at a version with no record (a history imported without its ledger)."""
+    versions = memory.conversation.versions
     folds = []
-    index = 0
-    for version in versions:
-        if version.folded[0] == version.folded[1]:
+    for fold in story(memory).folds:
+        if not fold.count:
             continue
-        while index < len(records) and (records[index][1].turn, records[index][1].total_tokens) != (version.turn, version.tokens):
-            index += 1
-        if index == len(records):
+        if fold.request is None:
             break
-        position, record = records[index]
-        index += 1
-        ahead = replied.get(record.turn, len(ledger)) < position
-        fold = RealFold(
-            version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text), record.turn, ahead
+        record = memory.ledger[fold.request]
+        text = versions[fold.version - 1].text
+        folds.append(
+            RealFold(fold.span, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(text), record.turn, fold.ahead)
         )
-        folds.append(fold)
     return tuple(folds)
