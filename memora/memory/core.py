@@ -9,7 +9,7 @@ and commits the reply (``finish_turn``), or the turn leaves no trace. Between tu
 carries out the plan made for the message expected next. Everything that decides is pure and lives
 in ``plan``; this class keeps the state and does the I/O, and nothing else writes that state: the
 ``conversation`` (a ``History``), the ``ledger`` (``memora.text.usage``), the ``server``
-(``server.Server``: the backend, and what its own counts teach) and the ``limits``
+(``server.ServerKnowledge``: the backend, and what its own counts teach) and the ``limits``
 (``values.Limits``: the budget, the window, the policy and the classroom's caps, a ``hook.Caps`` the
 app installs). ``configure`` changes them, and installs the saver's hook (``hook.OnChange``). The
 article's Memora v0.7 names close the class, so that the article's main loop runs unchanged; the
@@ -35,7 +35,7 @@ from memora.memory.backend import (
 )
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
-from memora.memory.server import Server, Summarizer, check_summary, summary_texts
+from memora.memory.server import ServerKnowledge, Summarizer, check_summary, summary_texts
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -93,7 +93,7 @@ class ShortTermMemory:
             context_window,
             caps,
         )
-        self.server = Server(backend_of(client), model, self.limits.output)
+        self.server = ServerKnowledge(backend_of(client), model, self.limits.output)
         self._on_change: OnChange | None = None
         self.restore()
         self.configure(fold_policy=fold_policy)  # checks the limits
@@ -159,7 +159,7 @@ class ShortTermMemory:
         self.limits = limits
         self._on_change = on_change or self._on_change
         if backend is not None:
-            self.server = Server(backend, model or self.model, limits.output)
+            self.server = ServerKnowledge(backend, model or self.model, limits.output)
 
     # -- a turn: the plan, its folds, the request, the commit --------------------------------------
 
@@ -244,8 +244,7 @@ class ShortTermMemory:
             turn=self.conversation.turn_number,
             message_tokens=tuple(map(self._message_tokens, messages)),
             served_by=served_by(self),
-            max_input_tokens=self.max_input_tokens,
-            plan_texts=plan_texts(self),
+            budgets=lambda: (budget_in_force(self), local_budget(self)),
             version=len(self.conversation.versions) + 1,
             reason="none" if fold_plan is None else fold_plan.reason,
         )
@@ -305,8 +304,8 @@ class ShortTermMemory:
 
     def _checked(self, turn_plan: TurnPlan, text: str | None) -> TurnPlan:
         """``turn_plan``, once its message is known to fit beside the instructions
-        (``Server.check_alone``: by the plan, else by the server's count of ``text``; None for the
-        message a fold ahead expects). Raises ContextBudgetError when it does not."""
+        (``ServerKnowledge.check_alone``: by the plan, else by the server's count of ``text``; None
+        for the message a fold ahead expects). Raises ContextBudgetError when it does not."""
         in_force = budget_in_force(self)
         self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, in_force)
         return turn_plan
@@ -391,13 +390,15 @@ class ShortTermMemory:
 def budget_in_force(memory: ShortTermMemory) -> int:
     """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's
     window leaves less."""
-    return memory.server.in_force(memory.max_input_tokens)
+    server = memory.server
+    return plan.budget_in_force(memory.max_input_tokens, server.server_window, server.output)
 
 
 def local_budget(memory: ShortTermMemory) -> int:
-    """``budget_in_force`` in local tokens; where the server counts each request, for the texts one
-    may carry."""
-    return memory.server.local(budget_in_force(memory), plan_texts(memory))
+    """``budget_in_force`` in local tokens (``plan.local_budget``): where the server counts each
+    request, weighed by the texts one may carry; else at the highest ratio of any kind of text."""
+    texts = plan_texts(memory) if memory.server.source() is not None else None
+    return plan.local_budget(memory.server.calibration, budget_in_force(memory), texts)
 
 
 def last_sent(memory: ShortTermMemory) -> RequestParts | None:

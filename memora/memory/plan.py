@@ -580,7 +580,7 @@ def context(
     the one system message) here: as the plan counts a request that folds nothing
     (``summary_in_request``). A full-length summary the plan reserves while folding is never less
     than what it then sends, the one system message included (it shares its framing). The server's
-    own count, where it counts requests, is the memory's to add (``Server.counted``)."""
+    own count, where it counts requests, is the memory's to add (``ServerKnowledge.counted``)."""
     start = history.folded
     lead = lead_messages(profile, system_prompt, history.summary)
     messages = (*lead, *history.messages[start : current + 1])
@@ -664,7 +664,7 @@ def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | N
     as Chinese.
     """
     if texts is None:
-        return calibration.local_budget(budget)
+        return calibration.local_within(budget)
     kinds: dict[Kind, int] = {}
     for text in texts:
         for kind, tokens in kind_tokens(text).items():

@@ -1,10 +1,10 @@
 """What the memory knows of its model server, and the summary requests it sends it.
 
-``Server`` (``memory.server``) holds the backend and model, and is the seam between the local tokens
-a plan counts and the server's: the memory makes a new one for each backend, and only what the
-server itself counted changes it: its tokenizer endpoint where it has one, the usage it reports, and
-the figures of a context-overflow error. Every computation is ``plan``'s (pure); a ``Server`` only
-keeps what was learned.
+``ServerKnowledge`` (``memory.server``) holds the backend and model, and is the seam between the
+local tokens a plan counts and the server's: the memory makes a new one for each backend, and only
+what the server itself counted changes it: its tokenizer endpoint where it has one, the usage it
+reports, and the figures of a context-overflow error. It is no server: every computation is
+``plan``'s (pure); it only keeps what was learned.
 
 ``Summarizer`` sends one summary request: the old summary plus the messages to fold, bounded both
 ways. Its input fits the budget (the largest messages' middles are cut, with a marker, when they do
@@ -37,7 +37,7 @@ from memora.text.tokens import (
 from memora.text.usage import Ledger, RequestParts, SentMessage, UsageRecord
 
 
-class Server:
+class ServerKnowledge:
     """What a memory knows of its model server: the ``backend`` and ``model`` it sends to, and what
     the server's own counts teach, the seam between local tokens and its own.
 
@@ -56,20 +56,10 @@ class Server:
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
-    def in_force(self, max_input_tokens: int) -> int:
-        return plan.budget_in_force(max_input_tokens, self.server_window, self.output)
-
     def too_small(self) -> bool:
         """Whether no fold or cut can make a request fit the server's window beside ``output``: only
         a setting can."""
         return plan.window_too_small(self.server_window, self.output)
-
-    def local(self, budget: int, texts: Sequence[str]) -> int:
-        """``budget`` in local tokens; weighed by the ``texts`` a request may carry where the server
-        counts each one."""
-        return plan.local_budget(
-            self.calibration, budget, texts if self.source() is not None else None
-        )
 
     def source(self) -> str | None:
         """The server's endpoint that counts each request before it is sent (``"llama.cpp
@@ -240,7 +230,7 @@ class Summarizer:
 
     def summarize(
         self,
-        server: Server,
+        server: ServerKnowledge,
         summary: str,
         messages: tuple[Message, ...],
         span: tuple[int, int],
@@ -249,13 +239,14 @@ class Summarizer:
         message_tokens: tuple[int, ...],
         turn: int,
         served_by: str,
-        max_input_tokens: int,
-        plan_texts: Sequence[str],
+        budgets: Callable[[], tuple[int, int]],
         version: int = 0,
         reason: str = "none",
     ) -> tuple[SummaryVersion, UsageRecord]:
-        """``fold`` within the budget in force, the room for messages from ``server``'s local budget
-        for ``plan_texts``; ``version`` and ``reason`` label the record's parts.
+        """``fold`` within the budget in force, the room for messages from the local budget: both
+        from ``budgets()`` (the memory's ``budget_in_force`` and ``local_budget``, asked again after
+        an overflow taught the server's figures); ``version`` and ``reason`` label the record's
+        parts.
 
         A context-overflow error teaches ``server`` its figures, and the request is cut to the room
         they leave and sent once more; ``overflow_error`` when no cut can fit the server's window,
@@ -263,8 +254,7 @@ class Summarizer:
         request then fails. Records nothing in the ledger."""
 
         def send() -> tuple[SummaryVersion, UsageRecord]:
-            in_force = server.in_force(max_input_tokens)
-            local = server.local(in_force, plan_texts)
+            in_force, local = budgets()
             room = sizes.fold_room(local)
             counts: list[ServerCount] = []
             try:
