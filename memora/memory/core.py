@@ -439,8 +439,9 @@ def request_sizes(memory: ShortTermMemory) -> Sizes:
 
 
 def full_history_tokens(memory: ShortTermMemory) -> int:
-    """What one request with every message in history would cost, instructions included."""
-    return request_sizes(memory).fixed + memory.conversation.tokens
+    """What one request with every message in history would cost, instructions included
+    (``plan.request_tokens`` with no summary: the history as its window)."""
+    return plan.request_tokens(request_sizes(memory).fixed, 0, memory.conversation.counts, 0)
 
 
 def check_caps(memory: ShortTermMemory, user_text: str) -> None:

@@ -42,7 +42,7 @@ from memora.memory.values import (
 from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
-from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message, request_input_tokens
+from memora.text.tokens import count_message, request_input_tokens
 from memora.text.usage import RequestParts, SentMessage
 
 
@@ -442,10 +442,9 @@ class Sizes:
 
     @cached_property
     def fixed(self) -> int:
-        """The instructions (as a system message) and the reply's priming."""
-        return (
-            count_message("system", self.system_prompt) if self.system_prompt else 0
-        ) + REPLY_PRIMING_TOKENS
+        """The instructions (as a system message) and the reply's priming: a request with no
+        message, counted as every request is (``request_input_tokens``)."""
+        return request_input_tokens(self.system_prompt, ())
 
     @cached_property
     def preamble(self) -> int:
@@ -461,7 +460,7 @@ class Sizes:
     def summary_frame(self) -> int:
         """A summary request without its summary and messages: instructions, layout and priming."""
         layout = count_message("user", SUMMARY_INPUT.format(summary="(empty)", transcript=""))
-        return count_message("system", self.summary_instructions) + layout + REPLY_PRIMING_TOKENS
+        return request_input_tokens(self.summary_instructions, (layout,))
 
     @cached_property
     def summary_request(self) -> int:

@@ -171,11 +171,11 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
     and the reply's priming. A reply over ``budget`` is marked, not refused. Raises ValueError for an odd count.
     """
     _check_pairs(counts)
-    requests, sent = [], fixed
+    requests, history = [], 0  # the tokens of every message before this turn's, added up as the turns go
     for index in range(0, len(counts), 2):
-        tokens = sent + counts[index]
+        tokens = request_tokens(fixed, 0, (history,), counts[index])
         requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=within_budget(tokens, budget)))
-        sent += counts[index] + counts[index + 1]
+        history += counts[index] + counts[index + 1]
     return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
 
 
