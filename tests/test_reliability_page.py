@@ -270,7 +270,7 @@ def test_commands_ignore_case_and_surrounding_blanks(command: str, backend) -> N
     at = new_app(ShortTermMemory(backend))
     send(at, "Hello!")
     send(at, command)
-    assert at.code[0].value.splitlines()[0] == "  1 [in window] user: Hello!"
+    assert at.code[0].value.splitlines()[0] == "  1 [current] user: Hello!", "the message the last request answered"
 
 
 def test_budget_below_the_instructions_is_refused_with_the_floor(backend) -> None:

@@ -149,7 +149,7 @@ def picture_caption(picture: Picture, lang: str) -> str:
 
 def picture_key(lang: str) -> str:
     """The colour key in words on the parts' own colours, readable without hovering (a phone) and not in grey."""
-    parts = " ".join(f":{mark}-background[{t(lang, f'picture.{part}')}]" for part, mark in zip(PARTS, MARKS, strict=False))
+    parts = " · ".join(f":{mark}[■] {t(lang, f'picture.{part}')}" for part, mark in zip(PARTS, MARKS, strict=False))
     return parts + " · " + t(lang, "picture.key_rest")
 
 
