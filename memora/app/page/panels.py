@@ -39,9 +39,10 @@ from memora.app.page.views import (
     fold_note,
     history_frame,
     last_context_rows,
+    markdown_table,
     payoff_note,
     status_line,
-    what_if_frame,
+    what_if_cells,
 )
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import escape_markdown
@@ -177,7 +178,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "panel.usage_empty"))
             return
         key = (*conversation_key(memory), memory.max_input_tokens, lang)
-        other = what_if_for(memory).other.replay
+        other = what_if_for(memory).other
         chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
         st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
         render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
@@ -249,12 +250,10 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
         if not comparison.turns:
             render.caption(t(lang, "whatif.empty"))
             return
-        render.caption(t(lang, "whatif.intro"))
-        # One static table per strategy, a figure and its value: side by side, four columns did not fit a phone.
-        table = what_if_frame(comparison, lang)
-        table = table.set_index(table.columns[0])
-        for strategy in table.columns:
-            st.table(table[[strategy]])
+        render.caption(t(lang, "whatif.intro"), help=glossary.explain(lang, "ledger"))
+        # One table, the strategies as columns: a Markdown table costs a run no Arrow conversion, and its few short
+        # columns wrap at a phone's width.
+        render.markdown(markdown_table(what_if_cells(comparison, lang)))
         for pay in payoffs(comparison):
             render.caption(payoff_note(pay, lang))
         priced = comparison.model is not None

@@ -16,9 +16,11 @@ from memora.app.page.i18n import role_name, t
 from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, local_budget
+from memora.teaching.audit import escape_markdown
 from memora.teaching.prices import format_usd
+from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.story import Fold
-from memora.teaching.what_if import Payoff, WhatIf
+from memora.teaching.what_if import ROWS, Payoff, WhatIf
 from memora.text.messages import Message
 
 Mark = Literal["summarized", "window", "current"]
@@ -231,27 +233,45 @@ def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
     ]
 
 
-WHAT_IF_ROWS = ("requests", "summary_requests", "tokens_sent", "summary_written", "over_budget", "usd")
+def what_if_cells(what_if: WhatIf, lang: str) -> list[list[str]]:
+    """The comparison as one table's cells, a header row first: the row words, then one column per strategy (yours, the
+    ledger, first; then the replays), one row per figure of ``ROWS``, every cell a formatted string; ``$`` reads
+    "tokens only" where nothing is priced."""
+    header = [t(lang, "whatif.row")]
+    for column in what_if.columns:
+        name = t(lang, f"whatif.{column.strategy}")
+        kind = "col_live" if column.from_ledger else "col_full" if column.strategy == FULL_HISTORY else "col_replay"
+        header.append(t(lang, f"whatif.{kind}", strategy=name))
+    rows = [header]
+    for row in ROWS:
+        cells = [t(lang, f"whatif.{row}")]
+        for column in what_if.columns:
+            figure = column.figure(row)
+            if row == "usd":
+                cells.append(t(lang, "whatif.tokens_only") if figure is None else format_usd(figure))
+            else:
+                cells.append(f"{figure:,}")
+        rows.append(cells)
+    return rows
 
 
-def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
-    """The strategies side by side: one column each (yours, the other policy's replay, the full history's), one row per
-    figure, every cell a formatted string; ``$`` reads "tokens only" where nothing is priced."""
-    columns: dict[str, list[str]] = {t(lang, "whatif.row"): [t(lang, f"whatif.{row}") for row in WHAT_IF_ROWS]}
-    for outcome in what_if.outcomes:
-        run = outcome.replay
-        name = t(lang, f"whatif.{run.strategy}")
-        kind = "col_live" if outcome.live else "col_full" if run.strategy == "full_history" else "col_replay"
-        usd = t(lang, "whatif.tokens_only") if outcome.usd is None else format_usd(outcome.usd)
-        requests = run.reply_requests + run.summary_requests
-        figures = (requests, run.summary_requests, run.input_tokens, run.summary_output_tokens, run.over_budget)
-        columns[t(lang, f"whatif.{kind}", strategy=name)] = [*(f"{figure:,}" for figure in figures), usd]
-    return pd.DataFrame(columns)
+def markdown_table(cells: Sequence[Sequence[str]]) -> str:
+    """``cells`` (a header row first) as one Markdown table, the first column left-aligned and the others right-aligned
+    as figures are; every cell escaped, so a ``$`` cannot open LaTeX math nor a ``|`` a cell."""
+    header, *rows = cells
+    lines = [
+        "| " + " | ".join(escape_markdown(cell) for cell in header) + " |",
+        "|---|" + "--:|" * (len(header) - 1),
+        *("| " + " | ".join(escape_markdown(cell) for cell in row) + " |" for row in rows),
+    ]
+    return "\n".join(lines)
 
 
 def payoff_note(pay: Payoff, lang: str) -> str:
-    """Why a memory can cost more than the full history, and whether it pays here: the first turn at which its total,
-    summaries included, drops below the full history's, or that it does not pay in this conversation."""
+    """Why a memory can cost more than the full history, and whether it pays here, in the comparison table's figures:
+    the totals and the summaries' cost are the table's rows. A memory that has folded nothing yet has sent what the full
+    history sends, and says so, not that its summaries cost nothing and it does not pay; one that has ends below the
+    full history's total from a turn on, or does not pay in this conversation."""
     figures = {
         "strategy": t(lang, f"whatif.{pay.strategy}"),
         "memory": f"{pay.memory:,}",
@@ -259,6 +279,8 @@ def payoff_note(pay: Payoff, lang: str) -> str:
         "summaries": f"{pay.summaries:,}",
         "turns": pay.turns,
     }
+    if not pay.summary_requests:
+        return t(lang, "whatif.no_summary", **figures)
     if pay.turn is None:
         return t(lang, "whatif.does_not_pay", **figures)
     return t(lang, "whatif.pays", turn=pay.turn, **figures)
