@@ -14,7 +14,6 @@ from memora.memory import ShortTermMemory
 from memora.memory.core import full_history_tokens
 from memora.teaching.what_if import what_if
 from tests.support.app import expander, new_app, send, texts
-from tests.support.tables import headings, markdown_tables
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -67,15 +66,16 @@ def test_the_what_if_panel_is_drawn_when_opened_as_one_table_whose_first_column_
         at = send(at, text)
     memory: ShortTermMemory = at.session_state[keys.MEMORY]
     requests = len(memory.ledger)
-    assert not markdown_tables(expander(at, WHAT_IF).markdown), "drawn only once opened"
+    assert not expander(at, WHAT_IF).get("arrow_table"), "drawn only once opened"
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
     panel = expander(at, WHAT_IF)
-    (table,) = markdown_tables(panel.markdown)  # one table, not one per strategy
-    assert not panel.get("arrow_table") and not panel.get("arrow_data_frame")
-    assert headings(table) == ["Window (yours: the ledger)", "Watermark (estimate)", "Full history"]
+    (drawn,) = panel.table  # one table, not one per strategy
+    table = drawn.value
+    assert list(table.columns) == ["Window (yours: the ledger)", "Watermark (estimate)", "Full history"]
+    assert table.index.name == "Figure"
     # Yours is the ledger: every request of it, its summaries, their counted input and what they wrote.
-    yours = {row: cells["Window (yours: the ledger)"] for row, cells in table.items()}
+    yours = table["Window (yours: the ledger)"].to_dict()
     replies = [r for r in memory.ledger if r.kind == "reply"]
     summaries = [r for r in memory.ledger if r.kind == "summary"]
     assert summaries, "six turns fold under the default window: the summary rows must mean something"
@@ -84,16 +84,16 @@ def test_the_what_if_panel_is_drawn_when_opened_as_one_table_whose_first_column_
     assert yours == {
         "Reply requests": f"{len(replies):,}",
         "Summary requests": f"{len(summaries):,}",
-        "Tokens sent in replies (counted)": f"{sum(r.counted_input_tokens for r in replies):,}",
-        "Tokens sent in summary requests (counted)": f"{sum(r.counted_input_tokens for r in summaries):,}",
-        "Summary tokens written": f"{written:,}",
-        "Total: sent and written": f"{sent + written:,}",
+        "Counted input, replies": f"{sum(r.counted_input_tokens for r in replies):,}",
+        "Counted input, summaries": f"{sum(r.counted_input_tokens for r in summaries):,}",
+        "Summary output": f"{written:,}",
+        "Total tokens": f"{sent + written:,}",
         "Replies over budget": "0",
         "$": "tokens only",  # offline: no price
     }
-    assert table["Summary requests"]["Full history"] == "0"
+    assert table.loc["Summary requests", "Full history"] == "0"
     full = sum(r.full_history_tokens for r in replies)
-    assert table["Tokens sent in replies (counted)"]["Full history"] == table["Total: sent and written"]["Full history"] == f"{full:,}"
+    assert table.loc["Counted input, replies", "Full history"] == table.loc["Total tokens", "Full history"] == f"{full:,}"
     caption = texts(at)
     assert "column is the ledger itself" in caption and "counted input" in caption and "no model call" in caption
     assert len(memory.ledger) == requests, "the replay sent nothing"
@@ -120,9 +120,10 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    (table,) = markdown_tables(expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").markdown)
-    assert headings(table) == ["視窗（你的：帳本）", "水位線（估計）", "完整對話紀錄"]
-    assert next(iter(table)) == "回覆請求數" and "回覆送出的 Token（送出前計算）" in table
+    (drawn,) = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table
+    table = drawn.value
+    assert list(table.columns) == ["視窗（你的：帳本）", "水位線（估計）", "完整對話紀錄"] and table.index.name == "項目"
+    assert table.index[0] == "回覆請求數" and "計算的輸入：回覆" in table.index
 
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):

@@ -12,7 +12,6 @@ from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.what_if import payoffs, what_if
 from tests.support.app import expander, new_app, send
 from tests.support.lesson import B1, FILLER
-from tests.support.tables import markdown_tables
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
 
@@ -38,15 +37,13 @@ def test_a_short_conversation_says_the_window_does_not_pay_and_a_longer_one_name
     yours = comparison.live
     assert yours.summary_requests and yours.total_tokens > comparison.column(FULL_HISTORY).total_tokens
     panel = _opened(at)
-    (table,) = markdown_tables(panel.markdown)
+    table = panel.table[0].value
     notes = _notes(panel)
     assert len(notes) == len(payoffs(comparison)) == 2
     # Every figure of the sentence is a cell of the table: the summaries' rows added, the two totals.
     column = "Window (yours: the ledger)"
-    summaries = sum(
-        int(table[row][column].replace(",", "")) for row in ("Tokens sent in summary requests (counted)", "Summary tokens written")
-    )
-    total, full = table["Total: sent and written"][column], table["Total: sent and written"]["Full history"]
+    summaries = sum(int(table.loc[row, column].replace(",", "")) for row in ("Counted input, summaries", "Summary output"))
+    total, full = table.loc["Total tokens", column], table.loc["Total tokens", "Full history"]
     assert f"each summary is a request of its own ({summaries:,} tokens in all here" in notes[0]
     assert f"the Window policy's total, summaries included, is {total} tokens against {full} for the full history" in notes[0]
     assert "it does not pay in this conversation" in notes[0]
@@ -61,9 +58,9 @@ def test_a_short_conversation_says_the_window_does_not_pay_and_a_longer_one_name
     since = len(below) - below[::-1].index(False) + 1  # the turn after the last one not below
     assert all(below[since - 1 :]) and since <= comparison.turns
     panel = _opened(at)
-    (table,) = markdown_tables(panel.markdown)
+    table = panel.table[0].value
     note = _notes(panel)[0]
-    total, full = table["Total: sent and written"][column], table["Total: sent and written"]["Full history"]
+    total, full = table.loc["Total tokens", column], table.loc["Total tokens", "Full history"]
     assert (
         f"stays below the full history's from turn {since} on: over these {comparison.turns} turns, {total} against {full} tokens" in note
     )

@@ -16,7 +16,6 @@ from memora.app.page.i18n import role_name, t
 from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, local_budget
-from memora.teaching.audit import escape_markdown
 from memora.teaching.prices import format_usd
 from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.story import Fold
@@ -233,38 +232,24 @@ def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
     ]
 
 
-def what_if_cells(what_if: WhatIf, lang: str) -> list[list[str]]:
-    """The comparison as one table's cells, a header row first: the row words, then one column per strategy (yours, the
-    ledger, first; then the replays), one row per figure of ``ROWS``, every cell a formatted string; ``$`` reads
-    "tokens only" where nothing is priced."""
-    header = [t(lang, "whatif.row")]
+def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
+    """The comparison as one table: one column per strategy (yours, the ledger, first; then the replays), one row per
+    figure of ``ROWS`` named in the ledger's words (the index, named "Figure"), every cell a formatted string; ``$``
+    reads "tokens only" where nothing is priced."""
+    columns: dict[str, list[str]] = {}
     for column in what_if.columns:
         name = t(lang, f"whatif.{column.strategy}")
         kind = "col_live" if column.from_ledger else "col_full" if column.strategy == FULL_HISTORY else "col_replay"
-        header.append(t(lang, f"whatif.{kind}", strategy=name))
-    rows = [header]
-    for row in ROWS:
-        cells = [t(lang, f"whatif.{row}")]
-        for column in what_if.columns:
-            figure = column.figure(row)
-            if row == "usd":
-                cells.append(t(lang, "whatif.tokens_only") if figure is None else format_usd(figure))
-            else:
-                cells.append(f"{figure:,}")
-        rows.append(cells)
-    return rows
+        columns[t(lang, f"whatif.{kind}", strategy=name)] = [what_if_cell(column.figure(row), row, lang) for row in ROWS]
+    index = pd.Index([t(lang, f"whatif.{row}") for row in ROWS], name=t(lang, "whatif.row"))
+    return pd.DataFrame(columns, index=index)
 
 
-def markdown_table(cells: Sequence[Sequence[str]]) -> str:
-    """``cells`` (a header row first) as one Markdown table, the first column left-aligned and the others right-aligned
-    as figures are; every cell escaped, so a ``$`` cannot open LaTeX math nor a ``|`` a cell."""
-    header, *rows = cells
-    lines = [
-        "| " + " | ".join(escape_markdown(cell) for cell in header) + " |",
-        "|---|" + "--:|" * (len(header) - 1),
-        *("| " + " | ".join(escape_markdown(cell) for cell in row) + " |" for row in rows),
-    ]
-    return "\n".join(lines)
+def what_if_cell(figure: int | float | None, row: str, lang: str) -> str:
+    """One figure as the table shows it: thousands separated, dollars by ``format_usd``, "tokens only" for no price."""
+    if row == "usd":
+        return t(lang, "whatif.tokens_only") if figure is None else format_usd(figure)
+    return f"{figure:,}"
 
 
 def payoff_note(pay: Payoff, lang: str) -> str:
