@@ -168,6 +168,7 @@ class WhatIf:
 
     @property
     def live(self) -> Column:
+        """The live policy's column: the ledger's."""
         return self.columns[0]
 
     @property
