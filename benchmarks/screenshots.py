@@ -10,7 +10,8 @@ in Debian's Chromium (``/usr/bin/chromium`` through Playwright, ``benchmarks.har
 language (English, then 繁體中文, switched with the page's own selector before the first message) plays the
 article's check, ``memora/teaching/scenarios/article-b1-travel.json``: the planted level and goal, four of its
 filler questions and its final question, six turns in all. The window policy (the default) folds the oldest turn
-once it leaves the 3-turn recent window, so by the sixth reply two turns are folded into the summary.
+once it leaves the 3-turn recent window: the fold ahead after replies 4, 5 and 6 folds turns 1, 2 and 3, so the
+pictures show summary version 3, messages 1–6.
 
 Then, at 1440x1000, the sidebar from its top (the picture of the last request against the budget and the next
 request's plan, then the summary), with *Status* closed and *Conversation summary* and *Last request context* open,

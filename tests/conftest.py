@@ -70,6 +70,7 @@ MODULE_TIERS = {
             "test_limits",
             "test_memory",
             "test_memory_properties",
+            "test_request_record",
             "test_offline",
             "test_picture",
             "test_prefold",

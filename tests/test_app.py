@@ -69,8 +69,13 @@ def test_acceptance_b1_fact_survives_folding_and_reaches_the_practice_plan_reque
     at.session_state[keys.CONTEXT_PANEL_OPEN] = True
     at.run()
     context = expander(at, "Last request context")
-    sources = [c.value.split(" · ")[2] for c in context.caption if c.value[0].isdigit()]
+    cards = [c.value.split(" · ") for c in context.caption if c.value.endswith(" tokens")]
+    named = ("summary", "recent window", "current message")
+    sources = [next(label for label in labels if label in named) for labels in cards]
     assert sources == ["summary"] + ["recent window"] * (len(sources) - 2) + ["current message"]
+    # The message cards carry the chat's numbers, from the request's record: the window, then the current message.
+    parts = memory.last_prepared.parts
+    assert [labels[0] for labels in cards[1:]] == [f"#{number}" for number in parts.numbers]
     # Each card shows the start of its message, and the whole of it one click away.
     assert "B1" in context.text[1].value and context.text[1].value == memory.last_prepared.context_messages[0].content
 
@@ -134,13 +139,17 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert labels[2].startswith("Version 1, after reply 4, for turn 5: folded messages 1–2 (2 messages)")
 
     # The context is drawn only once its expander is open.
-    assert not [c for c in expander(at, "Last request context").caption if c.value[0].isdigit()]
+    assert not [c for c in expander(at, "Last request context").caption if c.value.endswith(" tokens")]
     at.session_state[keys.CONTEXT_PANEL_OPEN] = True
     at.run()
     context = expander(at, "Last request context")
-    cards = [c.value for c in context.caption if c.value[0].isdigit()]
+    cards = [c.value for c in context.caption if c.value.endswith(" tokens")]
     assert len(cards) == len(memory.last_prepared.context_messages)
-    assert cards[0].startswith("1 · developer · summary · ")
+    assert cards[0].startswith("developer · summary · ")
+    # Messages 5-6 were sent in turn 6 and folded after its reply, for turn 7: their cards say both.
+    folded_since = "sent in turn 6; folded into the summary for turn 7"
+    assert cards[1] == f"#5 · user · recent window · {folded_since} · {memory.conversation.counts[4]} tokens"
+    assert cards[-1].startswith("#11 · user · current message · ")
     assert [int(card.rsplit(" · ", 1)[1].split()[0]) for card in cards] == list(memory.last_prepared.message_tokens)
     # The picture at the top of the sidebar says the same request in words, part by part, against the budget.
     prepared = memory.last_prepared
@@ -157,7 +166,8 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     at.run()
     history = expander(at, "Full history")
     cards = [c.value.split(" · ") for c in history.caption if c.value[0].isdigit()]
-    assert [card[2] for card in cards] == ["summarized"] * 6 + ["in window"] * 6
+    marks = ["summarized"] * 4 + ["sent last time, summarized since"] * 2 + ["in window"] * 4 + ["current", "in window"]
+    assert [card[2] for card in cards] == marks
     assert history.text[1].value == B1, "the first card's whole message, one click away"
 
     usage = expander(at, "Token usage")

@@ -175,6 +175,7 @@ def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
     reply, summary = memory.ledger[-1], memory.ledger[-2]
     assert reply.estimated and summary.estimated
     assert reply.input_tokens == reply.counted_input_tokens
+    assert summary.input_tokens == summary.counted_input_tokens, "the estimate is the count the memory checked"
     assert reply.output_tokens > 0
     assert TurnStats.by_reply_index(memory.ledger)[len(memory.history) - 1].record.estimated
 

@@ -274,7 +274,7 @@ def test_calibration_values():
     unknown = Calibration(exact=False)
     learned = unknown.learn(100, 114).learn(100, 108)
     assert dict(learned.learned)["latin"] == pytest.approx(1.14) and learned.reports == 2
-    assert learned.local_budget(1000) == int(1000 / (1.14 * LEARNED_SLACK))
+    assert learned.local_within(1000) == int(1000 / (1.14 * LEARNED_SLACK))
     assert Calibration().learn(100, 200) == Calibration()
     assert unknown.learn(100, 40) == unknown
     assert implausible(100, 49) and not implausible(100, 50) and not implausible(0, 0)

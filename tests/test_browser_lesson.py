@@ -96,7 +96,7 @@ def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
         picture = sidebar.get_by_test_id("stVegaLiteChart").first
         picture.locator("canvas, svg").first.wait_for()
         assert sidebar.get_by_text(re.compile(r"^Last request: instructions \d+ · summary \d+")).count() == 1
-        assert sidebar.get_by_text(re.compile(r"^Next request: ")).count() == 1
+        assert sidebar.get_by_text(re.compile(r"^Your next message: ")).count() == 1
         # The newest turn box draws its request the same way, and says it in the same words.
         page.locator("summary").filter(has_text="Turn 6: tokens and context").click()
         wait_idle(page)

@@ -178,6 +178,12 @@ def test_a_context_overflow_is_learned_from_and_retried_and_never_reaches_the_le
     # After the overflow every request fit the window it gave.
     overflowed = next(i for i, count in enumerate(replies) if count >= 600)
     assert all(count <= budget_in_force(memory) for count in replies[overflowed + 1 :])
+    # Each reply's record keeps the budget in force when its request was checked (issue 43), not max_input_tokens:
+    # from the overflow on, the window's, so none is judged against a budget it was never checked against.
+    budgets = [record.input_budget for record in memory.ledger if record.kind == "reply"]
+    assert budgets[:overflowed] == [1000] * overflowed
+    assert budgets[overflowed:] == [budget_in_force(memory)] * (len(budgets) - overflowed)
+    assert not any(record.over_budget for record in memory.ledger)
 
 
 def test_an_overflow_no_fold_can_cure_says_what_to_change_and_never_to_resend():

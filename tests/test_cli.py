@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 from memora import ShortTermMemory
+from memora.app.page.views import fold_event
 from memora.app.repl import repl
+from memora.teaching.story import story
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +40,55 @@ def test_repl_commands_and_stats(backend):
     assert "History messages: 6" in out and "Summarized messages: 4" in out
     assert out.endswith("Bye!")
     assert len(backend.replies) == 3, "commands call no model"
+
+
+def run_repl_with_prompts(memory, lines):
+    """The REPL's output with each prompt in its place among the lines, as a terminal shows them."""
+    inputs, output = iter(lines), []
+
+    def read(prompt):
+        output.append(prompt)
+        return next(inputs)
+
+    repl(memory, read=read, write=output.append)
+    return output
+
+
+def test_repl_tells_the_fold_ahead_under_the_reply_that_caused_it_before_the_next_prompt(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    output = run_repl_with_prompts(memory, ["one", "two", "three", "exit"])
+    prompts = [i for i, line in enumerate(output) if line == "\nYou: "]
+    second_reply = output.index("Memora: reply 2")
+    notice = output.index("Folding messages 1–2 into the summary ahead of the next turn…")
+    fold = next(i for i, line in enumerate(output) if line.startswith("Summary v1, after reply 2, for turn 3: messages 1–2 folded in"))
+    # Reply 2, its stats, what is being folded, the fold itself, and only then the prompt for message 3.
+    assert second_reply < notice < fold == notice + 1 < prompts[2] == fold + 1
+    assert "--- Memory Status ---" in output[second_reply + 1]
+    # The first reply left nothing to fold: no notice under it, and its prompt follows its stats.
+    assert prompts[1] == output.index("Memora: reply 1") + 2
+    # Reply 3 caused the second fold, told under it in the same way.
+    third_reply = output.index("Memora: reply 3")
+    assert output[third_reply + 2 : third_reply + 4] == [
+        "Folding messages 3–4 into the summary ahead of the next turn…",
+        fold_event(memory, story(memory).folds[1], "en"),
+    ]
+    assert output.count("Folding messages 1–2 into the summary ahead of the next turn…") == 1, "each fold is told once"
+    assert [kind for kind, _ in backend.billed] == ["reply", "reply", "summary", "reply", "summary"]
+
+
+def test_repl_says_when_the_fold_ahead_failed_before_the_next_prompt_and_the_next_turn_folds_itself(backend):
+    memory = ShortTermMemory(backend, max_recent_turns=1)
+    backend.fail_next("summary")
+    output = run_repl_with_prompts(memory, ["one", "two", "three", "exit"])
+    failed = output.index(
+        "Folding ahead of the next turn failed (scripted failure); the next turn folds the same messages itself."
+    )
+    assert output[failed - 1] == "Folding messages 1–2 into the summary ahead of the next turn…"
+    assert output[failed + 1] == "\nYou: "
+    assert not any(line.startswith("Summary v1") for line in output[:failed]), "no fold is told that did not happen"
+    # The third turn folded messages 1–2 before its reply; its stats say so.
+    assert backend.summaries[1].new_messages[0].content == "one"
+    assert "Newly summarized messages: 2" in output[output.index("Memora: reply 3") + 1]
 
 
 def test_repl_streams_each_piece_of_the_reply_as_it_arrives(backend):

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
-from memora.app.page.picture import picture_budget, picture_caption, sent_picture
+from memora.app.page.picture import picture_caption, request_picture
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import parse_saved
@@ -86,11 +86,13 @@ def test_a_restored_conversations_status_says_what_happened_before_it_was_opened
     page = texts(reloaded)
     # What was folded before the page opened is told, never "nothing folded". The last request comes back with the
     # conversation (issue 36): the page reads it as it was sent, never "0 tokens", and draws it at the sidebar's top.
-    assert f"{folded} messages had been folded into its summary before" in page
+    # The last fold's reason comes back with its version (issue 43): Status says why, as before the reload.
+    assert "The last fold (summary v2, messages 3–4): pairs left the recent window." in page
     assert reloaded.session_state[keys.MEMORY].last_prepared == sent
     assert f"the last request sent {sent.input_tokens:,}" in page
     restored = reloaded.session_state[keys.MEMORY]
-    assert picture_caption(sent_picture(sent, picture_budget(restored)), "en") in page
+    assert sent.parts is not None and restored.last_prepared.parts == sent.parts
+    assert picture_caption(request_picture(sent.parts), "en") in page
     assert [v.reason for v in reloaded.session_state[keys.MEMORY].conversation.versions] == ["window", "window"]
     assert "Nothing has been folded yet" not in page and "the last request sent 0" not in page
 

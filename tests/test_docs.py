@@ -46,3 +46,32 @@ def test_the_chinese_readme_has_the_lesson_plan_in_chinese_with_the_page_s_own_w
     assert "## 五分鐘教案" in README_ZH and "(docs/screenshot-zh-TW-1440x1000.png)" in README_ZH
     for key in ("panel.context", "panel.history", "glossary.title", "mark.summarized"):
         assert t("zh-TW", key) in README_ZH, key
+
+
+def test_both_readmes_describe_the_token_usage_chart_s_lines_as_the_chart_draws_them():
+    """Issue 43: the READMEs called the full history the dashed line. The chart draws the budget and the full history
+    as solid lines, in their own colours, and dashes only the other policy's replay, an estimate."""
+    from memora.app.page.chart import usage_chart_spec
+    from memora.app.page.i18n import t
+
+    colour_words = {"#E45756": {"en": "red", "zh-TW": "紅色"}, "#54A24B": {"en": "green", "zh-TW": "綠色"}}
+    for lang, readme in (("en", README), ("zh-TW", README_ZH)):
+        spec = usage_chart_spec(lang, ["watermark"])
+        scale = spec["layer"][0]["encoding"]["color"]["scale"]
+        colour = dict(zip(scale["domain"], scale["range"], strict=True))
+        dash = spec["layer"][1]["encoding"]["strokeDash"]
+        dashed = dash["condition"]["test"]["oneOf"]
+        assert dashed == [t(lang, "whatif.chart_line", strategy=t(lang, "whatif.watermark"))]
+        assert dash["value"] == [1, 0], "every other line is solid"
+        full_history, budget = t(lang, "chart.full_history"), t(lang, "chart.budget")
+        readme = " ".join(readme.split())  # the READMEs wrap their lines; the checks read sentences
+        if lang == "en":
+            assert f"solid {colour_words[colour[full_history]]['en']} *{full_history}*" in readme
+            assert f"solid {colour_words[colour[budget]]['en']} *{budget}*" in readme
+            assert f"dashed line, *{dashed[0]}*" in readme
+        else:
+            assert f"{colour_words[colour[full_history]]['zh-TW']}實線的*{full_history}*" in readme
+            assert f"{colour_words[colour[budget]]['zh-TW']}實線的*{budget}*" in readme
+            assert f"虛線*{dashed[0]}*" in readme
+        clauses = re.split(r"(?<=[.;。；])\s*", readme)
+        assert not [c for c in clauses if ("dashed" in c or "虛線" in c) and full_history in c], "the full history is solid"

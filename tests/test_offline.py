@@ -4,9 +4,12 @@ from memora import ShortTermMemory
 from memora.backends import OfflineBackend
 from memora.backends.base import drain
 from memora.backends.offline import merge_summary, topic_key
+from memora.classroom.job import fold_ahead
 from memora.memory.backend import ReplyRequest
+from memora.memory.server import summary_request
 from memora.text.messages import Message
-from memora.text.prompts import SUMMARY_PREAMBLE
+from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE
+from memora.text.tokens import count_text, summary_request_tokens
 
 
 def test_reply_states_what_a_model_would_have_received():
@@ -87,8 +90,7 @@ def test_offline_memory_folds_the_articles_b1_fact():
 
 
 def test_the_offline_summary_keeps_the_word_limit_its_instructions_ask_for():
-    from memora.memory.server import summary_request
-    from memora.text.prompts import SUMMARY_INSTRUCTIONS, summary_word_limit, with_summary_cap
+    from memora.text.prompts import summary_word_limit, with_summary_cap
 
     facts = [Message("user", f"My fact number {n} is that I study English on day {n}.") for n in range(30)]
     backend = OfflineBackend()
@@ -102,3 +104,25 @@ def test_the_offline_summary_keeps_the_word_limit_its_instructions_ask_for():
 
     assert words(short) <= 45 < words(full) <= 150
     assert short.splitlines() == full.splitlines()[-len(short.splitlines()) :]  # the newest lines are kept
+
+
+def test_the_offline_engine_reports_each_request_as_the_memory_counted_it_summaries_included():
+    """Offline, nothing is billed: the ledger's reported input is the count the memory checked, for a summary
+    request too (its chat framing and priming included), whether the fold runs inside a turn or ahead of it."""
+    folds_inside_turns = ShortTermMemory(OfflineBackend(), max_recent_turns=3, max_input_tokens=400)
+    folds_ahead = ShortTermMemory(OfflineBackend(), max_recent_turns=1)
+    statements = [f"My fact number {n} is that I practise English on day {n} before school." for n in range(8)]
+    for text in statements:
+        for memory in (folds_inside_turns, folds_ahead):
+            with memory.turn(text) as turn:
+                turn.run()
+        fold_ahead(folds_ahead)  # the page's path: the turn, then the fold ahead of the next one
+    for memory in (folds_inside_turns, folds_ahead):
+        summaries = [record for record in memory.ledger if record.kind == "summary"]
+        assert summaries, "each conversation folded at least once"
+        assert [r.input_tokens for r in memory.ledger] == [r.counted_input_tokens for r in memory.ledger]
+    # The figure is the summary request's own count, framing and priming included, not its two texts alone.
+    request = summary_request("offline", SUMMARY_INSTRUCTIONS, "", (Message("user", statements[0]),), 200)
+    reported = OfflineBackend().summarize(request).usage.input_tokens
+    assert reported == summary_request_tokens(request.instructions, request.input_text)
+    assert reported > count_text(request.instructions) + count_text(request.input_text)

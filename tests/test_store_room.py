@@ -107,6 +107,8 @@ def test_a_turn_never_grows_the_saved_conversation_past_its_bound():
         assert 0 < grown <= bound, (message[:20], grown, bound)
         folded = len(memory.conversation.versions)
     assert folded >= 3, "the turns folded, so the bound's summaries were exercised"
+    saved = json.loads(dumps_saved(memory, "en"))
+    assert all(row["parts"] is not None for row in saved["transcript"]["ledger"]), "each row's parts are in the bound"
 
 
 # -- the store refuses before the turn is sent, on both stores --------------------------------------------------------

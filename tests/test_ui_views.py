@@ -29,9 +29,12 @@ def test_parse_command_splits_name_and_arguments():
 def test_message_marks_follow_the_pointer_and_the_pending_turn(backend):
     memory = ShortTermMemory(backend, max_recent_turns=1)
     chat(memory, "one", "two", "three")
-    assert message_marks(memory) == ["summarized", "summarized", "window", "window", "window", "window"]
+    # Turn 3 folded #1-#2 before its request, which sent #3-#4 word for word and #5 as its message.
+    assert message_marks(memory) == ["summarized", "summarized", "window", "window", "current", "window"]
+    memory.prefold()  # folds #3-#4 for turn 4: sent in turn 3, folded since
+    assert message_marks(memory) == ["summarized", "summarized", "folded_since", "folded_since", "current", "window"]
     memory.add_user_message("four")
-    assert message_marks(memory)[-1] == "current"
+    assert message_marks(memory)[-1] == "current" and message_marks(memory)[4] == "window"
     frame = history_frame(memory, "en")
     assert list(frame.columns) == ["#", "Role", "State", "Tokens", "Content"]
     assert list(frame["State"])[-1] == "current" and frame["Tokens"].gt(0).all()
@@ -43,8 +46,8 @@ def test_marks_follow_the_copy_the_page_draws_while_a_reply_job_appends(backend)
     chat(memory, "one", "two", "three")
     drawn = list(memory.history)
     memory.add_user_message("four")  # the reply job's turn begins after the copy
-    assert message_marks(memory, drawn) == ["summarized", "summarized", "window", "window", "window", "window"]
-    assert message_marks(memory) == [*message_marks(memory, drawn), "current"]
+    assert message_marks(memory, drawn) == ["summarized", "summarized", "window", "window", "current", "window"]
+    assert message_marks(memory) == ["summarized", "summarized", "window", "window", "window", "window", "current"]
 
 
 def test_commands_reject_arguments_and_unknown_names(backend):

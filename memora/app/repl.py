@@ -4,9 +4,10 @@ Commands: history, context, summary, status, usage, exit. Offline unless a key i
 ``memora.app.settings`` lists the variables that choose the backend. It folds by the article's
 window, as the page does by default (``MEMORA_FOLD_POLICY=watermark`` for the other policy).
 
-Replies are printed as they stream in. While the user types the next message, the
-memory folds in the background what the next turn is certain to fold (a summary-only
-``ReplyJob`` running ``fold_ahead``, as the page does), so the next reply does not wait for a summary.
+Replies are printed as they stream in. After each reply, the memory folds what the next turn is
+certain to fold (a summary-only ``ReplyJob`` running ``fold_ahead``, as the page does), so the next
+reply does not wait for a summary. The terminal waits for that fold before its next prompt, saying
+what it folds while it waits, so the fold is told under the reply that caused it.
 """
 
 from __future__ import annotations
@@ -192,7 +193,44 @@ def fold_report(job: ReplyJob) -> str | None:
     error = job.progress.after_error
     if error is None:
         return None
-    return f"Folding ahead of this turn failed ({error}); this turn folds the same messages itself."
+    return f"Folding ahead of the next turn failed ({error}); the next turn folds the same messages itself."
+
+
+def fold_ahead_notice(memory: ShortTermMemory) -> str | None:
+    """What the terminal says while the fold ahead runs, from the memory's plan for the next turn: "Folding
+    messages 3–4 into the summary ahead of the next turn…". None when that plan folds nothing, or when the memory
+    refuses to plan one (a budget too small for any message): ``fold_ahead`` folds nothing then either.
+
+    A session cap is checked only by the fold itself (``ShortTermMemory.prefold``): a session at its cap is told
+    the notice, then no fold, and its next message is refused with the cap's reason.
+    """
+    try:
+        ahead = memory.plan()
+    except ValueError:
+        return None
+    if not ahead.fold:
+        return None
+    folded = memory.summarized_message_count
+    return t("en", "fold.ahead_running", first=folded + 1, last=folded + ahead.fold)
+
+
+def fold_after_reply(memory: ShortTermMemory, write: Callable[[str], None]) -> None:
+    """Folds ahead of the next turn, as the page does, and waits for it: the notice while it runs, then each fold it
+    made as its one event (``fold_event``, the words the page and ``status`` use), or why it failed.
+
+    Waiting here, not after the next input, tells a fold under the reply that caused it. The price, with a model: the
+    next prompt comes once the summary request is done, where the learner could have typed during it; the next turn
+    would have waited for it all the same.
+    """
+    notice = fold_ahead_notice(memory)
+    if notice is not None:
+        write(notice)
+    problem = fold_report(ReplyJob(memory, None, after=fold_ahead).start())
+    if problem is not None:
+        write(problem)
+        return
+    for fold in story(memory).ahead:
+        write(fold_event(memory, fold, "en"))
 
 
 def repl(
@@ -211,7 +249,6 @@ def repl(
     model = "" if server.backend.offline else f" · model {memory.model}"
     write(f"Backend: {server.backend.label}{model} · budget counted by: {server.words}")
     write("Commands: " + ", ".join(COMMANDS))
-    folding: ReplyJob | None = None
     while True:
         try:
             user_input = read("\nYou: ")
@@ -219,13 +256,6 @@ def repl(
             write("")  # the cursor is still on the "You: " prompt line
             write("Bye!")
             return
-        finally:
-            problem = fold_report(folding) if folding else None
-            folded, folding = folding is not None and problem is None, None
-        if problem:
-            write(problem)
-        for fold in story(memory).ahead if folded else ():
-            write(fold_event(memory, fold, "en"))  # the fold ahead, told before the turn it serves
         command = user_input.lower().strip()
         if command == "exit":
             write("Bye!")
@@ -238,7 +268,7 @@ def repl(
         account = None if stats is None else story(memory).turn(stats.record.turn)
         if account is not None:
             write(format_stats(account, offline=memory.server.backend.offline))
-            folding = ReplyJob(memory, None, after=fold_ahead).start()  # the REPL waits for it before the next turn
+            fold_after_reply(memory, write)
 
 
 def run_turn(

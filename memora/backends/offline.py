@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from memora.memory.backend import OPENAI_PROFILE, Completion, ReplyRequest, SummaryRequest
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SUMMARY_WORD_LIMIT, summary_word_limit
-from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.tokens import LocalTokenCounter, count_text, summary_request_tokens
 from memora.text.usage import Usage
 
 OFFLINE_LABEL = "Offline (no language model)"
@@ -55,9 +55,12 @@ class OfflineBackend:
         return None
 
     def summarize(self, request: SummaryRequest) -> Completion:
+        """The extractive summary, with the request's input reported as the memory counted it
+        (``summary_request_tokens``: instructions and input as a chat, framing and priming included), so the
+        ledger's reported figure equals its counted one, as a reply's does. Nothing is billed offline."""
         limit = min(self.word_limit, summary_word_limit(request.instructions))
         text = merge_summary(request.existing_summary, request.new_messages, limit)
-        input_tokens = count_text(request.instructions) + count_text(request.input_text)
+        input_tokens = summary_request_tokens(request.instructions, request.input_text)
         return Completion(text, Usage(input_tokens, count_text(text), estimated=True))
 
 

@@ -19,7 +19,7 @@ from memora.backends.openai_errors import ModelServerError, explain_error, strea
 from memora.backends.redaction import redact
 from memora.memory.backend import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
 from memora.text.messages import Message
-from memora.text.tokens import LocalTokenCounter, count_text
+from memora.text.tokens import LocalTokenCounter, count_text, summary_request_tokens
 from memora.text.usage import Usage
 
 __all__ = [
@@ -196,7 +196,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
         except openai.OpenAIError as error:
             raise self._explain(error) from None
         text = response.output_text
-        estimate = Usage(count_text(request.instructions) + count_text(request.input_text), count_text(text), estimated=True)
+        # With no usage reported, the estimate is the count the memory checked the request by, not its two texts alone.
+        estimate = Usage(summary_request_tokens(request.instructions, request.input_text), count_text(text), estimated=True)
         return Completion(text, usage_of(response.usage, estimate, **self._reporter(streamed=False)), cut=stopped_at_cap(response))
 
     def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:

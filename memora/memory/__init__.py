@@ -10,11 +10,11 @@ Read in this order:
    article's; ``watermark``).
 3. ``core``: ``ShortTermMemory``, the state and the I/O: a turn (``Turn``) asks the plan, folds,
    sends, and commits or leaves no trace. Nothing else writes its state.
-4. ``server``: what the memory knows of its model server (``Server``: the backend, and what its own
-   counts teach), and one summary request, bounded both ways (``Summarizer``). ``backend``: what the
-   memory asks of a model server (the ``Backend`` Protocol the backends implement, and Memora's own
-   errors). ``values``: limits, errors and frozen values; ``hook``: the seams the app installs
-   (``on_change``, the classroom's caps).
+4. ``server``: what the memory knows of its model server (``ServerKnowledge``: the backend, and
+   what its own counts teach), and one summary request, bounded both ways (``Summarizer``).
+   ``backend``: what the memory asks of a model server (the ``Backend`` Protocol the backends
+   implement, and Memora's own errors). ``values``: limits, errors and frozen values; ``hook``: the
+   seams the app installs (``on_change``, the classroom's caps).
 """
 
 from memora.memory.core import ShortTermMemory, Turn

@@ -1,14 +1,15 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()``
-calls ``_prepare``: it takes the steps ``plan.fold_until_it_fits`` says, asking the one pure plan
-(``plan.plan_turn``) what must leave and folding it (``_fold``: one summary request each,
-``server.Summarizer``) until the plan folds nothing or the server's count agrees, sends the context
+calls ``_prepare``: one plain loop, ``plan.fold_until_it_fits``, over the turn's steps
+(``PreparingTurn``), asks the one pure plan (``plan.plan_turn``) what must leave and folds it
+(``_fold``: one summary request each, ``server.Summarizer``) until the plan folds nothing or the
+server's count agrees; then the turn sends the context
 and commits the reply (``finish_turn``), or the turn leaves no trace. Between turns, ``prefold``
 carries out the plan made for the message expected next. Everything that decides is pure and lives
 in ``plan``; this class keeps the state and does the I/O, and nothing else writes that state: the
 ``conversation`` (a ``History``), the ``ledger`` (``memora.text.usage``), the ``server``
-(``server.Server``: the backend, and what its own counts teach) and the ``limits``
+(``server.ServerKnowledge``: the backend, and what its own counts teach) and the ``limits``
 (``values.Limits``: the budget, the window, the policy and the classroom's caps, a ``hook.Caps`` the
 app installs). ``configure`` changes them, and installs the saver's hook (``hook.OnChange``). The
 article's Memora v0.7 names close the class, so that the article's main loop runs unchanged; the
@@ -34,7 +35,7 @@ from memora.memory.backend import (
 )
 from memora.memory.hook import Caps, OnChange
 from memora.memory.plan import History, PlanSizes, Sizes, TurnPlan
-from memora.memory.server import Server, Summarizer, check_summary, summary_texts
+from memora.memory.server import ServerKnowledge, Summarizer, check_summary, summary_texts
 from memora.memory.values import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -50,7 +51,7 @@ from memora.memory.values import (
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SYSTEM_PROMPT, with_summary_cap
 from memora.text.tokens import LocalTokenCounter, TextTokens
-from memora.text.usage import Ledger, Usage, UsageRecord
+from memora.text.usage import Ledger, RequestParts, Usage, UsageRecord
 
 
 class ShortTermMemory:
@@ -92,7 +93,7 @@ class ShortTermMemory:
             context_window,
             caps,
         )
-        self.server = Server(backend_of(client), model, self.limits.output)
+        self.server = ServerKnowledge(backend_of(client), model, self.limits.output)
         self._on_change: OnChange | None = None
         self.restore()
         self.configure(fold_policy=fold_policy)  # checks the limits
@@ -158,7 +159,7 @@ class ShortTermMemory:
         self.limits = limits
         self._on_change = on_change or self._on_change
         if backend is not None:
-            self.server = Server(backend, model or self.model, limits.output)
+            self.server = ServerKnowledge(backend, model or self.model, limits.output)
 
     # -- a turn: the plan, its folds, the request, the commit --------------------------------------
 
@@ -180,10 +181,10 @@ class ShortTermMemory:
         return self._checked(self._plan(message), user_text)
 
     def _prepare(self) -> PreparedContext:
-        """This turn's request, once the plan's folds are made: the article's steps, taken as
-        ``plan.fold_until_it_fits`` says. Raises ValueError without a pending user message, and
-        ContextBudgetError when even the summary plus the message do not fit, by the server's
-        count where it has one."""
+        """This turn's request, once the plan's folds are made: the article's steps, one plain loop
+        (``plan.fold_until_it_fits``) over this turn's ``PreparingTurn``. Raises ValueError without
+        a pending user message, and ContextBudgetError when even the summary plus the message do
+        not fit, by the server's count where it has one."""
         history = self.conversation
         if not history.pending:
             if history.messages:
@@ -192,47 +193,20 @@ class ShortTermMemory:
                 )
             raise ValueError("The conversation history is empty.")
         current = len(history.messages) - 1
-        message = history.counts[current]
-        self._checked(self._plan(message), history.messages[current].content)
-        versions_before = len(history.versions)
-        folded_before = history.folded
-        steps = plan.fold_until_it_fits()
-        answer: plan.Answer = None
-        while True:
-            match steps.send(answer):
-                case plan.Ask(at_least):
-                    answer = self._plan(message, at_least)
-                case plan.Fold(turn_plan):
-                    for span in turn_plan.spans(self.conversation.folded):
-                        self._fold(self.conversation.messages[slice(*span)], span, turn_plan)
-                    answer = None
-                case plan.Build():
-                    prepared = self._request(current, versions_before, folded_before)
-                    exact = prepared.server_input_tokens
-                    in_force = budget_in_force(self)
-                    answer = None if exact is None else plan.within_budget(exact, in_force)
-                case plan.Send():
-                    self.last_prepared = prepared
-                    return prepared
-                case plan.Refuse():
-                    local = prepared.input_tokens
-                    raise plan.budget_error(self.server.calibration, local, exact, in_force)
-
-    def _request(self, current: int, versions_before: int, folded_before: int) -> PreparedContext:
-        """The reply request for message ``current`` as the memory stands, counted by the server
-        where it counts requests; what this turn's folds spent and folded is counted from
-        ``versions_before`` summary versions and ``folded_before`` folded messages."""
-        history = self.conversation
-        this_turns_versions = history.versions[versions_before:]
-        context = plan.context(
-            history,
-            self.server.backend.profile,
-            self.system_prompt,
-            current=current,
-            summary_token_usage=sum(version.tokens for version in this_turns_versions),
-            newly_summarized_count=history.folded - folded_before,
-        )
-        return self.server.counted(context)
+        self._checked(self._plan(history.counts[current]), history.messages[current].content)
+        turn = PreparingTurn(self, current)
+        fits = plan.fold_until_it_fits(turn)
+        prepared = turn.built
+        assert prepared is not None  # the loop builds before it answers
+        if not fits:
+            raise plan.budget_error(
+                self.server.calibration,
+                prepared.input_tokens,
+                prepared.server_input_tokens,
+                budget_in_force(self),
+            )
+        self.last_prepared = prepared
+        return prepared
 
     def prefold(self) -> SummaryVersion | None:
         """Folds now what the next turn is certain to fold, so that its reply waits for no summary;
@@ -270,8 +244,9 @@ class ShortTermMemory:
             turn=self.conversation.turn_number,
             message_tokens=tuple(map(self._message_tokens, messages)),
             served_by=served_by(self),
-            max_input_tokens=self.max_input_tokens,
-            plan_texts=plan_texts(self),
+            budgets=lambda: (budget_in_force(self), local_budget(self)),
+            version=len(self.conversation.versions) + 1,
+            reason="none" if fold_plan is None else fold_plan.reason,
         )
         self.server.record(self.ledger, record, summary_texts(self.summary, messages))
         self.server.see([version.text])
@@ -329,8 +304,8 @@ class ShortTermMemory:
 
     def _checked(self, turn_plan: TurnPlan, text: str | None) -> TurnPlan:
         """``turn_plan``, once its message is known to fit beside the instructions
-        (``Server.check_alone``: by the plan, else by the server's count of ``text``; None for the
-        message a fold ahead expects). Raises ContextBudgetError when it does not."""
+        (``ServerKnowledge.check_alone``: by the plan, else by the server's count of ``text``; None
+        for the message a fold ahead expects). Raises ContextBudgetError when it does not."""
         in_force = budget_in_force(self)
         self.server.check_alone(turn_plan, text, self.system_prompt, self.summary, in_force)
         return turn_plan
@@ -415,13 +390,23 @@ class ShortTermMemory:
 def budget_in_force(memory: ShortTermMemory) -> int:
     """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's
     window leaves less."""
-    return memory.server.in_force(memory.max_input_tokens)
+    server = memory.server
+    return plan.budget_in_force(memory.max_input_tokens, server.server_window, server.output)
 
 
 def local_budget(memory: ShortTermMemory) -> int:
-    """``budget_in_force`` in local tokens; where the server counts each request, for the texts one
-    may carry."""
-    return memory.server.local(budget_in_force(memory), plan_texts(memory))
+    """``budget_in_force`` in local tokens (``plan.local_budget``): where the server counts each
+    request, weighed by the texts one may carry; else at the highest ratio of any kind of text."""
+    texts = plan_texts(memory) if memory.server.source() is not None else None
+    return plan.local_budget(memory.server.calibration, budget_in_force(memory), texts)
+
+
+def last_sent(memory: ShortTermMemory) -> RequestParts | None:
+    """The newest reply request as its ledger record keeps it, part by part; None before any reply
+    (and for a record saved before records kept their parts)."""
+    return next(
+        (record.parts for record in reversed(memory.ledger) if record.kind == "reply"), None
+    )
 
 
 def request_instructions(memory: ShortTermMemory) -> str:
@@ -454,8 +439,9 @@ def request_sizes(memory: ShortTermMemory) -> Sizes:
 
 
 def full_history_tokens(memory: ShortTermMemory) -> int:
-    """What one request with every message in history would cost, instructions included."""
-    return request_sizes(memory).fixed + memory.conversation.tokens
+    """What one request with every message in history would cost, instructions included
+    (``plan.request_tokens`` with no summary: the history as its window)."""
+    return plan.request_tokens(request_sizes(memory).fixed, 0, memory.conversation.counts, 0)
 
 
 def check_caps(memory: ShortTermMemory, user_text: str) -> None:
@@ -476,6 +462,46 @@ def served_by(memory: ShortTermMemory) -> str:
 
 
 # -- one turn: prepare, stream, commit or leave no trace -------------------------------------------
+
+
+class PreparingTurn:
+    """The memory's steps for one turn's loop (``plan.TurnSteps``): plan, fold with real summary
+    requests, build the reply request for history message ``current``, which it keeps as
+    ``built``. What this turn's folds spent and folded is counted from where the turn began."""
+
+    def __init__(self, memory: ShortTermMemory, current: int) -> None:
+        self.memory = memory
+        self.current = current
+        self.message = memory.conversation.counts[current]
+        self.versions_before = len(memory.conversation.versions)
+        self.folded_before = memory.conversation.folded
+        self.built: PreparedContext | None = None
+
+    def plan(self, at_least: int) -> TurnPlan:
+        return self.memory._plan(self.message, at_least)
+
+    def fold(self, turn_plan: TurnPlan) -> None:
+        memory = self.memory
+        for span in turn_plan.spans(memory.conversation.folded):
+            memory._fold(memory.conversation.messages[slice(*span)], span, turn_plan)
+
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        """Builds the request as the memory stands, counted by the server where it counts requests;
+        None where it does not (the plan's verdict stands)."""
+        memory = self.memory
+        history = memory.conversation
+        context = plan.context(
+            history,
+            memory.server.backend.profile,
+            memory.system_prompt,
+            current=self.current,
+            budget=local_budget(memory),
+            summary_token_usage=sum(v.tokens for v in history.versions[self.versions_before :]),
+            newly_summarized_count=history.folded - self.folded_before,
+        )
+        self.built = memory.server.counted(context)
+        exact = self.built.server_input_tokens
+        return None if exact is None else plan.within_budget(exact, budget_in_force(memory))
 
 
 @contextmanager
@@ -599,11 +625,12 @@ def reply_record(
         if prepared
         else memory.count_input_tokens(context_messages),
         "full_history_tokens": full_history_tokens(memory),
-        "input_budget": memory.max_input_tokens,
+        "input_budget": budget_in_force(memory),
         "context_messages": len(context_messages),
         "newly_summarized": prepared.newly_summarized_count if prepared else 0,
         "summary_tokens": prepared.summary_token_usage if prepared else 0,
         "server_counted_input_tokens": prepared.server_input_tokens if prepared else None,
+        "parts": prepared.parts if prepared else None,
     }
     if usage is None:
         return UsageRecord(

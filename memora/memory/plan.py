@@ -14,17 +14,19 @@ its inequality), ``fold_until_it_fits`` (a turn's steps: fold, ask again, build,
 where the server's own count says so), ``Sizes`` (the fixed parts of every request, from the
 prompts and the summary cap), what a reply request sends in the wire's roles (``lead_messages``,
 ``sources``), and the budget in force (the server's tokens, its context window, the local tokens a
-plan counts). Everything here is a pure function of its arguments or a frozen value (the steps too:
-they say what to do, and do nothing): the memory (``core``) keeps the state and does the I/O.
+plan counts). Everything here is a pure function of its arguments or a frozen value, but the loop,
+which only calls the steps it is given (``TurnSteps``): the memory (``core``) keeps the state and
+does the I/O.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
+from typing import Protocol
 
 from memora.memory.backend import ContextOverflowError, ServerProfile
 from memora.memory.policies import Policy
@@ -40,7 +42,8 @@ from memora.memory.values import (
 from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
-from memora.text.tokens import REPLY_PRIMING_TOKENS, count_message, request_input_tokens
+from memora.text.tokens import count_message, request_input_tokens
+from memora.text.usage import RequestParts, SentMessage
 
 
 @dataclass(frozen=True)
@@ -152,19 +155,34 @@ class TurnPlan:
     ``fold`` is how many of the unfolded messages (whole pairs, oldest first) are folded before
     sending; ``pieces`` how many pairs each of its summary requests takes (``fold_pieces``: empty
     when nothing folds). ``reason`` says why the last of them had to go (``FoldReason``; ``none``
-    when nothing folds). ``input_tokens`` is the planned size of the request, with a full-length
-    summary reserved when anything folds, against ``budget``. ``alone`` is the instructions with the
-    message and nothing else: the smallest request that could carry it. ``message`` is the message
-    planned for: the real one, or before it is known (a fold ahead), the one its policy expects.
+    when nothing folds). The planned request, part by part, against ``budget``: ``fixed`` (the
+    instructions and the reply's priming), ``summary`` (the summary message as it is, or reserved
+    at full length when anything folds), ``window`` (the unfolded messages that stay verbatim) and
+    ``message``, the message planned for: the real one, or before it is known (a fold ahead), the
+    one its policy expects. Every figure is the plan's own: a view reads them, it never derives one
+    part from the others.
     """
 
     fold: int
     pieces: tuple[int, ...]
     reason: FoldReason
-    input_tokens: int
-    budget: int
-    alone: int
+    fixed: int
+    summary: int
+    window: int
     message: int
+    budget: int
+
+    @property
+    def input_tokens(self) -> int:
+        """The planned size of the request: the left side of the budget inequality
+        (``request_tokens``)."""
+        return self.fixed + self.summary + self.window + self.message
+
+    @property
+    def alone(self) -> int:
+        """The instructions with the message and nothing else: the smallest request that could
+        carry it."""
+        return self.fixed + self.message
 
     @property
     def fits(self) -> bool:
@@ -220,8 +238,17 @@ def plan_turn(
     if message is None and plan.fold:
         shortest = _rule(unfolded, SHORTEST_MESSAGE, summary, sizes, policy, older, 0)
         certain = policy.certain_fold(plan.fold, shortest.fold, older)
-        pieces = fold_pieces(_pairs(unfolded, certain), sizes.fold_room)
-        return replace(plan, fold=certain, pieces=pieces)
+        if certain == plan.fold:
+            return plan
+        # The fold ahead folds less than the expected message needs: the plan is that fold's own,
+        # with its own size and reason (the shortest message's, or the policy's own first fold).
+        if certain == shortest.fold:
+            reason = shortest.reason
+        else:
+            reason = policy.first_fold(
+                unfolded, plan_size(unfolded, expected, summary, sizes), sizes.budget, older
+            )[1]
+        return _folding(unfolded, certain, reason, expected, summary, sizes)
     return plan
 
 
@@ -261,12 +288,7 @@ def _rule(
     at_least: int,
 ) -> TurnPlan:
     """``plan_turn`` for one ``message``: the policy's own fold, then pairs while over budget."""
-
-    def size(fold: int) -> int:
-        """The request once ``fold`` messages have left: a full summary reserved if any did."""
-        summary_sent = sizes.full_summary if fold else summary
-        return request_tokens(sizes.fixed, summary_sent, unfolded[fold:], message)
-
+    size = plan_size(unfolded, message, summary, sizes)
     fold, reason = policy.first_fold(unfolded, size, sizes.budget, older)
     if fold < at_least:
         fold = min(at_least, len(unfolded))
@@ -274,11 +296,42 @@ def _rule(
     while not within_budget(size(fold), sizes.budget) and fold < len(unfolded):
         fold += 2
         reason = "budget"
-    if not fold:
-        reason = "none"
-    pieces = fold_pieces(_pairs(unfolded, fold), sizes.fold_room)
-    alone = sizes.fixed + message
-    return TurnPlan(fold, pieces, reason, size(fold), sizes.budget, alone, message)
+    return _folding(unfolded, fold, reason, message, summary, sizes)
+
+
+def plan_size(
+    unfolded: Sequence[int], message: int, summary: int, sizes: PlanSizes
+) -> Callable[[int], int]:
+    """The request's size once ``fold`` of the ``unfolded`` messages have left, as a function of
+    ``fold``: a full summary reserved if any did (``request_tokens``)."""
+
+    def size(fold: int) -> int:
+        summary_sent = sizes.full_summary if fold else summary
+        return request_tokens(sizes.fixed, summary_sent, unfolded[fold:], message)
+
+    return size
+
+
+def _folding(
+    unfolded: Sequence[int],
+    fold: int,
+    reason: FoldReason,
+    message: int,
+    summary: int,
+    sizes: PlanSizes,
+) -> TurnPlan:
+    """The plan that folds the first ``fold`` of the ``unfolded`` messages for ``reason``, part by
+    part: the same parts ``request_tokens`` adds up."""
+    return TurnPlan(
+        fold=fold,
+        pieces=fold_pieces(_pairs(unfolded, fold), sizes.fold_room),
+        reason=reason if fold else "none",
+        fixed=sizes.fixed,
+        summary=sizes.full_summary if fold else summary,
+        window=sum(unfolded[fold:]),
+        message=message,
+        budget=sizes.budget,
+    )
 
 
 def _pairs(unfolded: Sequence[int], fold: int) -> list[int]:
@@ -321,82 +374,54 @@ ONE_MORE_PAIR = 2
 leaves."""
 
 
-@dataclass(frozen=True)
-class Ask:
-    """Steps 1 and 3: answer with the plan for the conversation as it is now (``plan_turn``),
-    folding at least ``at_least`` messages."""
+class TurnSteps(Protocol):
+    """What a turn's loop (``fold_until_it_fits``) asks of whoever takes its steps: the memory, with
+    real requests (``core``), or a replay, with their counts (``memora.teaching.replay``)."""
 
-    at_least: int
+    def plan(self, at_least: int) -> TurnPlan:
+        """The plan for the conversation as it is now (``plan_turn``), folding at least
+        ``at_least`` messages."""
+        ...
 
+    def fold(self, turn_plan: TurnPlan) -> None:
+        """Makes the summary requests ``turn_plan`` asks for, one per span (``TurnPlan.spans``),
+        oldest first."""
+        ...
 
-@dataclass(frozen=True)
-class Fold:
-    """Step 2: make the summary requests ``plan`` asks for, one per span (``TurnPlan.spans``),
-    oldest first; answer with nothing."""
-
-    plan: TurnPlan
-
-
-@dataclass(frozen=True)
-class Build:
-    """Step 4: build the request ``plan`` counted; answer whether the server's own count of it
-    holds the budget, or None where the server does not count requests."""
-
-    plan: TurnPlan
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        """Builds the request ``turn_plan`` counted, and keeps it; returns whether the server's own
+        count of it holds the budget, or None where the server does not count requests."""
+        ...
 
 
-@dataclass(frozen=True)
-class Send:
-    """The request built last fits: send it."""
+def fold_until_it_fits(steps: TurnSteps) -> bool:
+    """A turn's folds, then its request: the article's steps, one plain loop for the memory and the
+    replay alike. Returns whether the request built last fits the budget.
 
+    1. Ask the plan what must leave (``plan_turn``).
+    2. Fold it: one summary request per span, oldest first.
+    3. Ask again, with the summary as written (the plan reserved a full-length one); repeat until
+       the plan folds nothing. That plan counts the request exactly, and its ``fits`` is the budget
+       inequality (``within_budget``): the rule is checked by the plan, and nowhere else.
+    4. Build the request. Where the server counts each request itself, its count decides instead,
+       and the plan only had to be close: over the budget by that count, one more pair leaves
+       (``ONE_MORE_PAIR``) and the steps start again.
 
-@dataclass(frozen=True)
-class Refuse:
-    """The request built last does not fit, and nothing is left to fold."""
-
-
-Step = Ask | Fold | Build | Send | Refuse
-"""What ``fold_until_it_fits`` says to do next."""
-
-Answer = TurnPlan | bool | None
-"""What the one who takes the steps answers: a plan to ``Ask``, a verdict to ``Build``, else
-None."""
-
-
-def fold_until_it_fits() -> Generator[Step, Answer, None]:
-    """A turn's folds, then its request: the article's steps, for the memory and the replay alike.
-
-    The loop does no request itself: it says what to do next, and whoever takes the steps answers
-    (``core.ShortTermMemory`` with real requests, ``memora.teaching.replay`` with their counts):
-
-    1. ``Ask`` the plan what must leave (``plan_turn``).
-    2. ``Fold`` it: one summary request per span, oldest first.
-    3. ``Ask`` again, with the summary as written (the plan reserved a full-length one) and what
-       the folds taught; repeat until the plan folds nothing. That plan counts the request exactly,
-       and its ``fits`` is the budget inequality (``within_budget``): the rule is checked by the
-       plan, and nowhere else.
-    4. ``Build`` the request. Where the server counts each request itself, its count decides
-       instead, and the plan only had to be close: over the budget by that count, one more pair
-       leaves (``ONE_MORE_PAIR``, from what the summary holds now) and the steps start again.
-
-    Ends with ``Send``, or ``Refuse`` when the request does not fit and nothing is left to fold.
+    False when the request does not fit and nothing is left to fold.
     """
-    turn_plan = yield Ask(0)
+    turn_plan = steps.plan(0)
     while True:
         while turn_plan.fold:
-            yield Fold(turn_plan)
-            turn_plan = yield Ask(0)
-        server_fits = yield Build(turn_plan)
-        fits = turn_plan.fits if server_fits is None else server_fits
-        if fits:
-            yield Send()
-            return
+            steps.fold(turn_plan)
+            turn_plan = steps.plan(0)
+        server_fits = steps.build(turn_plan)
         if server_fits is None:
-            break  # the plan folded everything it could, and the request is still over
-        turn_plan = yield Ask(ONE_MORE_PAIR)
+            return turn_plan.fits  # the plan folded everything it had to: its verdict stands
+        if server_fits:
+            return True
+        turn_plan = steps.plan(ONE_MORE_PAIR)
         if not turn_plan.fold:
-            break  # nothing is left to fold
-    yield Refuse()
+            return False  # nothing is left to fold
 
 
 # -- the fixed parts of every request --------------------------------------------------------------
@@ -417,10 +442,9 @@ class Sizes:
 
     @cached_property
     def fixed(self) -> int:
-        """The instructions (as a system message) and the reply's priming."""
-        return (
-            count_message("system", self.system_prompt) if self.system_prompt else 0
-        ) + REPLY_PRIMING_TOKENS
+        """The instructions (as a system message) and the reply's priming: a request with no
+        message, counted as every request is (``request_input_tokens``)."""
+        return request_input_tokens(self.system_prompt, ())
 
     @cached_property
     def preamble(self) -> int:
@@ -436,7 +460,7 @@ class Sizes:
     def summary_frame(self) -> int:
         """A summary request without its summary and messages: instructions, layout and priming."""
         layout = count_message("user", SUMMARY_INPUT.format(summary="(empty)", transcript=""))
-        return count_message("system", self.summary_instructions) + layout + REPLY_PRIMING_TOKENS
+        return request_input_tokens(self.summary_instructions, (layout,))
 
     @cached_property
     def summary_request(self) -> int:
@@ -542,18 +566,20 @@ def context(
     system_prompt: str,
     *,
     current: int,
+    budget: int,
     summary_token_usage: int,
     newly_summarized_count: int,
 ) -> PreparedContext:
     """The reply request: the summary, the messages it does not hold as the window, and
     ``history.messages[current]`` as the message, in the wire's roles. ``summary_token_usage`` and
-    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger.
+    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger;
+    ``budget`` the local budget it is checked against, kept on its ``parts`` (``reply_parts``).
 
     Counted locally, each history message at its kept count and the lead message (the summary, or
     the one system message) here: as the plan counts a request that folds nothing
     (``summary_in_request``). A full-length summary the plan reserves while folding is never less
     than what it then sends, the one system message included (it shares its framing). The server's
-    own count, where it counts requests, is the memory's to add (``Server.counted``)."""
+    own count, where it counts requests, is the memory's to add (``ServerKnowledge.counted``)."""
     start = history.folded
     lead = lead_messages(profile, system_prompt, history.summary)
     messages = (*lead, *history.messages[start : current + 1])
@@ -564,6 +590,13 @@ def context(
     instructions = request_instructions(profile, system_prompt)
     origins = sources(profile, history.summary, len(lead), current - start)
     input_tokens = request_input_tokens(instructions, tokens)
+    parts = reply_parts(
+        history,
+        current=current,
+        input_tokens=input_tokens,
+        summary=summary_in_request(profile, system_prompt, history.summary),
+        budget=budget,
+    )
     return PreparedContext(
         instructions,
         messages,
@@ -572,6 +605,33 @@ def context(
         input_tokens,
         summary_token_usage,
         newly_summarized_count,
+        parts=parts,
+    )
+
+
+def reply_parts(
+    history: History, *, current: int, input_tokens: int, summary: int, budget: int
+) -> RequestParts:
+    """The reply request for ``history.messages[current]``, part by part: the ``summary`` it adds,
+    each unfolded message before it as the recent window, the message itself, and the rest of
+    ``input_tokens`` as the instructions (the system prompt, the framing, the priming).
+
+    Numbers are the chat's (#1 first); the summary version is the newest one, and its reason is why
+    the fold that made it happened."""
+    window = tuple(
+        SentMessage(index + 1, history.counts[index]) for index in range(history.folded, current)
+    )
+    message = SentMessage(current + 1, history.counts[current])
+    sent = summary + sum(m.tokens for m in window) + message.tokens
+    newest = history.versions[-1] if history.versions else None
+    return RequestParts(
+        instructions=input_tokens - sent,
+        summary=summary,
+        window=window,
+        current=message,
+        budget=budget,
+        version=len(history.versions),
+        reason="none" if newest is None else newest.reason,
     )
 
 
@@ -603,7 +663,7 @@ def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | N
     as Chinese.
     """
     if texts is None:
-        return calibration.local_budget(budget)
+        return calibration.local_within(budget)
     kinds: dict[Kind, int] = {}
     for text in texts:
         for kind, tokens in kind_tokens(text).items():

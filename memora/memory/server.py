@@ -1,10 +1,10 @@
 """What the memory knows of its model server, and the summary requests it sends it.
 
-``Server`` (``memory.server``) holds the backend and model, and is the seam between the local tokens
-a plan counts and the server's: the memory makes a new one for each backend, and only what the
-server itself counted changes it: its tokenizer endpoint where it has one, the usage it reports, and
-the figures of a context-overflow error. Every computation is ``plan``'s (pure); a ``Server`` only
-keeps what was learned.
+``ServerKnowledge`` (``memory.server``) holds the backend and model, and is the seam between the
+local tokens a plan counts and the server's: the memory makes a new one for each backend, and only
+what the server itself counted changes it: its tokenizer endpoint where it has one, the usage it
+reports, and the figures of a context-overflow error. It is no server: every computation is
+``plan``'s (pure); it only keeps what was learned.
 
 ``Summarizer`` sends one summary request: the old summary plus the messages to fold, bounded both
 ways. Its input fits the budget (the largest messages' middles are cut, with a marker, when they do
@@ -30,13 +30,14 @@ from memora.text.prompts import SUMMARY_INPUT
 from memora.text.tokens import (
     clip_middle,
     count_message,
+    count_text,
     summary_request_tokens,
     truncate_text,
 )
-from memora.text.usage import Ledger, UsageRecord
+from memora.text.usage import Ledger, RequestParts, SentMessage, UsageRecord
 
 
-class Server:
+class ServerKnowledge:
     """What a memory knows of its model server: the ``backend`` and ``model`` it sends to, and what
     the server's own counts teach, the seam between local tokens and its own.
 
@@ -55,20 +56,10 @@ class Server:
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
-    def in_force(self, max_input_tokens: int) -> int:
-        return plan.budget_in_force(max_input_tokens, self.server_window, self.output)
-
     def too_small(self) -> bool:
         """Whether no fold or cut can make a request fit the server's window beside ``output``: only
         a setting can."""
         return plan.window_too_small(self.server_window, self.output)
-
-    def local(self, budget: int, texts: Sequence[str]) -> int:
-        """``budget`` in local tokens; weighed by the ``texts`` a request may carry where the server
-        counts each one."""
-        return plan.local_budget(
-            self.calibration, budget, texts if self.source() is not None else None
-        )
 
     def source(self) -> str | None:
         """The server's endpoint that counts each request before it is sent (``"llama.cpp
@@ -186,6 +177,9 @@ class Summarizer:
         input_budget: int,
         exact: ExactCount | None = None,
         counts: list[ServerCount] | None = None,
+        local_budget: int | None = None,
+        version: int = 0,
+        reason: str = "none",
     ) -> tuple[SummaryVersion, UsageRecord]:
         """Folds ``messages`` (history ``span``) into ``summary``, within ``room`` local tokens of
         messages.
@@ -195,9 +189,11 @@ class Summarizer:
         ``exact`` is the server's own count of a request (its tokenizer endpoint): a request it
         counts over ``input_budget`` is cut further before anything is sent, and each such count is
         appended to ``counts`` (a ``ServerCount``), for the memory to learn from, even on failure.
-        Returns the new version and the request's record. Raises BackendError when the request fails
-        or cannot be cut to fit (nothing is recorded then), and SummaryError, after the record, when
-        the model returned no summary for new messages.
+        ``local_budget`` (``input_budget`` when None), ``version`` and ``reason`` go into the
+        record's parts (``summary_parts``): the budget the room came from, the version this fold
+        makes and why it folds. Returns the new version and the request's record. Raises
+        BackendError when the request fails or cannot be cut to fit (nothing is recorded then), and
+        SummaryError, after the record, when the model returned no summary for new messages.
         """
         request, counted, server_count = self._fitted(
             summary, messages, room, message_tokens, input_budget, exact, counts
@@ -214,6 +210,14 @@ class Summarizer:
             cut=completion.cut,
             input_budget=input_budget,
             server_counted_input_tokens=server_count,
+            parts=summary_parts(
+                request,
+                counted,
+                span[0],
+                budget=input_budget if local_budget is None else local_budget,
+                version=version,
+                reason=reason,
+            ),
         )
         text = completion.text.strip()
         bounded = truncate_text(text, self.max_summary_tokens)
@@ -226,7 +230,7 @@ class Summarizer:
 
     def summarize(
         self,
-        server: Server,
+        server: ServerKnowledge,
         summary: str,
         messages: tuple[Message, ...],
         span: tuple[int, int],
@@ -235,11 +239,14 @@ class Summarizer:
         message_tokens: tuple[int, ...],
         turn: int,
         served_by: str,
-        max_input_tokens: int,
-        plan_texts: Sequence[str],
+        budgets: Callable[[], tuple[int, int]],
+        version: int = 0,
+        reason: str = "none",
     ) -> tuple[SummaryVersion, UsageRecord]:
-        """``fold`` within the budget in force, the room for messages from ``server``'s local budget
-        for ``plan_texts``.
+        """``fold`` within the budget in force, the room for messages from the local budget: both
+        from ``budgets()`` (the memory's ``budget_in_force`` and ``local_budget``, asked again after
+        an overflow taught the server's figures); ``version`` and ``reason`` label the record's
+        parts.
 
         A context-overflow error teaches ``server`` its figures, and the request is cut to the room
         they leave and sent once more; ``overflow_error`` when no cut can fit the server's window,
@@ -247,8 +254,8 @@ class Summarizer:
         request then fails. Records nothing in the ledger."""
 
         def send() -> tuple[SummaryVersion, UsageRecord]:
-            in_force = server.in_force(max_input_tokens)
-            room = sizes.fold_room(server.local(in_force, plan_texts))
+            in_force, local = budgets()
+            room = sizes.fold_room(local)
             counts: list[ServerCount] = []
             try:
                 return self.fold(
@@ -263,6 +270,9 @@ class Summarizer:
                     input_budget=in_force,
                     exact=server.summary_counter(),
                     counts=counts,
+                    local_budget=local,
+                    version=version,
+                    reason=reason,
                 )
             finally:
                 # What the server counted is learned even when the request then fails or is refused.
@@ -348,6 +358,31 @@ def summary_request(
     transcript = "\n".join(f"{m.role}: {m.content}" for m in messages)
     text = SUMMARY_INPUT.format(summary=summary or "(empty)", transcript=transcript)
     return SummaryRequest(model, instructions, summary, tuple(messages), max_output_tokens, text)
+
+
+def summary_parts(
+    request: SummaryRequest, counted: int, first: int, *, budget: int, version: int, reason: str
+) -> RequestParts:
+    """A summary request of ``counted`` local tokens, part by part: the old summary's text, each
+    folded message as its transcript line carries it (numbered from history index ``first``), and
+    the rest as the instructions (the summary instructions, the layout, the priming).
+
+    The transcript's lines are counted one by one; what their joins add or save stays in the
+    instructions, so that the parts add up to ``counted`` exactly."""
+    summary = count_text(request.existing_summary) if request.existing_summary else 0
+    folded = tuple(
+        SentMessage(first + offset + 1, count_text(f"{m.role}: {m.content}"))
+        for offset, m in enumerate(request.new_messages)
+    )
+    return RequestParts(
+        instructions=counted - summary - sum(m.tokens for m in folded),
+        summary=summary,
+        window=folded,
+        current=None,
+        budget=budget,
+        version=version,
+        reason=reason,
+    )
 
 
 ExactCount = Callable[[str, str, Sequence[Message]], "int | None"]

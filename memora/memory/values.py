@@ -9,7 +9,7 @@ from typing import Any, Literal
 from memora.memory.backend import BackendError
 from memora.memory.hook import Caps
 from memora.text.messages import Message
-from memora.text.usage import UsageRecord
+from memora.text.usage import RequestParts, UsageRecord
 
 DEFAULT_MODEL = "gpt-5-mini"
 MAX_INPUT_TOKENS = 1000
@@ -125,6 +125,8 @@ class PreparedContext:
     travel in the context's system message instead. ``input_tokens`` covers
     instructions plus all messages, framing included. ``server_input_tokens`` is the
     server tokenizer's own count of the request, template included, when it has one.
+    ``parts`` is the same request part by part, the record the ledger keeps (None for a request
+    restored from a conversation saved before requests kept their parts).
     """
 
     instructions: str
@@ -135,6 +137,7 @@ class PreparedContext:
     summary_token_usage: int
     newly_summarized_count: int
     server_input_tokens: int | None = None
+    parts: RequestParts | None = None
 
     @property
     def texts(self) -> list[str]:

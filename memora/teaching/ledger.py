@@ -8,9 +8,20 @@ from dataclasses import asdict, fields
 
 import pandas as pd
 
-from memora.text.usage import UsageRecord
+from memora.text.usage import RequestParts, UsageRecord
 
-LEDGER_COLUMNS = [f.name for f in fields(UsageRecord)]
+PART_COLUMNS = (
+    "sent_instructions",
+    "sent_summary",
+    "sent_window",
+    "sent_current",
+    "sent_messages",
+    "checked_budget",
+    "summary_version",
+    "fold_reason",
+)
+"""A request's parts (``RequestParts``), one column each: a table cell holds no nested record."""
+LEDGER_COLUMNS = [*(f.name for f in fields(UsageRecord) if f.name != "parts"), *PART_COLUMNS]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What makes a spreadsheet read a CSV cell as a formula (OWASP's CSV-injection rule): ``=HYPERLINK(...)`` in an
 imported model name would be a live link, ``=WEBSERVICE(...)`` a request from the teacher's computer."""
@@ -19,9 +30,33 @@ imported model name would be a live link, ``=WEBSERVICE(...)`` a request from th
 def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
     """The ledger as a DataFrame, one row per request, in request order.
 
-    An empty ledger gives an empty frame that still has every column.
+    An empty ledger gives an empty frame that still has every column. A request's parts are spread over
+    ``PART_COLUMNS`` (empty for a record saved before records kept them); ``sent_messages`` lists the chat numbers of
+    the messages it carried ("3 4 5").
     """
-    return pd.DataFrame([asdict(r) for r in records], columns=LEDGER_COLUMNS)
+    rows = []
+    for record in records:
+        row = asdict(record)
+        del row["parts"]
+        rows.append(row | part_columns(record.parts))
+    return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
+
+
+def part_columns(parts: RequestParts | None) -> dict[str, int | str | None]:
+    """``parts`` as the ledger's ``PART_COLUMNS``; every cell None without parts."""
+    if parts is None:
+        return dict.fromkeys(PART_COLUMNS)
+    values = (
+        parts.instructions,
+        parts.summary,
+        parts.window_tokens,
+        parts.current_tokens,
+        " ".join(map(str, parts.numbers)),
+        parts.budget,
+        parts.version,
+        parts.reason,
+    )
+    return dict(zip(PART_COLUMNS, values, strict=True))
 
 
 def ledger_csv(frame: pd.DataFrame) -> str:

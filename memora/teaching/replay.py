@@ -46,13 +46,7 @@ from typing import TYPE_CHECKING
 from memora.memory import policies
 from memora.memory.core import local_budget, request_sizes
 from memora.memory.plan import (
-    Answer,
-    Ask,
-    Build,
-    Fold,
     PlanSizes,
-    Refuse,
-    Send,
     TurnPlan,
     at_full_length,
     fold_until_it_fits,
@@ -62,6 +56,7 @@ from memora.memory.plan import (
     within_budget,
 )
 from memora.memory.values import FoldPolicy
+from memora.teaching.story import story
 from memora.text.usage import RequestKind
 
 if TYPE_CHECKING:
@@ -176,11 +171,11 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
     and the reply's priming. A reply over ``budget`` is marked, not refused. Raises ValueError for an odd count.
     """
     _check_pairs(counts)
-    requests, sent = [], fixed
+    requests, history = [], 0  # the tokens of every message before this turn's, added up as the turns go
     for index in range(0, len(counts), 2):
-        tokens = sent + counts[index]
+        tokens = request_tokens(fixed, 0, (history,), counts[index])
         requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=within_budget(tokens, budget)))
-        sent += counts[index] + counts[index + 1]
+        history += counts[index] + counts[index + 1]
     return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
 
 
@@ -214,7 +209,8 @@ def replay(
 
 class _Run:
     """The state of one replay: what is folded, the summary so far, the requests made. Mutable,
-    private. Each reply takes the steps ``plan.fold_until_it_fits`` says, as a memory's turn does."""
+    private. Each reply runs the memory's own loop (``plan.fold_until_it_fits``) over this run's
+    steps (``plan``, ``fold``, ``build``: ``plan.TurnSteps``), as a memory's turn does."""
 
     def __init__(
         self,
@@ -239,6 +235,7 @@ class _Run:
         self.turn = 0
         self.current = 0  # the history index of the message planned for
         self.message: int | None = None  # its tokens; None for the message a fold ahead expects
+        self.built: ReplayedRequest | None = None  # the reply request built last
 
     def plan(self, at_least: int) -> TurnPlan:
         sizes = PlanSizes(self.sizes.fixed, self.sizes.full_summary, self.sizes.fold_room, self.budget)
@@ -253,7 +250,7 @@ class _Run:
         )
 
     def reply(self, turn: int) -> None:
-        """The reply of ``turn``, after what its plan folds, taking the memory's own steps
+        """The reply of ``turn``, after what its plan folds, through the memory's own loop
         (``plan.fold_until_it_fits``); nothing for a message too long to send even alone, and a
         reply marked over the budget when even folding everything leaves it over."""
         self.turn = turn
@@ -261,22 +258,17 @@ class _Run:
         self.message = self.counts[self.current]
         if not self.plan(0).message_fits:
             return
-        steps = fold_until_it_fits()
-        answer: Answer = None
-        while True:
-            match steps.send(answer):
-                case Ask(at_least):
-                    answer = self.plan(at_least)
-                case Fold(turn_plan):
-                    for span in turn_plan.spans(self.folded):
-                        self.fold(span)
-                    answer = None
-                case Build():
-                    request = self.request()
-                    answer = self.server_fits()
-                case Send() | Refuse():
-                    self.requests.append(request)
-                    return
+        fold_until_it_fits(self)
+        assert self.built is not None  # the loop builds before it answers
+        self.requests.append(self.built)
+
+    def fold(self, turn_plan: TurnPlan) -> None:
+        for span in turn_plan.spans(self.folded):
+            self.fold_span(span)
+
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        self.built = self.request()
+        return self.server_fits()
 
     def fold_ahead(self, turn: int) -> None:
         """``ShortTermMemory.prefold`` after the reply of ``turn``: the plan for the message expected
@@ -287,10 +279,9 @@ class _Run:
         ahead = self.plan(0)
         if not ahead.message_fits:
             return
-        for span in ahead.spans(self.folded):
-            self.fold(span)
+        self.fold(ahead)
 
-    def fold(self, span: tuple[int, int]) -> None:
+    def fold_span(self, span: tuple[int, int]) -> None:
         self.requests.append(self.summarize(span))
         self.folded = span[1]
 
@@ -342,29 +333,19 @@ def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
 
 
 def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
-    """``memory``'s summary requests that left a summary, oldest first, with the ledger's counted input and output.
-
-    A version is matched to the first summary record after the previous match with its turn and total tokens
-    (a request whose summary came back empty has a record and no version). Stops at a version with no record.
-    """
-    versions = list(memory.conversation.versions)
-    ledger = list(memory.ledger)
-    records = [(position, record) for position, record in enumerate(ledger) if record.kind == "summary"]
-    replied = {record.turn: position for position, record in enumerate(ledger) if record.kind == "reply"}
+    """``memory``'s summary requests that moved messages into the summary, oldest first, with the ledger's counted
+    input and output: the story's folds (``memora.teaching.story``, whose ``made`` matches each version to its
+    record), read, not matched again. Stops at a version with no record (a history imported without its ledger)."""
+    versions = memory.conversation.versions
     folds = []
-    index = 0
-    for version in versions:
-        if version.folded[0] == version.folded[1]:
+    for fold in story(memory).folds:
+        if not fold.count:
             continue
-        while index < len(records) and (records[index][1].turn, records[index][1].total_tokens) != (version.turn, version.tokens):
-            index += 1
-        if index == len(records):
+        if fold.request is None:
             break
-        position, record = records[index]
-        index += 1
-        ahead = replied.get(record.turn, len(ledger)) < position
-        fold = RealFold(
-            version.folded, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(version.text), record.turn, ahead
+        record = memory.ledger[fold.request]
+        text = versions[fold.version - 1].text
+        folds.append(
+            RealFold(fold.span, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(text), record.turn, fold.ahead)
         )
-        folds.append(fold)
     return tuple(folds)

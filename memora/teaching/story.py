@@ -121,8 +121,8 @@ def story(memory: ShortTermMemory) -> Story:
 def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> Story:
     """The story of ``ledger`` (every request, in order) and ``versions`` (the summary's states, in order).
 
-    Each summary record is matched to the next version with its turn and its tokens; a summary record with none is a
-    failed summary request (it cost tokens, it made no version). Versions left with no record (a history imported
+    Each summary record is matched to the next version it made (``made``); a summary record with none is a failed
+    summary request (it cost tokens, it made no version). Versions left with no record (a history imported
     without its ledger) are told last, each as a fold ahead after the reply of its turn, the page's usual way.
     """
     folds: list[Fold] = []
@@ -138,7 +138,7 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
             pending = [fold for fold in pending if fold.serves != record.turn]
             turns.append(TurnAccount(record.turn, record, mine, total))
             continue
-        if index < len(versions) and _matches(versions[index], record):
+        if index < len(versions) and made(record, index + 1, versions[index]):
             # After the reply of its turn: a fold ahead for the next turn; before it: inside its own turn.
             ahead = replies >= record.turn
             after = record.turn if ahead else record.turn - 1
@@ -151,8 +151,16 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
     return Story(tuple(turns), tuple(folds), total)
 
 
-def _matches(version: SummaryVersion, record: UsageRecord) -> bool:
-    return version.turn == record.turn and version.tokens == record.total_tokens
+def made(record: UsageRecord, number: int, version: SummaryVersion) -> bool:
+    """Whether summary ``record`` is the request that made ``version``, the summary's version ``number``: the one
+    match of a version to its ledger record, for the story and the replay alike.
+
+    Its turn and tokens must be the version's, and its parts must name that version (a record saved before records
+    kept their parts is matched by turn and tokens alone). A summary request that came back empty has a record, with
+    the version number it would have made, but no version: its tokens are not the next version's."""
+    if record.kind != "summary" or record.turn != version.turn or record.total_tokens != version.tokens:
+        return False
+    return record.parts is None or record.parts.version == number
 
 
 def _fold(versions: Sequence[SummaryVersion], index: int, after: int, total: int, ahead: bool, request: int | None) -> Fold:

@@ -180,7 +180,7 @@ class Calibration:
             False, ordered, self.seen | {k for k, t in kinds.items() if t > 0}, self.reports + 1
         )
 
-    def local_budget(self, server_tokens: int) -> int:
+    def local_within(self, server_tokens: int) -> int:
         """The most local tokens that stay within ``server_tokens`` by the server's count."""
         return math.floor(server_tokens / self.ratio)
 

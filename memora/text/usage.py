@@ -5,11 +5,81 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from memora.text.calibration import implausible
 
 RequestKind = Literal["reply", "summary"]
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """One history message a request carried: its ``number`` as the chat shows it (#1 is the first
+    message) and its ``tokens`` by the count the request was checked with."""
+
+    number: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class RequestParts:
+    """What one request carried, part by part, made once by the memory when it checks the request:
+    every view of that request (the bars, the turn boxes, the context cards, the ledger, the
+    terminal) reads it, none rebuilds it.
+
+    Counts only, never texts. Every part is in the count the plan checked the request with (local
+    o200k_base), so the parts add up to the record's ``counted_input_tokens`` (``tokens``):
+
+    - a reply request: ``instructions`` (the system prompt, the chat framing and the reply's
+      priming), ``summary`` (what the summary adds: its own message, or its share of the one system
+      message; 0 for none), ``window`` (each recent message sent verbatim, oldest first) and
+      ``current`` (the user's message);
+    - a summary request: ``instructions`` (the summary instructions, the layout and the priming),
+      ``summary`` (the old summary's text it merges; 0 for none), ``window`` (the messages it
+      folds) and ``current`` None.
+
+    ``budget`` is the budget the request was checked against, in the same count (the local budget:
+    the budget in force, through the calibration where the server counts otherwise;
+    ``UsageRecord.input_budget`` is the same budget in the server's own tokens). ``version`` is the
+    summary version the request carried (a reply; 0 for none) or made (a summary request), and
+    ``reason`` why that version's fold happened (a ``FoldReason``: ``window``, ``budget``,
+    ``high_water``; ``none`` when nothing was folded, or for a rewrite).
+    """
+
+    instructions: int
+    summary: int
+    window: tuple[SentMessage, ...]
+    current: SentMessage | None
+    budget: int
+    version: int = 0
+    reason: str = "none"
+
+    @property
+    def window_tokens(self) -> int:
+        return sum(message.tokens for message in self.window)
+
+    @property
+    def current_tokens(self) -> int:
+        return 0 if self.current is None else self.current.tokens
+
+    @property
+    def tokens(self) -> int:
+        """The request's local tokens: the left side of the budget inequality the plan
+        checked."""
+        return self.instructions + self.summary + self.window_tokens + self.current_tokens
+
+    @property
+    def numbers(self) -> tuple[int, ...]:
+        """The chat numbers of the history messages it carried, oldest first."""
+        sent = (*self.window, *(() if self.current is None else (self.current,)))
+        return tuple(message.number for message in sent)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> RequestParts:
+        """Parts from their saved form (``dataclasses.asdict``), the caller having validated it."""
+        window = tuple(SentMessage(**message) for message in data["window"])
+        current = None if data["current"] is None else SentMessage(**data["current"])
+        return cls(**{**data, "window": window, "current": current})
 
 
 @dataclass(frozen=True)
@@ -67,7 +137,10 @@ class UsageRecord:
     (the article's ``finish_turn(..., response_tokens)``). ``cut`` is True when the server stopped
     the output at its cap. ``implausible`` is True when the server reported fewer input tokens than
     the request's text can cost (``memora.text.calibration.implausible``): that figure is no bill.
-    ``input_budget`` is the budget the request was planned for. ``server_counted_input_tokens`` is
+    ``input_budget`` is the budget in force when the request was checked, in the server's tokens (a
+    later change of setting does not move it). ``parts`` is what the request carried, part by part
+    (``RequestParts``: None for a record saved before records kept them).
+    ``server_counted_input_tokens`` is
     the server tokenizer's own count of the request, taken before sending (None where the server has
     no tokenizer endpoint); ``source`` says whose figure ``input_tokens`` is (``Usage.label``), and
     ``teaches`` whether the calibration may learn from it. For a reply, ``context_messages``,
@@ -98,6 +171,7 @@ class UsageRecord:
     source: str = ""
     bills: bool = False
     teaches: bool = True
+    parts: RequestParts | None = None
 
     @property
     def disagrees(self) -> bool:
@@ -165,6 +239,7 @@ class UsageRecord:
         newly_summarized: int | None = None,
         summary_tokens: int | None = None,
         server_counted_input_tokens: int | None = None,
+        parts: RequestParts | None = None,
     ) -> UsageRecord:
         """A record of a request whose server reported ``usage``; implausible input is flagged."""
 
@@ -192,6 +267,7 @@ class UsageRecord:
             source=usage.label,
             bills=usage.bills,
             teaches=usage.teaches,
+            parts=parts,
         )
 
 

@@ -16,7 +16,7 @@ from memora.app.page import state as keys
 from memora.app.page.derived import memory_story
 from memora.app.page.i18n import error_message, t
 from memora.app.page.pager import page_of, render_pager
-from memora.app.page.picture import Picture, picture_budget, picture_caption, picture_spec, sent_picture, turn_picture
+from memora.app.page.picture import picture_caption, picture_spec, request_picture
 from memora.app.page.state import Notice
 from memora.app.page.views import fold_event, fold_label, run_command
 from memora.memory import ShortTermMemory
@@ -100,25 +100,17 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
             icon=":material/warning:",
         )
     with st.expander(t(lang, "chat.stats", turn=record.turn), icon=":material/analytics:"):
-        picture = request_picture(memory, account)
-        st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
-        render.caption(picture_caption(picture, lang))
+        if record.parts is None:
+            render.caption(t(lang, "picture.not_kept"))
+        else:
+            picture = request_picture(record.parts, row="turn")
+            st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
+            render.caption(picture_caption(picture, lang))
         render.markdown(stats_table(account, lang))
         for fold in account.folds:
             render.caption(t(lang, "stats.fold", version=fold.version, label=fold_label(fold, lang), count=fold.count))
         if memory.server.backend.offline:
             render.caption(t(lang, "stats.offline_note"))
-
-
-def request_picture(memory: ShortTermMemory, account: TurnAccount) -> Picture:
-    """Turn ``account``'s request against the budget: the request itself for the newest turn, while the memory holds
-    it; an earlier turn's rebuilt from its ledger record and the history's counts (``turn_picture``)."""
-    told = memory_story(memory)
-    prepared = memory.last_prepared
-    newest = told.turns[-1].turn if told.turns else 0
-    if prepared is not None and account.turn == newest and not memory.conversation.pending:
-        return sent_picture(prepared, picture_budget(memory), row="turn")
-    return turn_picture(memory, told, account.record, picture_budget(memory))
 
 
 def stats_table(account: TurnAccount, lang: str) -> str:

@@ -24,11 +24,11 @@ from memora.app.page.pager import page_of, render_pager
 from memora.app.page.picture import (
     next_picture,
     next_plan,
-    picture_budget,
     picture_caption,
+    picture_key,
     picture_spec,
     plan_caption,
-    sent_picture,
+    request_picture,
 )
 from memora.app.page.settings_panel import render_fold_policy
 from memora.app.page.summary_audit import render_summary_audit
@@ -40,10 +40,12 @@ from memora.app.page.views import (
     history_frame,
     last_context_rows,
     payoff_note,
+    request_turn,
     status_line,
     what_if_frame,
 )
 from memora.memory import ShortTermMemory
+from memora.memory.core import last_sent
 from memora.teaching.audit import escape_markdown
 from memora.teaching.ledger import ledger_csv
 from memora.teaching.prices import cost_summary
@@ -67,20 +69,20 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
     """The last request against the budget, part by part, and beside it the plan of the next one: what the next
     message will fold first, and why. Drawn before every panel: it is what the page teaches."""
     render.markdown(f"**{t(lang, 'picture.title')}**")
-    prepared = memory.last_prepared
+    sent = last_sent(memory)
     plan = next_plan(memory)
-    pictures = [] if prepared is None else [sent_picture(prepared, picture_budget(memory))]
+    pictures = [] if sent is None else [request_picture(sent)]
     if plan is not None:
-        pictures.append(next_picture(memory, plan))
+        pictures.append(next_picture(plan))
     if not pictures:
         render.caption(t(lang, "picture.empty"))
         return
     st.vega_lite_chart(spec=picture_spec(pictures, lang), width="stretch")
-    if prepared is not None:
+    render.markdown(picture_key(lang))
+    if sent is not None:
         render.caption(t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)))
     if plan is not None:
-        render.caption(plan_caption(memory, plan, lang))
-    render.caption(t(lang, "picture.bar_caption"))
+        render.markdown(plan_caption(memory, plan, lang))
 
 
 def render_current_summary(memory: ShortTermMemory, lang: str) -> None:
@@ -121,12 +123,18 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
     with render.lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
         if not opened:
             return
-        rows = last_context_rows(memory)
+        rows = last_context_rows(memory, memory_story(memory).folds)
         if not rows:
             render.caption(t(lang, "panel.context_empty"))
             return
-        for number, row in enumerate(rows, start=1):
-            render_card([str(number), role_name(lang, row.role), t(lang, f"source.{row.source}")], row.tokens, row.content, lang)
+        sent_in = request_turn(memory)
+        for row in rows:
+            labels = [role_name(lang, row.role), t(lang, f"source.{row.source}")]
+            if row.number is not None:
+                labels.insert(0, t(lang, "chat.number", number=row.number))
+            if row.folded_for is not None and sent_in is not None:
+                labels.append(t(lang, "context.folded_since", sent=sent_in, next=row.folded_for))
+            render_card(labels, row.tokens, row.content, lang)
 
 
 def render_card(labels: list[str], tokens: int, content: str, lang: str) -> None:

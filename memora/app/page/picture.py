@@ -1,8 +1,9 @@
 """One picture of a request against the budget: instructions | summary | recent window | current message | free room.
 
-Pure, no Streamlit: each bar is a ``Picture`` built from the request itself (the memory's last ``PreparedContext``),
-from a finished turn's ledger record (for the turn boxes of earlier replies), or from the memory's plan of the next
-request (``ShortTermMemory.plan()`` with no text: what the fold ahead plans for). ``picture_spec`` draws them as one
+Pure, no Streamlit: each bar is a ``Picture`` read off one record, never rebuilt: a request's parts as the memory
+kept them when it checked it (``RequestParts``, on the request's ledger record: the last request and every turn box),
+or the parts of the memory's plan of the next request (``ShortTermMemory.plan()`` with no text: what the fold ahead
+plans for). ``picture_spec`` draws them as one
 horizontal stacked bar each, the budget marked, each part's tokens on hover; ``picture_caption`` says the same in
 words, for a reader who cannot hover (a phone) or cannot see the colours.
 """
@@ -15,11 +16,8 @@ from typing import Any
 
 from memora.app.page.i18n import t
 from memora.memory import ShortTermMemory
-from memora.memory.core import local_budget, request_sizes
 from memora.memory.plan import TurnPlan
-from memora.memory.values import PreparedContext
-from memora.teaching.story import Story
-from memora.text.usage import UsageRecord
+from memora.text.usage import RequestParts
 
 PARTS = ("instructions", "summary", "window", "current", "free")
 """The parts of a request, in the order it sends them, then the room it leaves."""
@@ -58,49 +56,17 @@ class Picture:
         return getattr(self, part)
 
 
-def sent_picture(prepared: PreparedContext, budget: int, row: str = "sent") -> Picture:
-    """The request ``prepared`` sent, part by part, from its own messages' sources and tokens.
-
-    A server that keeps one system message gets the instructions and the summary in one (``instructions_summary``):
-    that message counts as summary here, since the summary is what grows. Whatever ``input_tokens`` holds beyond the
-    messages (instructions, framing, priming) counts as instructions.
-    """
-    parts = dict.fromkeys(("summary", "window", "current"), 0)
-    for source, tokens in zip(prepared.sources, prepared.message_tokens, strict=True):
-        part = "summary" if source == "instructions_summary" else source
-        if part in parts:
-            parts[part] += tokens
-    instructions = prepared.input_tokens - sum(parts.values())
-    return Picture(row, instructions, parts["summary"], parts["window"], parts["current"], budget)
+def request_picture(parts: RequestParts, row: str = "sent") -> Picture:
+    """A request as its record keeps it (``RequestParts``, made when the memory checked it): each part's tokens and
+    the budget it was checked against, read, not rebuilt. A server that keeps one system message carries the summary
+    inside it: the summary's share of that message counts as summary, the rest as instructions."""
+    return Picture(row, parts.instructions, parts.summary, parts.window_tokens, parts.current_tokens, parts.budget)
 
 
-def turn_picture(memory: ShortTermMemory, told: Story, record: UsageRecord, budget: int) -> Picture:
-    """A finished turn's request, rebuilt from its ledger ``record`` and the history's token counts: the current message
-    is the turn's own, the recent window the messages sent before it, a summary present once a fold served this turn
-    or an earlier one, and the rest of the counted input the instructions and that summary."""
-    counts = memory.conversation.counts
-    current_index = 2 * record.turn - 2
-    if current_index >= len(counts):
-        return Picture("turn", 0, 0, 0, 0, budget)
-    has_summary = any(fold.serves <= record.turn and fold.count for fold in told.folds)
-    sent = record.context_messages or 1
-    window_messages = max(0, sent - 1 - has_summary)
-    window = sum(counts[max(0, current_index - window_messages) : current_index])
-    current = counts[current_index]
-    instructions = min(request_sizes(memory).fixed, max(0, record.counted_input_tokens - window - current))
-    summary = max(0, record.counted_input_tokens - window - current - instructions) if has_summary else 0
-    instructions = record.counted_input_tokens - window - current - summary
-    return Picture("turn", instructions, summary, window, current, budget)
-
-
-def next_picture(memory: ShortTermMemory, plan: TurnPlan) -> Picture:
-    """The next request as ``plan`` (the fold ahead's) sees it: after its fold, the instructions, the summary (reserved
-    at full length when it folds), what stays in the recent window, and the message it plans for."""
-    unfolded = memory.conversation.unfolded(memory.conversation.finished)
-    window = sum(unfolded[plan.fold :])
-    instructions = request_sizes(memory).fixed
-    summary = max(0, plan.input_tokens - instructions - window - plan.message)
-    return Picture("next", instructions, summary, window, plan.message, plan.budget)
+def next_picture(plan: TurnPlan) -> Picture:
+    """The next request as ``plan`` (the fold ahead's) planned it, part by part: the instructions, the summary
+    (reserved at full length when it folds), what stays in the recent window, and the message it plans for."""
+    return Picture("next", plan.fixed, plan.summary, plan.window, plan.message, plan.budget)
 
 
 def next_plan(memory: ShortTermMemory) -> TurnPlan | None:
@@ -112,11 +78,6 @@ def next_plan(memory: ShortTermMemory) -> TurnPlan | None:
         return memory.plan()
     except ValueError:  # ContextBudgetError is one; plan() with no text checks no session cap
         return None
-
-
-def picture_budget(memory: ShortTermMemory) -> int:
-    """The budget the pictures mark: the local tokens a plan weighs (``max_input_tokens`` offline)."""
-    return local_budget(memory)
 
 
 def picture_rows(pictures: Sequence[Picture], lang: str) -> list[dict[str, Any]]:
@@ -186,13 +147,33 @@ def picture_caption(picture: Picture, lang: str) -> str:
     return parts + " · " + t(lang, "picture.over" if picture.over else "picture.used", **figures)
 
 
+def picture_key(lang: str) -> str:
+    """The colour key in words on the parts' own colours, readable without hovering (a phone) and not in grey."""
+    parts = " ".join(f":{mark}-background[{t(lang, f'picture.{part}')}]" for part, mark in zip(PARTS, MARKS, strict=False))
+    return parts + " · " + t(lang, "picture.key_rest")
+
+
 def plan_caption(memory: ShortTermMemory, plan: TurnPlan, lang: str) -> str:
-    """What the next message will fold, and why (the plan's reason), in one sentence."""
+    """What the next message will fold first and why (the plan's reason), and then what it will send, in a sentence a
+    student reads: the summary and the messages that stay word for word, by the chat's numbers."""
+    folded = memory.conversation.folded
+    finished = memory.conversation.finished
+    kept = _kept_words(lang, summary=bool(plan.summary), first=folded + plan.fold + 1, last=finished)
     if not plan.fold:
-        return t(lang, "picture.next_none", message=plan.message)
-    first = memory.conversation.folded + 1
-    figures = {"first": first, "last": first + plan.fold - 1, "message": plan.message}
+        return t(lang, "picture.next_none", kept=kept)
     reason = ""
     if plan.reason != "none":
         reason = t(lang, f"fold.because_{plan.reason}", turns=memory.max_recent_turns, budget=f"{plan.budget:,}")
-    return t(lang, "picture.next_folds", because=reason, **figures)
+    return t(lang, "picture.next_folds", first=folded + 1, last=folded + plan.fold, because=reason, kept=kept)
+
+
+def _kept_words(lang: str, *, summary: bool, first: int, last: int) -> str:
+    """What a request carries before the user's message: the summary, the messages ``first``–``last`` word for word."""
+    window = last >= first
+    if summary and window:
+        return t(lang, "picture.kept_summary_window", first=first, last=last)
+    if summary:
+        return t(lang, "picture.kept_summary")
+    if window:
+        return t(lang, "picture.kept_window", first=first, last=last)
+    return t(lang, "picture.kept_nothing")

@@ -15,31 +15,39 @@ import pandas as pd
 from memora.app.page.i18n import role_name, t
 from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
-from memora.memory.core import budget_in_force, full_history_tokens, local_budget
+from memora.memory.core import budget_in_force, full_history_tokens, last_sent, local_budget
 from memora.teaching.prices import format_usd
 from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.story import Fold
 from memora.teaching.what_if import ROWS, Payoff, WhatIf
 from memora.text.messages import Message
 
-Mark = Literal["summarized", "window", "current"]
+Mark = Literal["summarized", "folded_since", "window", "current"]
 COMMANDS = ("history", "context", "summary", "status")
 
 
 def message_marks(memory: ShortTermMemory, history: Sequence[Message] | None = None) -> list[Mark]:
-    """One mark per message of ``history`` (the memory's own by default).
+    """One mark per message of ``history`` (the memory's own by default), read off the last request's record
+    (``last_sent``) and the summary's pointer, so that what was sent and what the next request sends are told apart.
 
-    ``summarized``: folded into the summary (before the pointer). ``current``:
-    the pending user message of a turn in progress. ``window``: every other
+    ``summarized``: folded into the summary (before the pointer). ``folded_since``: folded too, but sent word for
+    word in the last request: it was folded after that request, for the next one. ``current``: the pending user
+    message of a turn in progress; between turns, the message the last request answered. ``window``: every other
     message, which stays verbatim until it is folded.
     A reply job may append to the memory while the page draws it, so a caller that
     reads the history more than once passes one copy, and the marks follow that copy.
     """
     history = memory.history if history is None else history
     pointer = memory.summarized_message_count
-    marks: list[Mark] = ["summarized" if i < pointer else "window" for i in range(len(history))]
+    sent = last_sent(memory)
+    numbers = set() if sent is None else set(sent.numbers)
+    marks: list[Mark] = [
+        ("folded_since" if i + 1 in numbers else "summarized") if i < pointer else "window" for i in range(len(history))
+    ]
     if history and history[-1].role == "user":
         marks[-1] = "current"
+    elif sent is not None and sent.current is not None and pointer < sent.current.number <= len(history):
+        marks[sent.current.number - 1] = "current"
     return marks
 
 
@@ -104,15 +112,22 @@ def bounded_note(memory: ShortTermMemory, lang: str) -> str:
 def fold_note(memory: ShortTermMemory, lang: str) -> str:
     """Which fold policy is on, and why the last fold happened, in one or two sentences.
 
-    A restored or imported conversation keeps its summary but not the reason of its last fold: it says
+    The reason is the newest summary version's own (a saved conversation keeps it, so a reload says the same); the
+    plan's figures only while this session made that fold. A version saved before versions kept their reason says
     how many messages had been folded before, not that nothing was."""
     note = t(lang, f"policy.{memory.limits.fold_policy}_note")
-    plan = memory.conversation.fold_plan
-    if plan is None and memory.summarized_message_count:
-        return note + " " + t(lang, "fold.before_opened", count=memory.summarized_message_count)
-    if plan is None:
+    versions = memory.conversation.versions
+    moved = [(number, version) for number, version in enumerate(versions, start=1) if version.folded[0] != version.folded[1]]
+    if not moved:
         return note + " " + t(lang, "fold.none_yet")
-    return note + " " + t(lang, f"fold.{plan.reason}", planned=f"{plan.input_tokens:,}", budget=f"{plan.budget:,}")
+    number, last = moved[-1]
+    if last.reason == "none":
+        return note + " " + t(lang, "fold.before_opened", count=memory.summarized_message_count)
+    said = t(lang, f"fold.{last.reason}", version=number, first=last.folded[0] + 1, last=last.folded[1])
+    plan = memory.conversation.fold_plan
+    if plan is not None and plan.reason == last.reason:
+        said += " " + t(lang, "fold.planned", planned=f"{plan.input_tokens:,}", budget=f"{plan.budget:,}")
+    return note + " " + said
 
 
 def calibration_note(memory: ShortTermMemory, lang: str) -> str:
@@ -215,21 +230,39 @@ def run_command(memory: ShortTermMemory, name: str, args: str, lang: str) -> Com
 
 @dataclass(frozen=True)
 class ContextRow:
+    """One message of the last request: its chat ``number`` (None for the summary and the instructions), and, for a
+    message folded after it was sent, the turn whose request the fold made room for (``folded_for``)."""
+
     role: str
     source: str
     tokens: int
     content: str
+    number: int | None = None
+    folded_for: int | None = None
 
 
-def last_context_rows(memory: ShortTermMemory) -> list[ContextRow]:
-    """The last request's messages with their source and token count; empty before any request."""
+def last_context_rows(memory: ShortTermMemory, folds: Sequence[Fold] = ()) -> list[ContextRow]:
+    """The last request's messages with their source and token count, numbered as the chat numbers them (from the
+    request's record); empty before any request. ``folds`` (the story's) say which turn a message folded since was
+    folded for."""
     prepared = memory.last_prepared
     if prepared is None:
         return []
-    return [
-        ContextRow(m.role, source, tokens, m.content)
-        for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens, strict=True)
-    ]
+    numbers = iter(() if prepared.parts is None else prepared.parts.numbers)
+    rows = []
+    for m, source, tokens in zip(prepared.context_messages, prepared.sources, prepared.message_tokens, strict=True):
+        number = next(numbers, None) if source in ("window", "current") else None
+        folded_for = None
+        if number is not None and number <= memory.summarized_message_count:
+            folded_for = next((fold.serves for fold in folds if fold.span[0] < number <= fold.span[1]), None)
+        rows.append(ContextRow(m.role, source, tokens, m.content, number, folded_for))
+    return rows
+
+
+def request_turn(memory: ShortTermMemory) -> int | None:
+    """The turn the last request served, from its record; None before any."""
+    sent = last_sent(memory)
+    return None if sent is None or sent.current is None else (sent.current.number + 1) // 2
 
 
 def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:

@@ -8,7 +8,8 @@ room for everything the turn can add to the saved payload (``turn_growth``):
 - one summary version and its ledger row per pair the turn and its fold ahead can fold: every pair not
   folded yet, plus the turn's own (each fold request folds at least one pair), each summary at
   ``max_summary_tokens`` (the summarizer cuts it there, in o200k_base tokens);
-- the reply's ledger row;
+- the reply's ledger row; every row with its request's parts (``RequestParts``: a number and a count for each
+  message the request carried, at most every message not folded yet and the turn's two);
 - the new last context: a summary, every message not folded yet, and the message (the old one is not
   subtracted: an upper bound, not an estimate), and beside it the last request's figures (``last_request``): its
   instructions, each message's source and tokens, and its counts.
@@ -34,7 +35,7 @@ from dataclasses import asdict
 
 from memora.memory import MAX_REPLY_TOKENS, ShortTermMemory
 from memora.memory.core import served_by
-from memora.text.usage import UsageRecord
+from memora.text.usage import RequestParts, SentMessage, UsageRecord
 
 BYTES_PER_TOKEN = 128
 """The most saved bytes one o200k_base token can take: its longest token (128 spaces); no token needs a JSON escape
@@ -64,7 +65,8 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
     history = memory.history
     unfolded = history[memory.summarized_message_count :]
     summary = memory.limits.max_summary_tokens * BYTES_PER_TOKEN
-    ledger_row = _ledger_row(memory)
+    # A request's parts number each message it carries: at most every unfolded message and this turn's two.
+    ledger_row = _ledger_row(memory, len(unfolded) + 2)
     sent = 2 * (escaped(message) + _MESSAGE_FRAME)
     reply = (memory.limits.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN + _MESSAGE_FRAME + ledger_row
     folds = (len(unfolded) // 2 + 1) * (summary + _VERSION_FRAME + ledger_row)
@@ -74,9 +76,13 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
     return sent + reply + folds + context + request
 
 
-def _ledger_row(memory: ShortTermMemory) -> int:
-    # Every count at 16 digits and every text field at its longest: one row as saved, not an estimate of one.
+def _ledger_row(memory: ShortTermMemory, messages: int) -> int:
+    """One ledger row at its largest, its parts carrying ``messages`` history messages.
+
+    Every count at 16 digits and every text field at its longest: one row as saved, not an estimate of one."""
     model = max(memory.model, served_by(memory), key=len)
+    largest = SentMessage(_LARGE, _LARGE)
+    parts = RequestParts(_LARGE, _LARGE, (largest,) * messages, largest, _LARGE, _LARGE, "high_water")
     row = UsageRecord(
         turn=_LARGE,
         kind="summary",
@@ -98,5 +104,6 @@ def _ledger_row(memory: ShortTermMemory) -> int:
         summary_tokens=_LARGE,
         server_counted_input_tokens=_LARGE,
         source="x" * 64,
+        parts=parts,
     )
     return len(json.dumps(asdict(row), ensure_ascii=False, separators=(",", ":")).encode()) + 1

@@ -34,6 +34,7 @@ ledger_over_cap, summary_over_cap.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -48,7 +49,7 @@ from memora.memory import FoldPolicy, ShortTermMemory, SummaryVersion
 from memora.memory.values import FoldReason, Limits, PreparedContext, Source
 from memora.text.messages import Message
 from memora.text.tokens import count_text
-from memora.text.usage import UsageRecord
+from memora.text.usage import RequestParts, UsageRecord
 
 TRANSCRIPT_FORMAT = "memora-transcript"
 TRANSCRIPT_VERSION = 1
@@ -125,6 +126,23 @@ class SummaryVersionEntry(StrictModel):
     reason: FoldReason = "none"
 
 
+class SentMessageEntry(StrictModel):
+    number: Annotated[int, Field(ge=1, le=MAX_MESSAGES)]
+    tokens: Count
+
+
+class RequestPartsEntry(StrictModel):
+    """A request's parts (``memora.text.usage.RequestParts``): counts and message numbers, never texts."""
+
+    instructions: Count
+    summary: Count
+    window: Annotated[list[SentMessageEntry], Field(max_length=MAX_MESSAGES)]
+    current: SentMessageEntry | None
+    budget: Count
+    version: Index = 0
+    reason: FoldReason = "none"
+
+
 class LedgerEntry(StrictModel):
     turn: Turn
     kind: Literal["reply", "summary"]
@@ -148,6 +166,8 @@ class LedgerEntry(StrictModel):
     source: Annotated[str, Field(max_length=200)] = ""
     bills: bool = False
     teaches: bool = True
+    parts: RequestPartsEntry | None = None
+    """Written since requests keep their parts; a record without them reads as before (no picture of it)."""
 
 
 class TurnStatsEntry(StrictModel):
@@ -304,16 +324,23 @@ def transcript_from_data(data: Any) -> Transcript:
     for i, row in enumerate(file.ledger):
         _check_turn(row.turn, len(history) // 2 + 1, f"ledger[{i}].turn")
     last_context = tuple(Message(m.role, m.content) for m in file.last_context)
+    ledger = tuple(_usage_record(row) for row in file.ledger)
     return Transcript(
         created_at=file.created_at,
         settings=file.settings,
         history=history,
         summary_versions=versions,
-        ledger=tuple(UsageRecord(**row.model_dump()) for row in file.ledger),
+        ledger=ledger,
         turn_stats=_turn_stats(file.turn_stats, len(history)),
         last_context=last_context,
-        last_request=None if file.last_request is None else _last_request(file.last_request, last_context),
+        last_request=None if file.last_request is None else _last_request(file.last_request, last_context, ledger),
     )
+
+
+def _usage_record(row: LedgerEntry) -> UsageRecord:
+    fields = row.model_dump()
+    parts = fields.pop("parts")
+    return UsageRecord(**fields, parts=None if parts is None else RequestParts.of(parts))
 
 
 def restore_memory(
@@ -506,8 +533,9 @@ def _check_pointer(count: int, history_length: int, path: str) -> None:
         )
 
 
-def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...]) -> PreparedContext:
-    """The request whose messages are ``messages``: one source and one count for each, the current message last."""
+def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger: Sequence[UsageRecord]) -> PreparedContext:
+    """The request whose messages are ``messages``: one source and one count for each, the current message last. Its
+    parts are the ledger's record of it, the newest reply's (not saved twice)."""
     for name, values in (("sources", entry.sources), ("message_tokens", entry.message_tokens)):
         if len(values) != len(messages):
             raise E(
@@ -528,6 +556,7 @@ def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...]) -> Pre
         entry.summary_token_usage,
         entry.newly_summarized_count,
         entry.server_input_tokens,
+        next((record.parts for record in reversed(ledger) if record.kind == "reply"), None),
     )
 
 
