@@ -87,6 +87,7 @@ MODULE_TIERS = {
             "test_transcript",
             "test_ui_views",
             "test_usage",
+            "test_what_if",
         ),
         "unit",
     ),

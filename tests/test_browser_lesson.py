@@ -113,7 +113,11 @@ def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
         sidebar.get_by_role("button", name="Run the probe").click()
         sidebar.get_by_text("Probe finished.").wait_for(timeout=120_000)
         wait_idle(page)
-        assert sidebar.get_by_test_id("stTable").count() >= 4, "three what-if tables and the probe's"
+        assert sidebar.get_by_test_id("stTable").count() >= 2, "the what-if table and the probe's"
+        what_if = sidebar.get_by_test_id("stExpander").filter(has_text="What if: the other policy").get_by_test_id("stTable")
+        assert what_if.count() == 1, "one table, the strategies as its columns"
+        headings = [" ".join(text.split()) for text in what_if.locator("thead th").all_inner_texts()]
+        assert headings == ["Figure", "Window (yours: the ledger)", "Watermark (estimate)", "Full history"]
         for width in (420, 390):
             page.set_viewport_size({"width": width, "height": 844})
             page.wait_for_timeout(500)

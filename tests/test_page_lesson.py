@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from memora.app.page import state as keys
@@ -61,7 +60,7 @@ def test_the_watermark_is_one_click_away_in_the_status_panel_with_what_it_saves(
     assert at.session_state[keys.MEMORY].limits.fold_policy == "watermark" and "Fold policy: watermark" in texts(at)
 
 
-def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_without_a_model_call(defaults):
+def test_the_what_if_panel_is_drawn_when_opened_as_one_table_whose_first_column_is_the_ledger(defaults):
     at = new_app()
     for text in SIX_SHORT_TURNS:
         at = send(at, text)
@@ -70,19 +69,33 @@ def test_the_what_if_panel_is_drawn_when_opened_and_replays_the_conversation_wit
     assert not expander(at, WHAT_IF).get("arrow_table"), "drawn only once opened"
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    rows = pd.concat([table.value for table in expander(at, WHAT_IF).table], axis=1)  # one table per strategy
-    assert list(rows.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
-    assert rows.index.name == "Figure"
-    # Yours is what happened: every request of the ledger, its summaries, its counted input.
+    panel = expander(at, WHAT_IF)
+    (drawn,) = panel.table  # one table, not one per strategy
+    table = drawn.value
+    assert list(table.columns) == ["Window (yours: the ledger)", "Watermark (estimate)", "Full history"]
+    assert table.index.name == "Figure"
+    # Yours is the ledger: every request of it, its summaries, their counted input and what they wrote.
+    yours = table["Window (yours: the ledger)"].to_dict()
+    replies = [r for r in memory.ledger if r.kind == "reply"]
     summaries = [r for r in memory.ledger if r.kind == "summary"]
-    assert rows.loc["Requests", "Window (yours)"] == f"{len(memory.ledger):,}"
-    assert rows.loc["Summary requests", "Window (yours)"] == f"{len(summaries):,}"
-    assert rows.loc["Tokens sent", "Window (yours)"] == f"{sum(r.counted_input_tokens for r in memory.ledger):,}"
-    assert rows.loc["Summary requests", "Full history"] == "0"
-    assert rows.loc["Tokens sent", "Full history"] == f"{sum(r.full_history_tokens for r in memory.ledger if r.kind == 'reply'):,}"
-    assert set(rows.loc["$"]) == {"tokens only"}  # offline: no price
+    assert summaries, "six turns fold under the default window: the summary rows must mean something"
+    sent = sum(r.counted_input_tokens for r in memory.ledger)
+    written = sum(r.output_tokens for r in summaries)
+    assert yours == {
+        "Reply requests": f"{len(replies):,}",
+        "Summary requests": f"{len(summaries):,}",
+        "Counted input, replies": f"{sum(r.counted_input_tokens for r in replies):,}",
+        "Counted input, summaries": f"{sum(r.counted_input_tokens for r in summaries):,}",
+        "Summary output": f"{written:,}",
+        "Total tokens": f"{sent + written:,}",
+        "Replies over budget": "0",
+        "$": "tokens only",  # offline: no price
+    }
+    assert table.loc["Summary requests", "Full history"] == "0"
+    full = sum(r.full_history_tokens for r in replies)
+    assert table.loc["Counted input, replies", "Full history"] == table.loc["Total tokens", "Full history"] == f"{full:,}"
     caption = texts(at)
-    assert "Replay estimate" in caption and "no model call" in caption
+    assert "column is the ledger itself" in caption and "counted input" in caption and "no model call" in caption
     assert len(memory.ledger) == requests, "the replay sent nothing"
     # Kept per history length: a rerun with no new turn replays nothing again.
     cached = at.session_state[keys.WHAT_IF]
@@ -107,9 +120,10 @@ def test_the_what_if_panel_speaks_the_pages_language(defaults):
     at.radio(key=keys.LANG).set_value("zh-TW").run()
     at.session_state[keys.WHAT_IF_PANEL_OPEN] = True
     at.run()
-    tables = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table
-    table = pd.concat([t.value for t in tables], axis=1)
-    assert list(table.columns) == ["視窗（你的）", "水位線（估計）", "完整對話紀錄"] and table.index.name == "項目"
+    (drawn,) = expander(at, "如果換一種做法：另一種策略，或送出完整對話紀錄").table
+    table = drawn.value
+    assert list(table.columns) == ["視窗（你的：帳本）", "水位線（估計）", "完整對話紀錄"] and table.index.name == "項目"
+    assert table.index[0] == "回覆請求數" and "計算的輸入：回覆" in table.index
 
 
 def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):
@@ -121,8 +135,12 @@ def test_what_if_prices_a_priced_model_and_leaves_the_memory_as_it_was(backend):
     comparison = what_if(memory)
     assert (list(memory.history), list(memory.ledger), list(memory.conversation.versions)) == before
     assert comparison.model == "gpt-5-mini" and comparison.turns == 6
-    full = comparison.outcome("full_history")
-    assert full.usd == pytest.approx(full.replay.input_tokens * 0.25 / 1_000_000)
-    other = comparison.other
-    assert other.strategy == "watermark" and not other.live and other.replay.estimated is (other.replay.summary_requests > 0)
+    full = comparison.column("full_history")
+    assert full.usd == pytest.approx(full.input_tokens * 0.25 / 1_000_000)
+    yours = comparison.live
+    assert yours.from_ledger and yours.usd == pytest.approx(
+        (sum(r.counted_input_tokens for r in memory.ledger) * 0.25 + yours.summaries_written * 2.0) / 1_000_000
+    )
+    other = comparison.column("watermark")
+    assert comparison.other.strategy == "watermark" and not other.from_ledger and other.estimated is (other.summary_requests > 0)
     assert comparison.other_cap == memory.limits.max_summary_tokens == 200, "both policies cap the summary alike"

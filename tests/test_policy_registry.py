@@ -67,7 +67,7 @@ assert SavedFile.model_validate(saved).fold_policy == "last_pair_only"
 memory = ShortTermMemory(OfflineBackend(), max_recent_turns=3, fold_policy="last_pair_only")
 chat(memory, "one", "two", "three")
 assert memory.summarized_message_count == 2, "the window of 3 would fold nothing yet"
-assert [o.strategy for o in what_if(memory).outcomes] == ["last_pair_only", "window", "watermark", "full_history"]
+assert [c.strategy for c in what_if(memory).columns] == ["last_pair_only", "window", "watermark", "full_history"]
 assert {"memora-last_pair_only", "memora-last_pair_only+prefold"} <= set(strategies())
 assert t("zh-TW", "policy.last_pair_only") == "只留最後一對"
 print("registered")

@@ -11,8 +11,9 @@ from memora.app.page.pager import Page, page_of
 from memora.app.page.views import history_frame, message_marks, parse_command, run_command, what_if_frame
 from memora.backends.offline import OfflineBackend
 from memora.memory import ShortTermMemory
+from memora.teaching.prices import ModelPrice
 from memora.teaching.replay import Replay, ReplayedRequest
-from memora.teaching.what_if import Outcome, WhatIf
+from memora.teaching.what_if import WhatIf, ledger_column, replay_column
 from memora.text.usage import UsageRecord
 from tests.support.memory import chat
 
@@ -130,24 +131,28 @@ def test_a_turn_the_replay_has_not_reached_has_no_point_on_its_line():
     assert list(frame[frame.series == "Window (estimate)"].turn) == [1]
 
 
-def test_the_what_if_table_puts_the_strategies_side_by_side():
+def test_the_what_if_table_puts_the_strategies_side_by_side_as_columns_and_the_ledgers_words_as_rows():
     full = Replay("full_history", 2, (ReplayedRequest(1, "reply", 100), ReplayedRequest(2, "reply", 1_250, fits=False)))
-    window = Replay("window", 2, (ReplayedRequest(1, "reply", 100), ReplayedRequest(2, "reply", 120)))
-    outcomes = (Outcome(window, None, True), Outcome(WATERMARK, None, False), Outcome(full, 0.0003125, False))
-    comparison = WhatIf(2, outcomes, "gpt-5-mini", 60)
-    table = what_if_frame(comparison, "en").set_index("Figure")
-    assert list(table.columns) == ["Window (yours)", "Watermark (estimate)", "Full history"]
-    assert table["Watermark (estimate)"].to_dict() == {
-        "Requests": "3",
-        "Summary requests": "1",
-        "Tokens sent": "240",
-        "Summary tokens": "10",
-        "Over budget": "0",
-        "$": "tokens only",
-    }
-    assert table.loc["Tokens sent", "Full history"] == "1,350"
-    assert table.loc["Over budget", "Full history"] == "1"
-    assert table.loc["$", "Full history"] == "$0.000313"
+    ledger = [record(1, "reply", 100, 20), record(2, "summary", 60, 12), record(2, "reply", 120, 25)]
+    price = ModelPrice("gpt-5-mini", input=0.25, cached_input=0.025, output=2.0)
+    columns = (ledger_column("window", ledger, 2), replay_column(WATERMARK), replay_column(full, price))
+    comparison = WhatIf(2, columns, (WATERMARK, full), "gpt-5-mini", 60)
+    table = what_if_frame(comparison, "en")
+    assert list(table.columns) == ["Window (yours: the ledger)", "Watermark (estimate)", "Full history"]
+    assert table.index.name == "Figure"
+    assert list(table.index) == [
+        "Reply requests",
+        "Summary requests",
+        "Counted input, replies",
+        "Counted input, summaries",
+        "Summary output",
+        "Total tokens",
+        "Replies over budget",
+        "$",
+    ]
+    assert list(table["Window (yours: the ledger)"]) == ["2", "1", "220", "60", "12", "292", "0", "tokens only"]
+    assert list(table["Watermark (estimate)"]) == ["2", "1", "190", "50", "10", "250", "0", "tokens only"]
+    assert list(table["Full history"]) == ["2", "0", "1,350", "0", "0", "1,350", "1", "$0.000338"]
 
 
 def test_pages_are_cut_from_the_newest_end_and_reach_every_item():

@@ -185,7 +185,7 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "panel.usage_empty"))
             return
         key = (*conversation_key(memory), memory.max_input_tokens, lang)
-        other = what_if_for(memory).other.replay
+        other = what_if_for(memory).other
         chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
         st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
         render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
@@ -238,6 +238,14 @@ def ledger_cell(value: object) -> str:
     return escape_markdown(str(value))
 
 
+WHAT_IF_TABLE_STYLE = [
+    {"selector": "th", "props": [("font-size", "0.8125rem"), ("padding", "0.125rem 0.1875rem")]},
+    {"selector": "td", "props": [("font-size", "0.8125rem"), ("padding", "0.125rem 0.1875rem")]},
+]
+"""The what-if table's cells: 13 px type and 3 px sides (Streamlit's are 14 px and 6 px). At 390 px a phone's sidebar
+holds 255 px of table; the four columns at Streamlit's own sizes took 276, and scrolled sideways."""
+
+
 def what_if_for(memory: ShortTermMemory) -> WhatIf:
     """``what_if(memory)``, replayed again only when the history, its folds or a setting changed since the last time."""
     state = st.session_state
@@ -257,12 +265,10 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
         if not comparison.turns:
             render.caption(t(lang, "whatif.empty"))
             return
-        render.caption(t(lang, "whatif.intro"))
-        # One static table per strategy, a figure and its value: side by side, four columns did not fit a phone.
-        table = what_if_frame(comparison, lang)
-        table = table.set_index(table.columns[0])
-        for strategy in table.columns:
-            st.table(table[[strategy]])
+        render.caption(t(lang, "whatif.intro"), help=glossary.explain(lang, "ledger"))
+        # One table, the strategies as columns: st.table wraps its cells' words to the sidebar's width (a Markdown
+        # table spilled out of it), in a smaller type with less padding so that four columns fit a phone's sidebar.
+        st.table(what_if_frame(comparison, lang).style.set_table_styles(WHAT_IF_TABLE_STYLE))
         for pay in payoffs(comparison):
             render.caption(payoff_note(pay, lang))
         priced = comparison.model is not None

@@ -17,8 +17,9 @@ from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
 from memora.memory.core import budget_in_force, full_history_tokens, last_sent, local_budget
 from memora.teaching.prices import format_usd
+from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.story import Fold
-from memora.teaching.what_if import Payoff, WhatIf
+from memora.teaching.what_if import ROWS, Payoff, WhatIf
 from memora.text.messages import Message
 
 Mark = Literal["summarized", "folded_since", "window", "current"]
@@ -264,27 +265,31 @@ def request_turn(memory: ShortTermMemory) -> int | None:
     return None if sent is None or sent.current is None else (sent.current.number + 1) // 2
 
 
-WHAT_IF_ROWS = ("requests", "summary_requests", "tokens_sent", "summary_written", "over_budget", "usd")
-
-
 def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
-    """The strategies side by side: one column each (yours, the other policy's replay, the full history's), one row per
-    figure, every cell a formatted string; ``$`` reads "tokens only" where nothing is priced."""
-    columns: dict[str, list[str]] = {t(lang, "whatif.row"): [t(lang, f"whatif.{row}") for row in WHAT_IF_ROWS]}
-    for outcome in what_if.outcomes:
-        run = outcome.replay
-        name = t(lang, f"whatif.{run.strategy}")
-        kind = "col_live" if outcome.live else "col_full" if run.strategy == "full_history" else "col_replay"
-        usd = t(lang, "whatif.tokens_only") if outcome.usd is None else format_usd(outcome.usd)
-        requests = run.reply_requests + run.summary_requests
-        figures = (requests, run.summary_requests, run.input_tokens, run.summary_output_tokens, run.over_budget)
-        columns[t(lang, f"whatif.{kind}", strategy=name)] = [*(f"{figure:,}" for figure in figures), usd]
-    return pd.DataFrame(columns)
+    """The comparison as one table: one column per strategy (yours, the ledger, first; then the replays), one row per
+    figure of ``ROWS`` named in the ledger's words (the index, named "Figure"), every cell a formatted string; ``$``
+    reads "tokens only" where nothing is priced."""
+    columns: dict[str, list[str]] = {}
+    for column in what_if.columns:
+        name = t(lang, f"whatif.{column.strategy}")
+        kind = "col_live" if column.from_ledger else "col_full" if column.strategy == FULL_HISTORY else "col_replay"
+        columns[t(lang, f"whatif.{kind}", strategy=name)] = [what_if_cell(column.figure(row), row, lang) for row in ROWS]
+    index = pd.Index([t(lang, f"whatif.{row}") for row in ROWS], name=t(lang, "whatif.row"))
+    return pd.DataFrame(columns, index=index)
+
+
+def what_if_cell(figure: int | float | None, row: str, lang: str) -> str:
+    """One figure as the table shows it: thousands separated, dollars by ``format_usd``, "tokens only" for no price."""
+    if row == "usd":
+        return t(lang, "whatif.tokens_only") if figure is None else format_usd(figure)
+    return f"{figure:,}"
 
 
 def payoff_note(pay: Payoff, lang: str) -> str:
-    """Why a memory can cost more than the full history, and whether it pays here: the first turn at which its total,
-    summaries included, drops below the full history's, or that it does not pay in this conversation."""
+    """Why a memory can cost more than the full history, and whether it pays here, in the comparison table's figures:
+    the totals and the summaries' cost are the table's rows. A memory that has folded nothing yet has sent what the full
+    history sends, and says so, not that its summaries cost nothing and it does not pay; one that has ends below the
+    full history's total from a turn on, or does not pay in this conversation."""
     figures = {
         "strategy": t(lang, f"whatif.{pay.strategy}"),
         "memory": f"{pay.memory:,}",
@@ -292,6 +297,8 @@ def payoff_note(pay: Payoff, lang: str) -> str:
         "summaries": f"{pay.summaries:,}",
         "turns": pay.turns,
     }
+    if not pay.summary_requests:
+        return t(lang, "whatif.no_summary", **figures)
     if pay.turn is None:
         return t(lang, "whatif.does_not_pay", **figures)
     return t(lang, "whatif.pays", turn=pay.turn, **figures)
