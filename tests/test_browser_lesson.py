@@ -106,6 +106,17 @@ def test_the_lesson_at_a_desktops_and_a_phones_width_in_both_languages(server):
         assert turn_box.get_by_text(sent).count() == 1
         _open_panels(page, "en")
         _shoot(page, "desktop-en")
+        # What if's first column is the ledger: its counted input, read off the page, is the ledger cards' sum.
+        cards = [text for text in sidebar.get_by_text(re.compile(r"^\d+ · Turn \d+ · ")).all_inner_texts()]
+        counted = {"reply": 0, "summary": 0}
+        for card in cards:
+            kind = "summary" if " · summary" in card else "reply"
+            counted[kind] += int(re.search(r"Counted input ([\d,]+)", card).group(1).replace(",", ""))
+        assert len(cards) == 9 and counted["summary"] > 0, cards
+        table = sidebar.get_by_test_id("stExpander").filter(has_text="What if: the other policy").get_by_test_id("stTable")
+        cells = {row.locator("th").first.inner_text(): row.locator("td").first.inner_text() for row in table.locator("tbody tr").all()}
+        assert int(cells["Counted input, replies"].replace(",", "")) == counted["reply"]
+        assert int(cells["Counted input, summaries"].replace(",", "")) == counted["summary"]
 
         # The retention probe's table too: it runs offline on its own memory, and its table joins the sidebar's.
         sidebar.locator("summary").filter(has_text="Teaching tools").click()

@@ -21,6 +21,7 @@ from memora.memory import policies
 from memora.memory.backend import BackendError
 from memora.memory.core import budget_in_force, last_sent
 from memora.teaching.story import story
+from memora.teaching.what_if import what_if
 from memora.text.tokens import LocalTokenCounter
 from memora.text.usage import RequestParts
 from tests.support.fakes import ScriptedBackend
@@ -132,3 +133,12 @@ def test_every_view_reads_the_record_of_the_request_it_shows(messages, budget, r
         parts = memory.ledger[fold.request].parts
         assert parts is not None and parts.version == fold.version and parts.current is None
         assert parts.numbers == tuple(range(fold.first, fold.last + 1))
+
+    # What if's first column is the ledger itself, to the token.
+    live = what_if(memory).live
+    replies = [r for r in memory.ledger if r.kind == "reply"]
+    summaries = [r for r in memory.ledger if r.kind == "summary"]
+    assert (live.reply_requests, live.summary_requests) == (len(replies), len(summaries))
+    assert live.reply_tokens == sum(r.counted_input_tokens for r in replies)
+    assert live.summary_tokens == sum(r.counted_input_tokens for r in summaries)
+    assert live.summaries_written == sum(r.output_tokens or 0 for r in summaries)

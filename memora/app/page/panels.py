@@ -211,12 +211,19 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_request_card(row: pd.Series, position: int, fold: Fold | None, lang: str) -> None:
-    """One model request of the ledger as a card: its number, turn, kind (a summary's fold label with it) and total,
-    and every figure of its ledger row one click away; the CSV download holds them all, as columns."""
+    """One model request of the ledger as a card: its number, turn, kind (a summary's fold label with it), counted
+    input and total, and every figure of its ledger row one click away; the CSV download holds them all, as columns."""
     kind = row["kind"]
     if fold is not None:
         kind = t(lang, "ledger.summary_fold", kind=kind, version=fold.version, label=fold_label(fold, lang))
-    head = [str(position + 1), f"{t(lang, 'ledger.turn')} {row['turn']}", kind, f"{t(lang, 'ledger.total_tokens')} {row['total_tokens']:,}"]
+    head = [
+        str(position + 1),
+        f"{t(lang, 'ledger.turn')} {row['turn']}",
+        kind,
+        # Named as the What if table names it: that table's "yours" column adds up these figures.
+        f"{t(lang, 'ledger.counted_input_tokens')} {row['counted_input_tokens']:,}",
+        f"{t(lang, 'ledger.total_tokens')} {row['total_tokens']:,}",
+    ]
     with st.container(border=True):
         render.caption(" · ".join(head))
         with st.popover(t(lang, "ledger.open"), icon=":material/open_in_full:"):
