@@ -176,7 +176,7 @@ class TemplatedServer(ScriptedBackend):
 
 @pytest.mark.parametrize("policy", ["window", "watermark"])
 def test_the_replay_finds_each_request_the_memory_sent_retries_included(policy):
-    """The memory folds one more pair whenever the server's own count is over the budget (``plan.fold_until_it_fits``);
+    """The memory folds one more pair whenever the server's own count is over the budget (``core.fold_until_it_fits``);
     the replay, through the same loop, finds the same requests in the same order: retries, folds ahead and replies."""
     server = TemplatedServer(count_remotely=True)
     memory = ShortTermMemory(server, max_input_tokens=400, max_recent_turns=8, fold_policy=policy)

@@ -1,7 +1,7 @@
 """ShortTermMemory, the article's class: one conversation's state, and the requests that change it.
 
 Follow a turn: ``memory.turn(text)`` appends the message and yields a ``Turn``, whose ``stream()``
-calls ``_prepare``: one plain loop, ``plan.fold_until_it_fits``, over the turn's steps
+calls ``_prepare``: one plain loop, ``fold_until_it_fits``, over the turn's steps
 (``PreparingTurn``), asks the one pure plan (``plan.plan_turn``) what must leave and folds it
 (``_fold``: one summary request each, ``server.Summarizer``) until the plan folds nothing or the
 server's count agrees; then the turn sends the context
@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from memora.memory import plan, policies, server
 from memora.memory.backend import (
@@ -182,7 +182,7 @@ class ShortTermMemory:
 
     def _prepare(self) -> PreparedContext:
         """This turn's request, once the plan's folds are made: the article's steps, one plain loop
-        (``plan.fold_until_it_fits``) over this turn's ``PreparingTurn``. Raises ValueError without
+        (``fold_until_it_fits``) over this turn's ``PreparingTurn``. Raises ValueError without
         a pending user message, and ContextBudgetError when even the summary plus the message do
         not fit, by the server's count where it has one."""
         history = self.conversation
@@ -195,7 +195,7 @@ class ShortTermMemory:
         current = len(history.messages) - 1
         self._checked(self._plan(history.counts[current]), history.messages[current].content)
         turn = PreparingTurn(self, current)
-        fits = plan.fold_until_it_fits(turn)
+        fits = fold_until_it_fits(turn)
         prepared = turn.built
         assert prepared is not None  # the loop builds before it answers
         if not fits:
@@ -244,7 +244,8 @@ class ShortTermMemory:
             turn=self.conversation.turn_number,
             message_tokens=tuple(map(self._message_tokens, messages)),
             served_by=served_by(self),
-            budgets=lambda: (budget_in_force(self), local_budget(self)),
+            max_input_tokens=self.max_input_tokens,
+            plan_texts=plan_texts(self),
             version=len(self.conversation.versions) + 1,
             reason="none" if fold_plan is None else fold_plan.reason,
         )
@@ -395,10 +396,10 @@ def budget_in_force(memory: ShortTermMemory) -> int:
 
 
 def local_budget(memory: ShortTermMemory) -> int:
-    """``budget_in_force`` in local tokens (``plan.local_budget``): where the server counts each
-    request, weighed by the texts one may carry; else at the highest ratio of any kind of text."""
-    texts = plan_texts(memory) if memory.server.source() is not None else None
-    return plan.local_budget(memory.server.calibration, budget_in_force(memory), texts)
+    """``budget_in_force`` in local tokens (``plan.local_budget``, through
+    ``ServerKnowledge.budgets``): where the server counts each request, weighed by the texts one may
+    carry; else at the highest ratio of any kind of text."""
+    return memory.server.budgets(memory.max_input_tokens, plan_texts(memory))[1]
 
 
 def last_sent(memory: ShortTermMemory) -> RequestParts | None:
@@ -461,11 +462,69 @@ def served_by(memory: ShortTermMemory) -> str:
     return "offline" if memory.server.backend.offline else memory.model
 
 
+# -- a turn's folds, then its request: the memory's and the replay's one loop ----------------------
+
+
+ONE_MORE_PAIR = 2
+"""``at_least`` once the server's own count of a request is over the budget: one more pair
+leaves."""
+
+
+class TurnSteps(Protocol):
+    """What a turn's loop (``fold_until_it_fits``) asks of whoever takes its steps: the memory, with
+    real requests (``core``), or a replay, with their counts (``memora.teaching.replay``)."""
+
+    def plan(self, at_least: int) -> TurnPlan:
+        """The plan for the conversation as it is now (``plan_turn``), folding at least
+        ``at_least`` messages."""
+        ...
+
+    def fold(self, turn_plan: TurnPlan) -> None:
+        """Makes the summary requests ``turn_plan`` asks for, one per span (``TurnPlan.spans``),
+        oldest first."""
+        ...
+
+    def build(self, turn_plan: TurnPlan) -> bool | None:
+        """Builds the request ``turn_plan`` counted, and keeps it; returns whether the server's own
+        count of it holds the budget, or None where the server does not count requests."""
+        ...
+
+
+def fold_until_it_fits(steps: TurnSteps) -> bool:
+    """A turn's folds, then its request: the article's steps, one plain loop for the memory and the
+    replay alike. Returns whether the request built last fits the budget.
+
+    1. Ask the plan what must leave (``plan_turn``).
+    2. Fold it: one summary request per span, oldest first.
+    3. Ask again, with the summary as written (the plan reserved a full-length one); repeat until
+       the plan folds nothing. That plan counts the request exactly, and its ``fits`` is the budget
+       inequality (``within_budget``): the rule is checked by the plan, and nowhere else.
+    4. Build the request. Where the server counts each request itself, its count decides instead,
+       and the plan only had to be close: over the budget by that count, one more pair leaves
+       (``ONE_MORE_PAIR``) and the steps start again.
+
+    False when the request does not fit and nothing is left to fold.
+    """
+    turn_plan = steps.plan(0)
+    while True:
+        while turn_plan.fold:
+            steps.fold(turn_plan)
+            turn_plan = steps.plan(0)
+        server_fits = steps.build(turn_plan)
+        if server_fits is None:
+            return turn_plan.fits  # the plan folded everything it had to: its verdict stands
+        if server_fits:
+            return True
+        turn_plan = steps.plan(ONE_MORE_PAIR)
+        if not turn_plan.fold:
+            return False  # nothing is left to fold
+
+
 # -- one turn: prepare, stream, commit or leave no trace -------------------------------------------
 
 
 class PreparingTurn:
-    """The memory's steps for one turn's loop (``plan.TurnSteps``): plan, fold with real summary
+    """The memory's steps for one turn's loop (``TurnSteps``): plan, fold with real summary
     requests, build the reply request for history message ``current``, which it keeps as
     ``built``. What this turn's folds spent and folded is counted from where the turn began."""
 

@@ -10,13 +10,11 @@ inequality is the same for all of them.
 
 Read in this order: ``History`` (the conversation as a value: which messages the summary holds,
 which are still verbatim), ``PlanSizes``/``TurnPlan``/``plan_turn`` (the rule, ``within_budget``
-its inequality), ``fold_until_it_fits`` (a turn's steps: fold, ask again, build, and one more pair
-where the server's own count says so), ``Sizes`` (the fixed parts of every request, from the
+its inequality), ``Sizes`` (the fixed parts of every request, from the
 prompts and the summary cap), what a reply request sends in the wire's roles (``lead_messages``,
 ``sources``), and the budget in force (the server's tokens, its context window, the local tokens a
-plan counts). Everything here is a pure function of its arguments or a frozen value, but the loop,
-which only calls the steps it is given (``TurnSteps``): the memory (``core``) keeps the state and
-does the I/O.
+plan counts). Everything here is a pure function of its arguments or a frozen value: the memory
+(``core``) keeps the state, does the I/O, and runs a turn's loop (``core.fold_until_it_fits``).
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
-from typing import Protocol
 
 from memora.memory.backend import ContextOverflowError, ServerProfile
 from memora.memory.policies import Policy
@@ -365,63 +362,6 @@ def summary_tokens(summary: str) -> int:
     The one count of a summary message: the memory's plan, the replay and the Status panel all use
     it."""
     return count_message("developer", SUMMARY_PREAMBLE + summary) if summary else 0
-
-
-# -- a turn's folds, then its request: the memory's and the replay's one loop ----------------------
-
-ONE_MORE_PAIR = 2
-"""``at_least`` once the server's own count of a request is over the budget: one more pair
-leaves."""
-
-
-class TurnSteps(Protocol):
-    """What a turn's loop (``fold_until_it_fits``) asks of whoever takes its steps: the memory, with
-    real requests (``core``), or a replay, with their counts (``memora.teaching.replay``)."""
-
-    def plan(self, at_least: int) -> TurnPlan:
-        """The plan for the conversation as it is now (``plan_turn``), folding at least
-        ``at_least`` messages."""
-        ...
-
-    def fold(self, turn_plan: TurnPlan) -> None:
-        """Makes the summary requests ``turn_plan`` asks for, one per span (``TurnPlan.spans``),
-        oldest first."""
-        ...
-
-    def build(self, turn_plan: TurnPlan) -> bool | None:
-        """Builds the request ``turn_plan`` counted, and keeps it; returns whether the server's own
-        count of it holds the budget, or None where the server does not count requests."""
-        ...
-
-
-def fold_until_it_fits(steps: TurnSteps) -> bool:
-    """A turn's folds, then its request: the article's steps, one plain loop for the memory and the
-    replay alike. Returns whether the request built last fits the budget.
-
-    1. Ask the plan what must leave (``plan_turn``).
-    2. Fold it: one summary request per span, oldest first.
-    3. Ask again, with the summary as written (the plan reserved a full-length one); repeat until
-       the plan folds nothing. That plan counts the request exactly, and its ``fits`` is the budget
-       inequality (``within_budget``): the rule is checked by the plan, and nowhere else.
-    4. Build the request. Where the server counts each request itself, its count decides instead,
-       and the plan only had to be close: over the budget by that count, one more pair leaves
-       (``ONE_MORE_PAIR``) and the steps start again.
-
-    False when the request does not fit and nothing is left to fold.
-    """
-    turn_plan = steps.plan(0)
-    while True:
-        while turn_plan.fold:
-            steps.fold(turn_plan)
-            turn_plan = steps.plan(0)
-        server_fits = steps.build(turn_plan)
-        if server_fits is None:
-            return turn_plan.fits  # the plan folded everything it had to: its verdict stands
-        if server_fits:
-            return True
-        turn_plan = steps.plan(ONE_MORE_PAIR)
-        if not turn_plan.fold:
-            return False  # nothing is left to fold
 
 
 # -- the fixed parts of every request --------------------------------------------------------------

@@ -56,6 +56,15 @@ class ServerKnowledge:
         self.calibration = Calibration(exact=backend.profile.counts_like_o200k)
         self.server_window: int | None = None
 
+    def budgets(self, max_input_tokens: int, texts: Sequence[str]) -> tuple[int, int]:
+        """The budget in force (``plan.budget_in_force``: in the server's tokens) and the local
+        budget a plan weighs (``plan.local_budget``), from what this server taught: its window and
+        its calibration. ``texts``, what a request may carry, are weighed only where the server
+        counts each request itself."""
+        in_force = plan.budget_in_force(max_input_tokens, self.server_window, self.output)
+        weighed = texts if self.source() is not None else None
+        return in_force, plan.local_budget(self.calibration, in_force, weighed)
+
     def too_small(self) -> bool:
         """Whether no fold or cut can make a request fit the server's window beside ``output``: only
         a setting can."""
@@ -239,14 +248,14 @@ class Summarizer:
         message_tokens: tuple[int, ...],
         turn: int,
         served_by: str,
-        budgets: Callable[[], tuple[int, int]],
+        max_input_tokens: int,
+        plan_texts: Sequence[str],
         version: int = 0,
         reason: str = "none",
     ) -> tuple[SummaryVersion, UsageRecord]:
-        """``fold`` within the budget in force, the room for messages from the local budget: both
-        from ``budgets()`` (the memory's ``budget_in_force`` and ``local_budget``, asked again after
-        an overflow taught the server's figures); ``version`` and ``reason`` label the record's
-        parts.
+        """``fold`` within the budget in force, the room for messages from the local budget for
+        ``plan_texts`` (``ServerKnowledge.budgets``, asked again after an overflow taught the
+        server's figures); ``version`` and ``reason`` label the record's parts.
 
         A context-overflow error teaches ``server`` its figures, and the request is cut to the room
         they leave and sent once more; ``overflow_error`` when no cut can fit the server's window,
@@ -254,7 +263,7 @@ class Summarizer:
         request then fails. Records nothing in the ledger."""
 
         def send() -> tuple[SummaryVersion, UsageRecord]:
-            in_force, local = budgets()
+            in_force, local = server.budgets(max_input_tokens, plan_texts)
             room = sizes.fold_room(local)
             counts: list[ServerCount] = []
             try:

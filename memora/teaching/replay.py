@@ -2,7 +2,7 @@
 
 A replay calls no model. It walks a finished conversation turn by turn, as ``ShortTermMemory`` does, through the
 memory's own steps: the same pure plan (``plan.plan_turn``), the same loop of folds before each reply
-(``plan.fold_until_it_fits``), the same spans (``TurnPlan.spans``) and request size (``plan.request_tokens``). It
+(``core.fold_until_it_fits``), the same spans (``TurnPlan.spans``) and request size (``plan.request_tokens``). It
 asks them what each request would have sent: what folds, in how many summary requests, before each reply and in
 each fold ahead. A student can then see what another policy, or sending the full history, would have done with
 their own conversation.
@@ -44,12 +44,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memora.memory import policies
-from memora.memory.core import local_budget, request_sizes
+from memora.memory.core import fold_until_it_fits, local_budget, request_sizes
 from memora.memory.plan import (
     PlanSizes,
     TurnPlan,
     at_full_length,
-    fold_until_it_fits,
     plan_turn,
     request_tokens,
     summary_tokens,
@@ -209,8 +208,8 @@ def replay(
 
 class _Run:
     """The state of one replay: what is folded, the summary so far, the requests made. Mutable,
-    private. Each reply runs the memory's own loop (``plan.fold_until_it_fits``) over this run's
-    steps (``plan``, ``fold``, ``build``: ``plan.TurnSteps``), as a memory's turn does."""
+    private. Each reply runs the memory's own loop (``core.fold_until_it_fits``) over this run's
+    steps (``plan``, ``fold``, ``build``: ``core.TurnSteps``), as a memory's turn does."""
 
     def __init__(
         self,
@@ -251,7 +250,7 @@ class _Run:
 
     def reply(self, turn: int) -> None:
         """The reply of ``turn``, after what its plan folds, through the memory's own loop
-        (``plan.fold_until_it_fits``); nothing for a message too long to send even alone, and a
+        (``core.fold_until_it_fits``); nothing for a message too long to send even alone, and a
         reply marked over the budget when even folding everything leaves it over."""
         self.turn = turn
         self.current = 2 * (turn - 1)
