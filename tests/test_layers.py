@@ -55,7 +55,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "memora.memory.policies": (("__init__",), ("*",)),  # the registry, then one file per policy
     "memora.classroom": (
-        ("limits", "transcript", "job"),  # a conversation as a file; a reply on its own thread
+        ("limits", "transcript", "job", "grace"),  # a conversation as a file; a reply on its own thread; a stop's timing
         ("store",),
         ("server_budget",),
         ("guard", "postgres_ledger"),
