@@ -66,7 +66,12 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     "memora.classroom.transcript": (("untrusted",), ("format",), ("__init__",)),
     "memora.classroom.store": (("base", "room"), ("owner", "postgres", "sqlite"), ("__init__", "saved"), ("keeper",)),
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
-    "memora.app": (("settings", "first_run"), ("page", "repl", "probe", "serve"), ("__init__",)),
+    "memora.app": (
+        ("settings", "first_run", "ports", "children"),
+        ("served_grace",),  # what memora.serve reads of the settings of a process it starts
+        ("page", "repl", "probe", "serve"),
+        ("__init__",),
+    ),
     "memora.app.page": (
         ("markup", "i18n", "frames"),  # words and tables, no session
         ("state", "views", "chart", "picture"),
