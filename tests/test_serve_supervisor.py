@@ -1,11 +1,11 @@
 """``python -m memora.serve`` as a supervisor that leaves nothing behind, with one timing derived from the grace (issue 44).
 
 - Every wait for a stopping process derives from ``MEMORA_SHUTDOWN_GRACE_S`` (``memora.classroom.grace``), the
-  command reads each process's grace as its page will, and the settings bound the grace to what it honours. A class
-  with a 45 s grace that keeps its replies would take minutes of CI: the derivation, the bound and the kill deadline
-  are tested here instead, with fake processes.
+  command reads each process's grace as its page will, and the settings bound the grace to what it honours.
 - A signal only sets a flag; the main loop stops the class; a second Ctrl-C is passed on.
 - Children die with their parent and have sessions of their own (real processes, no PostgreSQL).
+- A class with a 45 s grace, stopped while a reply has 35 s to go, keeps that reply (before, its process was killed
+  at 30 s): about 45 s of CI, the one long test here.
 - A start refuses taken ports; ``kill -9`` of the command leaves no process and no bound port, and the command starts
   again; SIGHUP to the command's process group reaches only the command (Debian's Caddy, CI's PostgreSQL).
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.servers import ResponsesServer, slow_start
 from memora.app import ports, served_grace
 from memora.app.serve import Child, Class, Plan
 from memora.app.settings import DEFAULT_SHUTDOWN_GRACE_S as SETTINGS_DEFAULT
@@ -29,6 +30,7 @@ from memora.app.settings import SettingsError, load_settings
 from memora.classroom import grace, shutdown
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, MAX_SHUTDOWN_GRACE_S, UNWIND_S, exit_within_s, turn_outlives_stop_s
 from memora.classroom.store import keeper
+from memora.classroom.store.owner import new_browser_secret, owner_of
 from tests.support.bigclass import (
     ROOT,
     START_WAIT_S,
@@ -37,11 +39,14 @@ from tests.support.bigclass import (
     free_port,
     free_ports,
     require_caddy,
+    saved_conversation,
     serve,
     started_pid,
     wait_until_ready,
     wait_until_up,
 )
+from tests.support.budget import isolated_postgres_url
+from tests.support.tab import visit
 
 DOCS = ROOT / "docs"
 
@@ -320,3 +325,45 @@ def test_kill_9_of_the_command_leaves_no_process_nor_port_and_the_command_starts
         again.send_signal(signal.SIGTERM)
         again.wait(timeout=START_WAIT_S)
     assert again.returncode == 0
+
+
+@pytest.mark.integration
+def test_a_class_with_a_45_s_grace_stopped_mid_reply_keeps_a_reply_that_ends_35_s_later(postgres_url: str, tmp_path: Path) -> None:
+    """The issue's attack, with one student: SIGTERM to the command while her reply is 35 s from its end. Her process
+    has 45 s to finish it, and the command waits for that (the grace, the unwind and a margin): the reply is saved.
+    Before, the command killed the process at 30 s: billed, never stored, the message lost."""
+    require_caddy()
+    import asyncio
+
+    url = isolated_postgres_url(postgres_url)
+    first, listen = free_ports(2), free_port()
+    log = tmp_path / "serve.log"
+    secret, message = new_browser_secret(), "Where do I live? Please answer slowly."
+    with ResponsesServer(deltas=("You live", " in Porto.")) as model:
+        model.queue_for("reply", slow_start(35.0))
+        env = environment(
+            MEMORA_STORE_URL=url,
+            HOME=str(tmp_path),
+            OPENAI_API_KEY="sk-test-grace-45",
+            OPENAI_BASE_URL=model.url,
+            MEMORA_MAX_RETRIES="0",
+            MEMORA_SHUTDOWN_GRACE_S="45",
+        )
+        options = ("--processes", "1", "--first-port", str(first), "--listen", f"127.0.0.1:{listen}")
+        command = serve(*options, env=env, log=log)
+        try:
+            wait_until_ready(log, command)
+            asyncio.run(visit(first, {"memora_browser": secret}, message=message))
+            deadline = time.monotonic() + START_WAIT_S
+            while not any(model.kind_of(request) == "reply" for request in model.requests):
+                assert time.monotonic() < deadline, "the reply was asked for"
+                time.sleep(0.1)
+            command.send_signal(signal.SIGTERM)
+            command.wait(timeout=START_WAIT_S)
+        finally:
+            if command.poll() is None:
+                command.kill()
+    lines = log.read_text().splitlines()
+    assert command.returncode == 0 and not [line for line in lines if "killing it" in line], lines[-5:]
+    assert any("1 reply(ies) finished, 0 stopped" in line for line in lines), "the process finished the reply in its grace"
+    assert saved_conversation(url, owner_of(secret), "You live in Porto.") is not None, "and saved it in PostgreSQL"
