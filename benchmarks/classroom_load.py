@@ -253,7 +253,8 @@ def wait_until_healthy(url: str, process: subprocess.Popen | None = None, limit_
 
 
 SERVE_STOP_S = 60.0
-"""How long a stop waits for ``memora.serve``: above its own wait for its processes (30 s)."""
+"""How long a stop waits for ``memora.serve``: above its own wait for its processes at the default grace (the grace
+plus 13 s, ``memora.classroom.grace.exit_within_s``)."""
 
 
 @dataclass(frozen=True)

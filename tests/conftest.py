@@ -129,6 +129,7 @@ MODULE_TIERS = {
             "test_real_server",
             "test_reply_retries",
             "test_serve",
+            "test_serve_supervisor",
             "test_server_budget",
             "test_summary_retries",
             "test_storage_faults",

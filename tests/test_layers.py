@@ -55,7 +55,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "memora.memory.policies": (("__init__",), ("*",)),  # the registry, then one file per policy
     "memora.classroom": (
-        ("limits", "transcript", "job"),  # a conversation as a file; a reply on its own thread
+        ("limits", "transcript", "job", "grace"),  # a conversation as a file; a reply on its own thread; a stop's timing
         ("store",),
         ("server_budget",),
         ("guard", "postgres_ledger"),
@@ -66,7 +66,12 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     "memora.classroom.transcript": (("untrusted",), ("format",), ("__init__",)),
     "memora.classroom.store": (("base", "room"), ("owner", "postgres", "sqlite"), ("__init__", "saved"), ("keeper",)),
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
-    "memora.app": (("settings", "first_run"), ("page", "repl", "probe", "serve"), ("__init__",)),
+    "memora.app": (
+        ("settings", "first_run", "ports", "children"),
+        ("served_grace",),  # what memora.serve reads of the settings of a process it starts
+        ("page", "repl", "probe", "serve"),
+        ("__init__",),
+    ),
     "memora.app.page": (
         ("markup", "i18n", "frames"),  # words and tables, no session
         ("state", "views", "chart", "picture"),

@@ -219,7 +219,7 @@ def test_the_issues_classroom_is_refused_not_opened_on_defaults() -> None:
         (
             {},
             {"MEMORA_SHUTDOWN_GRACE_S": "inf"},
-            "MEMORA_SHUTDOWN_GRACE_S must be a number of seconds above 0 and at most 3600 (such as 5 or 0.5), not 'inf'",
+            "MEMORA_SHUTDOWN_GRACE_S must be a number of seconds above 0 and at most 300 (such as 5 or 0.5), not 'inf'",
         ),
         ({"MEMORA_MAX_TURNS": True}, {}, "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not True"),  # int(True) is 1
         ({"MEMORA_MAX_TURNS": 2.5}, {}, "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not 2.5"),

@@ -10,6 +10,10 @@ the websocket closes. Such a visit saves nothing: a conversation is stored only 
 It also checks what the process would show a student. A page that draws an error (bad settings, a store it cannot
 open) or raises fails the visit with ``FirstRunFailed``, whose text is the first line of what the page showed; the
 page never shows a key or a password, so it is safe to log.
+
+It checks the page, not who serves it: whatever answers on the port is visited. ``memora.serve`` first checks that
+the process it started holds that port itself (``memora.app.ports.listens``), so an orphan of an earlier start that
+answers there is never taken for its own.
 """
 
 from __future__ import annotations

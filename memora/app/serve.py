@@ -19,8 +19,21 @@ It keeps them running:
   The old process's port is the next spare. A successor whose page fails (bad settings, say) is stopped, the
   restart ends there, and the class stays on the processes it had. A restart also evens out a class that a crash
   moved onto fewer processes, since Caddy pins a moved student to a live process at random.
-- Ctrl-C or SIGTERM stops Caddy and every process (each gets its own shutdown grace, ``MEMORA_SHUTDOWN_GRACE_S``)
-  and exits 0; Caddy exiting on its own stops the rest.
+- Ctrl-C or SIGTERM stops Caddy and every process and exits 0; Caddy exiting on its own stops the rest. Each
+  process gets its own shutdown grace (``MEMORA_SHUTDOWN_GRACE_S``, read before it was started, as its page reads
+  it: ``memora.app.served_grace``), and is killed only past ``exit_within_s`` of that grace
+  (``memora.classroom.grace``): the grace, the unwind and a margin. A second Ctrl-C or SIGTERM is passed on, and the
+  processes stop waiting for their replies. A signal only sets a flag; the main loop acts on it.
+
+It leaves nothing behind, and trusts no process it did not start:
+
+- Before anything starts, every port it needs (the processes', the spare, Caddy's ``--listen``) must be free;
+  otherwise it exits with 2, naming each port and what holds it (``memora.app.ports``).
+- Each child dies with it (SIGTERM from the kernel when it dies, even by SIGKILL) and has a session of its own, out
+  of reach of the terminal's SIGHUP and Ctrl-C (``memora.app.children``).
+- A process is ready once it holds its own listening socket (its pid, by /proc) and has run the page; whoever else
+  answers on its port does not count. The class is announced ready only when all of them are; otherwise it stops
+  what it started and exits with 1.
 """
 
 from __future__ import annotations
@@ -37,7 +50,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memora.app import ports
+from memora.app.children import spawn
 from memora.app.first_run import FirstRunFailed, run_page_once
+from memora.app.served_grace import grace_of_next_process
+from memora.classroom.grace import exit_within_s
 from memora.classroom.store import is_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,10 +62,9 @@ CADDYFILE = ROOT / "Caddyfile"
 APP = ROOT / "streamlit_app.py"
 RESTART_DELAY_S = 1.0
 """How long a process that exited waits before it is started again: a crash loop costs a second, not a core."""
-STOP_WAIT_S = 30.0
-"""How long a stop waits for the processes: above the shutdown grace, so a reply in progress can be saved."""
 LISTEN_WAIT_S = 60.0
-"""How long a new process may take to listen on its port before the restart that started it gives up on it."""
+"""How long a new process may take to listen on its port before the start or restart that started it gives up on it."""
+POLL_S = 0.1
 
 
 class ServeError(RuntimeError):
@@ -58,7 +74,7 @@ class ServeError(RuntimeError):
 @dataclass(frozen=True)
 class Plan:
     """What to start: Streamlit servers on ``ports``, a ``spare`` port for a rolling restart's successors, and Caddy
-    (``caddy``) on ``listen``."""
+    (``caddy``) on ``listen`` (``[host]:port``; no host is every address)."""
 
     caddy: str
     ports: tuple[int, ...]
@@ -71,6 +87,14 @@ class Plan:
         of the pool while nothing listens there."""
         return " ".join(f"127.0.0.1:{port}" for port in (*self.ports, self.spare))
 
+    @property
+    def listen_host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def listen_port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
 
 def plan(argv: Sequence[str], environ: dict[str, str]) -> Plan:
     """The command line and the environment, checked; raises ServeError naming what is missing."""
@@ -81,6 +105,11 @@ def plan(argv: Sequence[str], environ: dict[str, str]) -> Plan:
     args = parser.parse_args(argv)
     if not 1 <= args.processes <= 64:
         raise ServeError("--processes must be between 1 and 64.")
+    if not 1 <= args.first_port <= 65535 - args.processes:
+        raise ServeError(f"--first-port must leave room for {args.processes} process(es) and the spare port below 65536.")
+    port = args.listen.rpartition(":")[2]
+    if ":" not in args.listen or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ServeError(f"--listen must be [host]:port, such as :8080 or 127.0.0.1:8080, not {args.listen!r}.")
     if not is_postgres(environ.get("MEMORA_STORE_URL", "").strip()):
         # The value may hold a password: the message never quotes it.
         raise ServeError(
@@ -96,6 +125,22 @@ def plan(argv: Sequence[str], environ: dict[str, str]) -> Plan:
         )
     ports = tuple(range(args.first_port, args.first_port + args.processes))
     return Plan(caddy, ports, args.first_port + args.processes, args.listen)
+
+
+def taken_ports(chosen: Plan) -> list[str]:
+    """One line for each port of ``chosen`` that something holds now, naming the port, what it is for and, where
+    /proc tells, the process holding it; empty when every port is free."""
+    wanted = [("127.0.0.1", port, f"process {number}") for number, port in enumerate(chosen.ports, 1)]
+    wanted.append(("127.0.0.1", chosen.spare, "the spare, for a rolling restart"))
+    wanted.append((chosen.listen_host, chosen.listen_port, "Caddy's --listen"))
+    return [f"port {port} ({what}) is taken{_holders(port)}." for host, port, what in wanted if ports.taken(host, port)]
+
+
+def _holders(port: int) -> str:
+    found = ports.holders(port)
+    if not found:
+        return ""
+    return " by " + ", ".join(f"pid {pid} ({name})" for pid, name in found)
 
 
 def streamlit_command(port: int) -> list[str]:
@@ -114,57 +159,88 @@ def streamlit_command(port: int) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class Child:
+    """A process this command started, and how long it may take to exit once stopped (``exit_within_s`` of the grace
+    it was started with) before it is killed."""
+
+    process: subprocess.Popen
+    exit_within_s: float
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
 class Class:
-    """The running processes and Caddy: started, restarted when a process exits or on SIGHUP, and stopped together."""
+    """The running processes and Caddy: started, restarted when a process exits or on SIGHUP, and stopped together.
+
+    The signal handlers (``ask_stop``, ``ask_restart``) only set flags; ``watch``, the main loop, acts on them, and so
+    do the waits of a start or a rolling restart, which give up when a stop is asked."""
 
     def __init__(self, chosen: Plan, environ: dict[str, str]) -> None:
         self.plan, self.environ = chosen, environ
-        self.processes: dict[int, subprocess.Popen] = {}
+        self.processes: dict[int, Child] = {}
         """The processes students are sent to, by port."""
         self.spare = chosen.spare
-        self.leaving: list[subprocess.Popen] = []
+        self.leaving: list[Child] = []
         """Processes that are not the class's (stopped by a rolling restart, or a successor that failed), until
-        they have exited: a stop signals them too."""
-        self.caddy: subprocess.Popen | None = None
-        self.stopping = False
+        they have exited: a stop waits for them too."""
+        self.caddy: Child | None = None
+        self.stop_signals = 0
+        """SIGTERMs and SIGINTs received: the first asks for a stop, each later one is passed on to the processes."""
         self.restart_asked = False
+        self.deadlines: dict[int, float] = {}
+        """By pid: when a child sent SIGTERM must have exited, past which it is killed."""
 
-    def start(self) -> None:
+    @property
+    def stopping(self) -> bool:
+        return self.stop_signals > 0
+
+    def ask_stop(self, *_: object) -> None:
+        """SIGTERM or SIGINT: a stop, carried out by ``watch`` and ``stop``."""
+        self.stop_signals += 1
+
+    def ask_restart(self, *_: object) -> None:
+        """SIGHUP: a rolling restart, started by ``watch``."""
+        self.restart_asked = True
+
+    def start(self) -> bool:
+        """Starts the processes and Caddy and waits until each is ready; says "ready" and returns True only when all
+        are, else says which was not and returns False (the caller stops the class)."""
         for port in self.plan.ports:
             self._start_process(port)
         # http://: without a scheme Caddy would serve a host address over HTTPS, with a certificate of its own.
         environ = {**self.environ, "MEMORA_UPSTREAMS": self.plan.upstreams, "MEMORA_LISTEN": "http://" + self.plan.listen}
         command = [self.plan.caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
-        self.caddy = subprocess.Popen(command, env=environ)
+        self.caddy = Child(spawn(command, environ), max(child.exit_within_s for child in self.processes.values()))
         _say(f"Caddy (pid {self.caddy.pid}) on {self.plan.listen}, in front of {self.plan.upstreams}")
-        for port in self.plan.ports:
-            self._first_run(port)
+        if not self._listening(self.caddy, self.plan.listen_port, f"Caddy (pid {self.caddy.pid})"):
+            return False
+        if not all(self._first_run(port) for port in self.plan.ports):
+            return False
         _say(f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor on the spare port first")
+        return True
 
     def watch(self) -> int:
-        """Restarts processes that exit, and all of them on SIGHUP, until a stop or until Caddy exits; returns the
-        exit status."""
+        """Restarts processes that exit, and all of them on SIGHUP, until a stop is asked or Caddy exits; returns
+        the exit status. The caller then stops the class."""
         assert self.caddy is not None
         while not self.stopping:
-            if (code := self.caddy.poll()) is not None:
+            if (code := self.caddy.process.poll()) is not None:
                 _say(f"Caddy exited with {code}; stopping the processes")
-                self.stop()
                 return code or 1
             self._start_exited()
             if self.restart_asked:
                 self.restart_asked = False
                 self.roll()
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         return 0
-
-    def ask_restart(self, *_: object) -> None:
-        """SIGHUP: a rolling restart, started by ``watch`` (a signal handler only sets the flag)."""
-        self.restart_asked = True
 
     def roll(self) -> None:
         """Restarts every process in turn: its successor starts on the spare port and runs the page once, then the
         process is stopped (its students go to the live ones) and, once it has exited, its port is the next spare.
-        A successor that does not run the page cleanly is stopped, and the restart ends there."""
+        A successor that does not run the page cleanly is stopped, and the restart ends there; so does a stop."""
         ports = sorted(self.processes)
         _say(f"rolling restart of {len(ports)} process(es)")
         for old_port in ports:
@@ -176,74 +252,120 @@ class Class:
                 self._retire(successor, self.processes.pop(successor))
                 _say(f"rolling restart stopped; the class stays on ports {' '.join(map(str, sorted(self.processes)))}")
                 return
-            self._retire(old_port, self.processes.pop(old_port))
+            if not self._retire(old_port, self.processes.pop(old_port)):
+                return
             self.spare = old_port
         _say(f"rolling restart done; the class is on ports {' '.join(map(str, sorted(self.processes)))}")
 
-    def stop(self, *_: object) -> None:
-        """SIGTERM to Caddy and every process, then waits for them (SIGKILL past ``STOP_WAIT_S``)."""
-        self.stopping = True
-        everyone = (*self.processes.values(), *self.leaving, self.caddy)
-        children = [p for p in everyone if p is not None and p.poll() is None]
-        for child in children:
-            child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_WAIT_S
-        for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+    def stop(self) -> None:
+        """SIGTERM to Caddy and every process not yet sent one, then waits until all have exited, killing each past
+        its own deadline (``exit_within_s`` of its grace). A SIGTERM or SIGINT received meanwhile is passed on to
+        those still running, which then stop waiting for their replies (``memora.classroom.shutdown``)."""
+        everyone = [child for child in (*self.processes.values(), *self.leaving, self.caddy) if child is not None]
+        for child in everyone:
+            self._terminate(child)
+        passed_on = 1  # the first signal is the stop itself
+        while running := [child for child in everyone if child.process.poll() is None]:
+            if self.stop_signals > passed_on:
+                passed_on = self.stop_signals
+                _say("asked again: the processes stop waiting for their replies")
+                for child in running:
+                    child.process.send_signal(signal.SIGTERM)
+            for child in running:
+                if time.monotonic() > self.deadlines[child.pid]:
+                    _say(f"pid {child.pid} did not exit within {child.exit_within_s:.0f} s of its stop; killing it")
+                    child.process.kill()
+                    self.deadlines[child.pid] = float("inf")
+            time.sleep(POLL_S)
+
+    def _terminate(self, child: Child) -> None:
+        """SIGTERM to ``child``, once: a second one would cut its shutdown grace short."""
+        if child.pid not in self.deadlines and child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+            self.deadlines[child.pid] = time.monotonic() + child.exit_within_s
 
     def _start_exited(self) -> None:
-        for port, process in list(self.processes.items()):
-            if process.poll() is not None and not self.stopping:
-                _say(f"the process on port {port} (pid {process.pid}) exited with {process.returncode}; starting it again")
+        for port, child in list(self.processes.items()):
+            if child.process.poll() is not None and not self.stopping:
+                _say(f"the process on port {port} (pid {child.pid}) exited with {child.process.returncode}; starting it again")
                 time.sleep(RESTART_DELAY_S)
                 self._start_process(port)
                 self._first_run(port)
 
     def _start_process(self, port: int) -> None:
-        self.processes[port] = process = subprocess.Popen(streamlit_command(port), env=self.environ, stdin=subprocess.DEVNULL)
+        grace_s = grace_of_next_process(self.environ)
+        process = spawn(streamlit_command(port), self.environ, stdin=subprocess.DEVNULL)
+        self.processes[port] = Child(process, exit_within_s(grace_s))
         _say(f"process on 127.0.0.1:{port} (pid {process.pid})")
 
     def _first_run(self, port: int) -> bool:
-        """Waits until the process on ``port`` listens, then runs its page once (``run_page_once``); says how it went."""
-        process = self.processes[port]
-        deadline = time.monotonic() + LISTEN_WAIT_S
-        while not _listening(port):
-            if process.poll() is not None or time.monotonic() > deadline or self.stopping:
-                _say(f"the process on port {port} (pid {process.pid}) did not start listening")
-                return False
-            time.sleep(0.1)
+        """Waits until the process on ``port`` itself listens there, then runs its page once (``run_page_once``);
+        says how it went."""
+        child = self.processes[port]
+        where = _where(port, child)
+        if not self._listening(child, port, where):
+            return False
         try:
             seconds = run_page_once(port)
         except FirstRunFailed as failure:
-            _say(f"the process on port {port} (pid {process.pid}) failed its first run: {failure}")
+            _say(f"{where} failed its first run: {failure}")
             return False
-        _say(f"the process on port {port} (pid {process.pid}) ran the page in {seconds:.1f} s")
+        if child.process.poll() is not None or ports.listens(child.pid, port) is False:
+            _say(f"{where} exited during its first run")
+            return False
+        _say(f"{where} ran the page in {seconds:.1f} s")
         return True
 
-    def _retire(self, port: int, process: subprocess.Popen) -> None:
-        """Stops ``process`` (SIGTERM: it saves what its students were doing, within its grace) and waits until it
-        has exited, so that its port is free; SIGKILL past ``STOP_WAIT_S``."""
-        self.leaving.append(process)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        self.leaving.remove(process)
-        _say(f"the process on port {port} (pid {process.pid}) stopped with {process.returncode}")
+    def _listening(self, child: Child, port: int, who: str) -> bool:
+        """Waits until ``child`` holds a socket listening on ``port`` (where /proc cannot say: until something
+        answers there while it runs); False when it exits first, takes past ``LISTEN_WAIT_S``, or a stop is asked."""
+        deadline = time.monotonic() + LISTEN_WAIT_S
+        while not _listens(child, port):
+            if child.process.poll() is not None or time.monotonic() > deadline or self.stopping:
+                _say(f"{who} did not start listening on port {port}{_held_by_another(port, child)}")
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def _retire(self, port: int, child: Child) -> bool:
+        """Stops ``child`` (SIGTERM: it saves what its students were doing, within its grace) and waits until it has
+        exited, so that its port is free; SIGKILL past ``exit_within_s`` of its grace. Returns False, leaving the
+        child to ``stop``, when a stop is asked meanwhile."""
+        self.leaving.append(child)
+        self._terminate(child)
+        while child.process.poll() is None:
+            if self.stopping:
+                return False
+            if time.monotonic() > self.deadlines[child.pid]:
+                _say(f"{_where(port, child)} did not exit within {child.exit_within_s:.0f} s of its stop; killing it")
+                child.process.kill()
+                child.process.wait()
+            time.sleep(POLL_S)
+        self.leaving.remove(child)
+        _say(f"{_where(port, child)} stopped with {child.process.returncode}")
+        return True
 
 
-def _listening(port: int) -> bool:
+def _where(port: int, child: Child) -> str:
+    return f"the process on port {port} (pid {child.pid})"
+
+
+def _listens(child: Child, port: int) -> bool:
+    if child.process.poll() is not None:
+        return False
+    owned = ports.listens(child.pid, port)
+    if owned is not None:
+        return owned
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     except OSError:
         return False
     return True
+
+
+def _held_by_another(port: int, child: Child) -> str:
+    others = [(pid, name) for pid, name in ports.holders(port) or [] if pid != child.pid]
+    return "; it is held by " + ", ".join(f"pid {pid} ({name})" for pid, name in others) if others else ""
 
 
 def _say(line: str) -> None:
@@ -257,11 +379,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServeError as error:
         print(f"memora.serve: {error}", file=sys.stderr)
         return 2
+    if taken := taken_ports(chosen):
+        for line in taken:
+            print(f"memora.serve: {line}", file=sys.stderr)
+        print(
+            "memora.serve: nothing was started. Stop what holds those ports (a class started before and still running, "
+            "say: its pid is above) or choose others with --first-port and --listen, then run this command again.",
+            file=sys.stderr,
+        )
+        return 2
     running = Class(chosen, environ)
-    signal.signal(signal.SIGTERM, running.stop)
-    signal.signal(signal.SIGINT, running.stop)
+    signal.signal(signal.SIGTERM, running.ask_stop)
+    signal.signal(signal.SIGINT, running.ask_stop)
     signal.signal(signal.SIGHUP, running.ask_restart)
-    running.start()
-    code = running.watch()
+    if running.start():
+        code = running.watch()
+    else:
+        code = 0 if running.stopping else 1
+        if code:
+            _say("the class did not start; stopping what was started")
     running.stop()
     return code

@@ -75,7 +75,9 @@ Conversation persistence (``memora.classroom.store``; see docs/postgresql.md):
   from their first reply, imports and forks); default 20.
 - ``MEMORA_MAX_STORE_MB``: every saved conversation together, in MiB; default 1,024.
 - ``MEMORA_SHUTDOWN_GRACE_S``: when the server is stopped (SIGTERM, Ctrl-C), how long the replies
-  being written may take to finish and be saved; default 5 (``memora.classroom.shutdown``).
+  being written may take to finish and be saved; default 5, at most 300 (``memora.classroom.shutdown``). Every
+  other wait for a stopping process is derived from it (``memora.classroom.grace``): ``memora.serve`` waits the
+  grace, the 3 s unwind and 10 s more for a process it stopped, so it honours any grace up to that bound.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, MAX_SHUTDOWN_GRACE_S
 from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
 from memora.classroom.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
@@ -124,10 +127,6 @@ DEFAULT_MAX_CONVERSATION_KB = 1024
 ten times a classroom's 40-turn cap; a file padded to an import's 2 MiB, its bulk in the last context, is refused."""
 DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
 DEFAULT_MAX_STORE_MB = 1024
-DEFAULT_SHUTDOWN_GRACE_S = 5.0
-"""Long enough for most replies under way (a 1,000-token cap streams in 5-15 s from a hosted model, and a reply is
-usually part-way), yet, with ``memora.classroom.shutdown.UNWIND_S`` after it, under the 10 s that ``docker stop`` waits before
-SIGKILL, which would keep nothing at all. systemd (90 s) and Kubernetes (30 s) allow a longer grace."""
 
 
 @dataclass(frozen=True)
@@ -227,8 +226,9 @@ _NOT_SHOWN = " (the value is not shown: it may hold a password)"
 _HTTP_URL: TypeAdapter[HttpUrl] = TypeAdapter(HttpUrl)
 
 MAX_SECONDS = 3600
-"""The longest ``MEMORA_TIMEOUT`` and ``MEMORA_SHUTDOWN_GRACE_S``: an hour. A socket or a wait given much more
-raises OverflowError, long after the start."""
+"""The longest ``MEMORA_TIMEOUT``: an hour. A socket or a wait given much more raises OverflowError, long after the
+start. ``MEMORA_SHUTDOWN_GRACE_S`` has a bound of its own (``MAX_SHUTDOWN_GRACE_S``, 300 s): ``memora.serve`` and a
+tab waiting for a stopping process derive their waits from it (``memora.classroom.grace``)."""
 MAX_TOKENS = 10**12
 """The largest token figure a setting may give: above any model's window or a class's budget, and any sum of
 bookings under it fits the 64-bit integers of SQLite and PostgreSQL."""
@@ -356,12 +356,12 @@ def _text(what: str) -> Any:
     return Annotated[str | None, _before(_one_line), Accepts(f"{what} on one line, without control characters")]
 
 
-_Seconds = Annotated[
-    float | None,
-    Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False),
-    _before(_ascii_decimal),
-    Accepts(f"a number of seconds above 0 and at most {MAX_SECONDS} (such as 5 or 0.5)"),
-]
+def _seconds(maximum: float) -> Any:
+    """A number of seconds above 0 and at most ``maximum``, written in ASCII digits and one point."""
+    accepts = Accepts(f"a number of seconds above 0 and at most {maximum} (such as 5 or 0.5)")
+    return Annotated[float | None, Field(gt=0, le=maximum, allow_inf_nan=False), _before(_ascii_decimal), accepts]
+
+
 _Flag = Annotated[bool | None, _before(_flag_word), Accepts("true or false (or 1/0, yes/no, on/off)")]
 _Key = Annotated[
     SecretStr | None,
@@ -394,7 +394,7 @@ class _Variables(BaseSettings):
     context_window: _whole(1, MAX_TOKENS) = Field(None, alias="MEMORA_CONTEXT_WINDOW")
     fold_policy: _choice(FOLD_POLICIES) = Field(None, alias="MEMORA_FOLD_POLICY")
     chat_api_key: _Key = Field(None, alias="MEMORA_API_KEY")
-    timeout_s: _Seconds = Field(None, alias="MEMORA_TIMEOUT")
+    timeout_s: _seconds(MAX_SECONDS) = Field(None, alias="MEMORA_TIMEOUT")
     max_retries: _whole(0, MAX_RETRIES) = Field(None, alias="MEMORA_MAX_RETRIES")
     locked: _Flag = Field(None, alias="MEMORA_LOCK_SETTINGS")
     max_message_chars: _whole(1, MAX_MESSAGE_CHARS) = Field(None, alias="MEMORA_MAX_MESSAGE_CHARS")
@@ -407,7 +407,7 @@ class _Variables(BaseSettings):
     max_conversation_kb: _whole(1, MAX_SAVED_BYTES // 1024) = Field(None, alias="MEMORA_MAX_CONVERSATION_KB")
     max_new_conversations_per_hour: _whole(1, MAX_COUNT) = Field(None, alias="MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR")
     max_store_mb: _whole(1, MAX_STORE_MB) = Field(None, alias="MEMORA_MAX_STORE_MB")
-    shutdown_grace_s: _Seconds = Field(None, alias="MEMORA_SHUTDOWN_GRACE_S")
+    shutdown_grace_s: _seconds(MAX_SHUTDOWN_GRACE_S) = Field(None, alias="MEMORA_SHUTDOWN_GRACE_S")
 
 
 def _accepts(field: str) -> Accepts:
@@ -474,6 +474,23 @@ def load_settings(secrets: Mapping[str, Any] | None = None, environ: Mapping[str
     if problems:
         raise SettingsError(*problems)
     return _settings(variables)
+
+
+GRACE = "MEMORA_SHUTDOWN_GRACE_S"
+
+
+def shutdown_grace_s(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> float:
+    """``MEMORA_SHUTDOWN_GRACE_S`` as ``load_settings`` reads it from the same ``secrets`` and ``environ`` (secrets
+    first; the default when neither gives it), read alone: ``memora.serve`` learns each process's grace before it
+    starts it. Raises SettingsError, with the line ``load_settings`` would give, for a value that is malformed
+    (empty, not a number, out of its bound); the other variables are not looked at."""
+    sources = [_Given(_Variables, {GRACE: source[GRACE]} if GRACE in source else {}) for source in (secrets, environ)]
+    given = {**sources[1].values, **sources[0].values}
+    try:
+        variables = _Variables(_build_sources=(tuple(sources), {}))
+    except ValidationError as error:
+        raise SettingsError(*(_problem(detail, given[GRACE]) for detail in error.errors())) from None
+    return DEFAULT_SHUTDOWN_GRACE_S if variables.shutdown_grace_s is None else variables.shutdown_grace_s
 
 
 def _problem(detail: ErrorDetails, given: Any) -> str:

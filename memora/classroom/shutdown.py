@@ -38,10 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memora.classroom.flights import FLIGHTS, Flight, Flights
+from memora.classroom.grace import UNWIND_S
 from memora.classroom.server_budget import CappedSpend
 
-UNWIND_S = 3.0
-"""After the grace: a cancelled stream stops at its next piece, which a streaming model sends many times a second."""
 LOCK_WAIT_S = 1.0
 """How long saving a pending message waits for its memory's lock, which a turn that would not unwind still holds."""
 POLL_S = 0.1

@@ -40,6 +40,12 @@ def require_caddy() -> None:
         pytest.skip(reason)
 
 
+def caddy_pid(log: Path) -> int:
+    """The pid ``memora.serve`` logged for its Caddy."""
+    line = next(line for line in log.read_text().splitlines() if line.startswith("memora.serve: Caddy (pid "))
+    return int(line.split("(pid ", 1)[1].split(")", 1)[0])
+
+
 def started_pid(log: Path, port: int) -> int:
     """The pid ``memora.serve`` last logged for the process on ``port``."""
     lines = [line for line in log.read_text().splitlines() if line.startswith(f"memora.serve: process on 127.0.0.1:{port} ")]
@@ -47,10 +53,12 @@ def started_pid(log: Path, port: int) -> int:
 
 
 def serve(*args: str, env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
-    """The command as a teacher types it; its output (and its children's) to ``log`` when given, else piped."""
+    """The command as a teacher types it: a job of its own, as a shell starts it (its process group is the one a
+    closing terminal sends SIGHUP); its output (and its children's) to ``log`` when given, else piped."""
     output = subprocess.PIPE if log is None else log.open("w")
     command = [sys.executable, "-m", "memora.serve", *args]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT if log else subprocess.PIPE, text=True)
+    errors = subprocess.STDOUT if log else subprocess.PIPE
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=errors, text=True, start_new_session=True)
 
 
 def environment(**changes: str) -> dict[str, str]:
@@ -118,6 +126,16 @@ def wait_until_up(ports: list[int], command: subprocess.Popen) -> None:
             time.sleep(0.2)
     assert command.poll() is None, "the command stopped while the class was starting"
     assert all(get(f"http://127.0.0.1:{port}/_stcore/health")[0] == 200 for port in ports), "the class did not start"
+
+
+def wait_until_ready(log: Path, command: subprocess.Popen) -> None:
+    """Until the command says its class is ready: every process it started holds its port and ran the page, and
+    Caddy listens (before that, a process stopped by hand fails the start, which then stops the class)."""
+    deadline = time.monotonic() + START_WAIT_S
+    while not any(line.startswith("memora.serve: ready;") for line in log.read_text().splitlines()):
+        assert command.poll() is None, "the command stopped while the class was starting"
+        assert time.monotonic() < deadline, "the class did not start"
+        time.sleep(0.1)
 
 
 def pinned_students(proxy: str) -> list[str]:
@@ -202,6 +220,7 @@ def big_class(store_url: str, folder: Path, **settings: str) -> Iterator[BigClas
     command = serve(*options, env=environment(MEMORA_STORE_URL=store_url, HOME=str(folder), **settings), log=log)
     try:
         wait_until_up(ports, command)
+        wait_until_ready(log, command)
         yield BigClass(ports, first + 2, listen, log, command)
     finally:
         command.send_signal(signal.SIGTERM)

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, turn_outlives_stop_s
 from memora.classroom.store.base import (
     CapReached,
     ConversationStore,
@@ -46,9 +47,9 @@ from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
 from memora.memory.values import PreparedContext
 
-BUSY_WAIT_S = 8.0
+BUSY_WAIT_S = turn_outlives_stop_s(DEFAULT_SHUTDOWN_GRACE_S)
 """How long a tab with nothing unsaved waits, before its turn, for a turn running on its conversation elsewhere to be
-saved: a process stopping mid-reply takes at most its shutdown grace (5 s by default) and 3 s to unwind."""
+saved: a process stopping mid-reply takes at most its shutdown grace and the unwind (``memora.classroom.grace``)."""
 BUSY_POLL_S = 0.2
 
 
