@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness.llama_server import LlamaServer
 from benchmarks.harness.server_count import CONVERSATIONS, backend_for, replayed
+from memora.app.repl import counting_words
 from memora.memory import ShortTermMemory
 
 
@@ -46,7 +47,7 @@ def main() -> None:
         over = [sum(count > args.budget for count in counts) for counts in (replies, summaries)]
         print(
             f"| {language} | {len(replies)} | {over[0]} | {max(replies, default=0)} | {len(summaries)} | {over[1]} "
-            f"| {max(summaries, default=0)} | {memory.server.words} |"
+            f"| {max(summaries, default=0)} | {counting_words(memory.server)} |"
         )
 
 

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from benchmarks.harness.servers import ChatServer, ResponsesServer, closed_port
+from memora.app.repl import counting_words
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend, chat_messages
 from memora.backends.offline import OfflineBackend
 from memora.backends.openai_errors import context_overflow, explain_error
@@ -81,7 +82,7 @@ def test_with_the_servers_tokenizer_no_request_passes_the_budget_from_the_first_
     assert summaries, "the conversation outgrew the budget, so something was folded"
     assert max(replies) <= 1000 and max(summaries) <= 1000, (replies, summaries)
     assert max(replies) > 600  # not vacuous: the fullest request used most of the budget
-    assert memory.server.words == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
+    assert counting_words(memory.server) == "the server's tokenizer, exact (llama.cpp /apply-template + /tokenize)"
     # The ledger holds the server's own count of each request, and it is what the server then reported.
     for record in memory.ledger:
         assert record.server_counted_input_tokens == record.input_tokens and not record.disagrees
@@ -103,7 +104,7 @@ def test_the_servers_count_lets_a_message_through_that_the_worst_known_margin_wo
 def test_without_a_tokenizer_the_first_chinese_requests_are_planned_with_the_worst_known_cjk_ratio():
     with ChatServer(han_ratio=HAN, summary_text="- 美玲想翻譯公司簡介。") as server:
         memory = ShortTermMemory(backend(server), model="smollm2", max_input_tokens=1000, max_recent_turns=1, max_reply_tokens=64)
-        assert memory.server.words == "local, with a learned margin"
+        assert counting_words(memory.server) == "local, with a learned margin"
         for text in conversation(6):
             chat(memory, text)
         replies, summaries = server_counts(server, "reply"), server_counts(server, "summary")

@@ -49,6 +49,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("backend", "hook", "values"),  # the seam to a model server, the saver's hook, frozen values
         ("policies",),
         ("plan",),  # the one pure decision
+        ("budgets", "layout"),  # the budget in force and the calibration's rules; a request in the wire's roles
         ("server",),  # what the server's counts teach; the summary request
         ("core",),  # ShortTermMemory
         ("__init__",),

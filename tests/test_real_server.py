@@ -21,6 +21,7 @@ import pytest
 from benchmarks.harness.llama_server import N_CTX, LlamaServer, llama_server
 from benchmarks.harness.processes import ROOT
 from benchmarks.harness.server_count import CONVERSATIONS, SENTENCES, backend_for, message, replayed, wire
+from memora.app.repl import counting_words
 from memora.backends.chat_completions import chat_messages
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.memory.core import budget_in_force
@@ -226,7 +227,7 @@ def test_no_request_passes_the_budget_by_the_servers_own_count_in_the_learners_l
     budget = 1000
     recorder = backend_for(server)
     memory = ShortTermMemory(recorder, model="smollm2", max_input_tokens=budget, max_reply_tokens=24, context_window=N_CTX)
-    assert memory.server.words == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
+    assert counting_words(memory.server) == "the server's tokenizer, exact (llama-cpp-python /extras/tokenize/count)"
     for text in CONVERSATIONS[language]:
         chat(memory, text)
 

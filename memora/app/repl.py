@@ -24,6 +24,7 @@ from memora.app.settings import SettingsError, configured_memory, load_settings
 from memora.classroom.job import ReplyJob, fold_ahead
 from memora.memory import ShortTermMemory, TurnStats
 from memora.memory.backend import BackendError
+from memora.memory.server import ServerKnowledge
 from memora.memory.values import SummaryVersion
 from memora.teaching.story import TurnAccount, story, tell
 from memora.text.messages import Message
@@ -133,6 +134,20 @@ def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions
     return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])
 
 
+def counting_words(server: ServerKnowledge) -> str:
+    """Which count the budget uses, in words: the offline engine's local count (nothing is billed),
+    the server's own tokenizer (exact), o200k_base where it is the server's own, or local counts with
+    a learned margin."""
+    if server.backend.offline:
+        return "local o200k_base (offline: nothing is billed)"
+    source = server.source()
+    if source is not None:
+        return f"the server's tokenizer, exact ({source})"
+    if server.calibration.exact:
+        return "local o200k_base, the server's own tokenizer: exact"
+    return "local, with a learned margin"
+
+
 def run_command(memory: ShortTermMemory, command: str) -> str | None:
     """The output of one of the article's commands, or None if ``command`` is none of them."""
     if command == "history":
@@ -145,7 +160,7 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
         return format_usage(memory.ledger, offline=memory.server.backend.offline, versions=memory.conversation.versions)
     if command == "status":
         told = story(memory)
-        status = {**memory.get_status(), "Budget counted by": memory.server.words, "Folds": len(told.folds)}
+        status = {**memory.get_status(), "Budget counted by": counting_words(memory.server), "Folds": len(told.folds)}
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         if told.folds:
             rows += "\nLast fold: " + fold_event(memory, told.folds[-1], "en")
@@ -247,7 +262,7 @@ def repl(
     write(f"Memora {__version__} (the article's v0.7 loop)")
     server = memory.server
     model = "" if server.backend.offline else f" · model {memory.model}"
-    write(f"Backend: {server.backend.label}{model} · budget counted by: {server.words}")
+    write(f"Backend: {server.backend.label}{model} · budget counted by: {counting_words(server)}")
     write("Commands: " + ", ".join(COMMANDS))
     while True:
         try:

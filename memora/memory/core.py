@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Any, Protocol
 
-from memora.memory import plan, policies, server
+from memora.memory import budgets, layout, plan, policies, server
 from memora.memory.backend import (
     Backend,
     BackendError,
@@ -199,7 +199,7 @@ class ShortTermMemory:
         prepared = turn.built
         assert prepared is not None  # the loop builds before it answers
         if not fits:
-            raise plan.budget_error(
+            raise budgets.budget_error(
                 self.server.calibration,
                 prepared.input_tokens,
                 prepared.server_input_tokens,
@@ -296,7 +296,7 @@ class ShortTermMemory:
         return plan.plan_turn(
             history.unfolded(history.finished),
             message=message,
-            summary=plan.summary_in_request(profile, self.system_prompt, self.summary),
+            summary=layout.summary_in_request(profile, self.system_prompt, self.summary),
             sizes=PlanSizes(sizes.fixed, sizes.full_summary, sizes.fold_room(budget), budget),
             policy=policies.POLICIES[self.limits.fold_policy],
             max_recent_turns=self.max_recent_turns,
@@ -368,8 +368,8 @@ class ShortTermMemory:
     def create_context_messages(
         self, recent_messages: Sequence[Message], current_user_message: Message
     ) -> list[Message]:
-        """Summary, window and message, in the wire's roles (``plan.lead_messages``)."""
-        lead = plan.lead_messages(self.server.backend.profile, self.system_prompt, self.summary)
+        """Summary, window and message, in the wire's roles (``layout.lead_messages``)."""
+        lead = layout.lead_messages(self.server.backend.profile, self.system_prompt, self.summary)
         return [*lead, *recent_messages, current_user_message]
 
     def prepare_context(self) -> dict[str, Any]:
@@ -392,11 +392,11 @@ def budget_in_force(memory: ShortTermMemory) -> int:
     """The input budget in the server's tokens: ``max_input_tokens``, or less where the server's
     window leaves less."""
     server = memory.server
-    return plan.budget_in_force(memory.max_input_tokens, server.server_window, server.output)
+    return budgets.budget_in_force(memory.max_input_tokens, server.server_window, server.output)
 
 
 def local_budget(memory: ShortTermMemory) -> int:
-    """``budget_in_force`` in local tokens (``plan.local_budget``, through
+    """``budget_in_force`` in local tokens (``budgets.local_budget``, through
     ``ServerKnowledge.budgets``): where the server counts each request, weighed by the texts one may
     carry; else at the highest ratio of any kind of text."""
     return memory.server.budgets(memory.max_input_tokens, plan_texts(memory))[1]
@@ -412,7 +412,7 @@ def last_sent(memory: ShortTermMemory) -> RequestParts | None:
 
 def request_instructions(memory: ShortTermMemory) -> str:
     """The instructions of a reply request, as the server's profile places them."""
-    return plan.request_instructions(memory.server.backend.profile, memory.system_prompt)
+    return layout.request_instructions(memory.server.backend.profile, memory.system_prompt)
 
 
 def plan_texts(memory: ShortTermMemory) -> list[str]:
@@ -549,7 +549,7 @@ class PreparingTurn:
         None where it does not (the plan's verdict stands)."""
         memory = self.memory
         history = memory.conversation
-        context = plan.context(
+        context = layout.context(
             history,
             memory.server.backend.profile,
             memory.system_prompt,

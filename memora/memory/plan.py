@@ -19,28 +19,21 @@ plan counts). Everything here is a pure function of its arguments or a frozen va
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, pairwise
 
-from memora.memory.backend import ContextOverflowError, ServerProfile
 from memora.memory.policies import Policy
 from memora.memory.values import (
     MIN_FOLD_ROOM,
     MIN_MESSAGE_ROOM,
-    ContextBudgetError,
     FoldReason,
-    PreparedContext,
-    Source,
     SummaryVersion,
 )
-from memora.text.calibration import Calibration, Kind, kind_tokens, request_kinds
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_INPUT, SUMMARY_PREAMBLE
 from memora.text.tokens import count_message, request_input_tokens
-from memora.text.usage import RequestParts, SentMessage
 
 
 @dataclass(frozen=True)
@@ -453,202 +446,3 @@ def check_limits(
             f"max_input_tokens ({budget}) plus the largest output ({output}) must fit "
             f"the server's context window of {context_window} tokens."
         )
-
-
-# -- what a reply request sends, in the wire's roles -----------------------------------------------
-
-
-def lead_messages(profile: ServerProfile, system_prompt: str, summary: str) -> list[Message]:
-    """The messages before the recent window: the summary, or the one system message; none when
-    empty."""
-    if not profile.single_system_message:
-        return [Message("developer", SUMMARY_PREAMBLE + summary)] if summary else []
-    parts = [system_prompt.rstrip(), SUMMARY_PREAMBLE + summary] if summary else [system_prompt]
-    system = "\n\n".join(part for part in parts if part)
-    return [Message("system", system)] if system else []
-
-
-def summary_in_request(profile: ServerProfile, system_prompt: str, summary: str) -> int:
-    """The local tokens ``summary`` adds to a reply request in the wire's roles: its own message
-    (``summary_tokens``), or, where the server takes one system message, what it adds to that
-    message (a few tokens fewer: the two share one message's framing). 0 for no summary.
-
-    What the plan weighs for the summary as it is, so that a plan that folds nothing counts its
-    request exactly as ``context`` does."""
-    if not summary:
-        return 0
-    if not profile.single_system_message:
-        return summary_tokens(summary)
-    with_summary = lead_messages(profile, system_prompt, summary)
-    without = lead_messages(profile, system_prompt, "")
-    return sum(count_message(m.role, m.content) for m in with_summary) - sum(
-        count_message(m.role, m.content) for m in without
-    )
-
-
-def request_instructions(profile: ServerProfile, system_prompt: str) -> str:
-    """A reply request's instructions: empty when they lead the context as its system message."""
-    return "" if profile.single_system_message else system_prompt
-
-
-def sources(profile: ServerProfile, summary: str, leading: int, recent: int) -> tuple[Source, ...]:
-    """One source per context message: ``leading`` lead messages, ``recent`` window messages, the
-    current one."""
-    lead: Source = "summary"
-    if profile.single_system_message:
-        lead = "instructions_summary" if summary else "instructions"
-    return (lead,) * leading + ("window",) * recent + ("current",)
-
-
-def context(
-    history: History,
-    profile: ServerProfile,
-    system_prompt: str,
-    *,
-    current: int,
-    budget: int,
-    summary_token_usage: int,
-    newly_summarized_count: int,
-) -> PreparedContext:
-    """The reply request: the summary, the messages it does not hold as the window, and
-    ``history.messages[current]`` as the message, in the wire's roles. ``summary_token_usage`` and
-    ``newly_summarized_count`` are what this turn's folds spent and folded, for the ledger;
-    ``budget`` the local budget it is checked against, kept on its ``parts`` (``reply_parts``).
-
-    Counted locally, each history message at its kept count and the lead message (the summary, or
-    the one system message) here: as the plan counts a request that folds nothing
-    (``summary_in_request``). A full-length summary the plan reserves while folding is never less
-    than what it then sends, the one system message included (it shares its framing). The server's
-    own count, where it counts requests, is the memory's to add (``ServerKnowledge.counted``)."""
-    start = history.folded
-    lead = lead_messages(profile, system_prompt, history.summary)
-    messages = (*lead, *history.messages[start : current + 1])
-    tokens = (
-        *(count_message(m.role, m.content) for m in lead),
-        *history.counts[start : current + 1],
-    )
-    instructions = request_instructions(profile, system_prompt)
-    origins = sources(profile, history.summary, len(lead), current - start)
-    input_tokens = request_input_tokens(instructions, tokens)
-    parts = reply_parts(
-        history,
-        current=current,
-        input_tokens=input_tokens,
-        summary=summary_in_request(profile, system_prompt, history.summary),
-        budget=budget,
-    )
-    return PreparedContext(
-        instructions,
-        messages,
-        origins,
-        tokens,
-        input_tokens,
-        summary_token_usage,
-        newly_summarized_count,
-        parts=parts,
-    )
-
-
-def reply_parts(
-    history: History, *, current: int, input_tokens: int, summary: int, budget: int
-) -> RequestParts:
-    """The reply request for ``history.messages[current]``, part by part: the ``summary`` it adds,
-    each unfolded message before it as the recent window, the message itself, and the rest of
-    ``input_tokens`` as the instructions (the system prompt, the framing, the priming).
-
-    Numbers are the chat's (#1 first); the summary version is the newest one, and its reason is why
-    the fold that made it happened."""
-    window = tuple(
-        SentMessage(index + 1, history.counts[index]) for index in range(history.folded, current)
-    )
-    message = SentMessage(current + 1, history.counts[current])
-    sent = summary + sum(m.tokens for m in window) + message.tokens
-    newest = history.versions[-1] if history.versions else None
-    return RequestParts(
-        instructions=input_tokens - sent,
-        summary=summary,
-        window=window,
-        current=message,
-        budget=budget,
-        version=len(history.versions),
-        reason="none" if newest is None else newest.reason,
-    )
-
-
-# -- the budget in force, in the server's tokens and in the local tokens a plan counts -------------
-
-
-def budget_in_force(max_input_tokens: int, server_window: int | None, output: int) -> int:
-    """``max_input_tokens``, or less when the server's context window leaves less room beside the
-    largest ``output``."""
-    if server_window is None:
-        return max_input_tokens
-    return max(1, min(max_input_tokens, server_window - output))
-
-
-def window_too_small(server_window: int | None, output: int) -> bool:
-    """Whether the server's context window, learned from an overflow error, cannot hold even the
-    largest ``output``: no fold or cut can make a request fit it, and only a setting can."""
-    return server_window is not None and server_window <= output
-
-
-def local_budget(calibration: Calibration, budget: int, texts: Sequence[str] | None = None) -> int:
-    """``budget`` in local tokens, as the calibration makes it hold by the server's count.
-
-    Without ``texts``, every local token is planned at the highest ratio among the kinds of text
-    seen: a plan must hold whatever share of Chinese the request ends up with. Where the server
-    counts each request before it is sent, that count holds the budget and the plan only has to be
-    close: ``texts`` are what a request may carry (instructions, summary, unfolded messages), and
-    each kind's ratio is weighed by its share of them, so that English instructions are not planned
-    as Chinese.
-    """
-    if texts is None:
-        return calibration.local_within(budget)
-    kinds: dict[Kind, int] = {}
-    for text in texts:
-        for kind, tokens in kind_tokens(text).items():
-            kinds[kind] = kinds.get(kind, 0) + tokens
-    return math.floor(budget / calibration.mix_ratio(kinds))
-
-
-def counting_words(source: str | None, calibration: Calibration, offline: bool = False) -> str:
-    """Which count the budget uses, in words, for the REPL; ``offline``: the offline engine, no
-    server behind it."""
-    if offline:
-        return "local o200k_base (offline: nothing is billed)"
-    if source is not None:
-        return f"the server's tokenizer, exact ({source})"
-    if calibration.exact:
-        return "local o200k_base, the server's own tokenizer: exact"
-    return "local, with a learned margin"
-
-
-def overflow_learned(
-    overflow: ContextOverflowError,
-    local: int,
-    calibration: Calibration,
-    window: int | None,
-    texts: Sequence[str],
-) -> tuple[Calibration, int | None]:
-    """The calibration and server window after a context-overflow error on a request of ``local``
-    tokens and ``texts``."""
-    if overflow.prompt_tokens is not None:
-        calibration = calibration.learn(local, overflow.prompt_tokens, request_kinds(local, texts))
-    if overflow.window is not None:
-        window = overflow.window if window is None else min(window, overflow.window)
-    elif overflow.prompt_tokens is None:
-        # No figure at all: plan as if the server counted a quarter more than the margin did.
-        calibration = calibration.learn(
-            local, math.ceil(calibration.server_estimate(local) * 1.25), request_kinds(local, texts)
-        )
-    return calibration, window
-
-
-def budget_error(
-    calibration: Calibration, local_tokens: int, exact: int | None, budget: int
-) -> ContextBudgetError:
-    """The smallest request is over ``budget``: by the server's ``exact`` count, else by the
-    calibration's estimate."""
-    return ContextBudgetError(
-        exact if exact is not None else calibration.server_estimate(local_tokens), budget
-    )

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from memora.memory import plan
+from memora.memory import budgets, plan
 from memora.memory.backend import Backend, BackendError, ContextOverflowError, SummaryRequest
 from memora.memory.plan import Sizes, TurnPlan
 from memora.memory.values import PreparedContext, SummaryError, SummaryVersion
@@ -57,29 +57,24 @@ class ServerKnowledge:
         self.server_window: int | None = None
 
     def budgets(self, max_input_tokens: int, texts: Sequence[str]) -> tuple[int, int]:
-        """The budget in force (``plan.budget_in_force``: in the server's tokens) and the local
-        budget a plan weighs (``plan.local_budget``), from what this server taught: its window and
-        its calibration. ``texts``, what a request may carry, are weighed only where the server
+        """The budget in force (``budgets.budget_in_force``: in the server's tokens) and the local
+        budget a plan weighs (``budgets.local_budget``), from what this server taught: its window
+        and its calibration. ``texts``, what a request may carry, are weighed only where the server
         counts each request itself."""
-        in_force = plan.budget_in_force(max_input_tokens, self.server_window, self.output)
+        in_force = budgets.budget_in_force(max_input_tokens, self.server_window, self.output)
         weighed = texts if self.source() is not None else None
-        return in_force, plan.local_budget(self.calibration, in_force, weighed)
+        return in_force, budgets.local_budget(self.calibration, in_force, weighed)
 
     def too_small(self) -> bool:
         """Whether no fold or cut can make a request fit the server's window beside ``output``: only
         a setting can."""
-        return plan.window_too_small(self.server_window, self.output)
+        return budgets.window_too_small(self.server_window, self.output)
 
     def source(self) -> str | None:
         """The server's endpoint that counts each request before it is sent (``"llama.cpp
         /apply-template + /tokenize"``, or OpenAI's count endpoint where asked to): a capability
         every backend declares; None where it has none."""
         return self.backend.counting_source(self.model)
-
-    @property
-    def words(self) -> str:
-        """Which count the budget uses, in words, for the REPL."""
-        return plan.counting_words(self.source(), self.calibration, self.backend.offline)
 
     def counter(self) -> Callable[[str, str, Sequence[Message]], int | None] | None:
         """The backend's ``count_request(model, instructions, messages)`` where it has a ``source``;
@@ -111,7 +106,7 @@ class ServerKnowledge:
     ) -> None:
         """Learns the server's count and window from an overflow error on a request of ``local``
         tokens and ``texts``."""
-        self.calibration, self.server_window = plan.overflow_learned(
+        self.calibration, self.server_window = budgets.overflow_learned(
             overflow, local, self.calibration, self.server_window, texts
         )
 
@@ -133,7 +128,7 @@ class ServerKnowledge:
             return
         exact = None if text is None else self.exact(system_prompt, [Message("user", text)])
         if exact is None or exact > in_force:
-            raise plan.budget_error(
+            raise budgets.budget_error(
                 self.calibration, turn_plan.alone + plan.summary_tokens(summary), exact, in_force
             )
 

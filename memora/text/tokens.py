@@ -182,7 +182,7 @@ class LocalTokenCounter:
 def request_input_tokens(instructions: str, message_tokens: Sequence[int]) -> int:
     """A request's local input tokens from its messages' counts: the reply's priming, the messages,
     and the instructions as one system message (none when empty). ``LocalTokenCounter`` and the
-    plan's requests (``memora.memory.plan.context``) both add them so."""
+    plan's requests (``memora.memory.layout.context``) both add them so."""
     system = count_message("system", instructions) if instructions else 0
     return REPLY_PRIMING_TOKENS + sum(message_tokens) + system
 
