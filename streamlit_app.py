@@ -2,12 +2,14 @@
 
 import streamlit as st
 
+import memora.app.page.session_guard as session_guard
 from memora.app.page import budget, chat, conversation, forget, panels, prefold, reply_tail, settings_panel, startup, tools, turn
 from memora.app.page.state import LANG, MEMORY
 
 # 420 px: the panels hold tables and a chart, too cramped at the default sidebar width.
 st.set_page_config(page_title="Memora", page_icon=":material/school:", layout="centered", initial_sidebar_state=420)
 
+session_guard.install()  # once per process: a websocket attaches only to a session of its own browser's cookie
 state = startup.setup_or_refuse()  # a malformed setting stops here, on the page and in the log: never defaults
 settled = turn.settle(state[MEMORY])  # before anything reads the memory: a finished reply job leaves its outcome
 keeper = conversation.keep(state)  # may restore the URL's conversation into the session, so the memory is read after it

@@ -131,6 +131,7 @@ MODULE_TIERS = {
             "test_serve",
             "test_serve_supervisor",
             "test_server_budget",
+            "test_session_guard",
             "test_summary_retries",
             "test_storage_faults",
         ),

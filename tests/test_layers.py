@@ -77,7 +77,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("markup", "i18n", "frames"),  # words and tables, no session
         ("state", "views", "chart", "picture"),
         ("browser", "handover", "render", "derived"),
-        ("pager", "startup", "glossary"),
+        ("pager", "startup", "glossary", "session_guard"),
         ("budget", "conversation", "costs", "prefold", "reply_tail", "settings_panel", "summary_audit"),  # the panels' parts
         ("forget", "panels", "tools", "turn"),
         ("chat",),

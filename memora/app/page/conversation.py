@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
-from memora.app.page import handover, render
+from memora.app.page import handover, render, session_guard
 from memora.app.page import state as keys
 from memora.app.page.browser import browser_secret, remember_browser
 from memora.app.page.i18n import LANGUAGES, error_message, t
@@ -196,7 +196,9 @@ def render_status(keeper: ConversationKeeper | None, lang: str) -> None:
         render.caption(":material/cloud_off: " + t(lang, "conversation.off"))
         render_class_link(lang)
         return
-    remember_browser(browser_secret(st.session_state), t(lang, "conversation.cookies_blocked"), st.session_state[keys.FORGOTTEN_SECRET])
+    secret = browser_secret(st.session_state)
+    remember_browser(secret, t(lang, "conversation.cookies_blocked"), st.session_state[keys.FORGOTTEN_SECRET])
+    session_guard.bind_this_session(secret)  # the cookie just set (or kept) is the one a reconnect must present
     if keeper.saved:
         render.caption(":material/bookmark: " + t(lang, "conversation.saved"))
     else:
