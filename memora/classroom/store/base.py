@@ -290,7 +290,8 @@ class ConversationStore(Protocol):
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         """The conversation saved under that id by ``owner``, or None when there is none: never saved, swept,
-        or saved by another owner (or before owners existed), which is not told apart. Raises StoreError."""
+        deleted (its id or its owner has a tombstone), or saved by another owner (or before owners existed), which is
+        not told apart. Raises StoreError."""
         ...
 
     def save(

@@ -78,8 +78,11 @@ class SqliteStore:
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         with self._lock, _errors():
-            query = "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ?"
-            row = self._connect().execute(query, (conversation_id, owner)).fetchone()
+            query = (
+                "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ? AND NOT EXISTS "
+                "(SELECT 1 FROM tombstones WHERE (kind = 'conversation' AND key = ?) OR (kind = 'owner' AND key = ?))"
+            )
+            row = self._connect().execute(query, (conversation_id, owner, conversation_id, owner)).fetchone()
         return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
 
     def save(
