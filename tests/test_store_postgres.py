@@ -1,5 +1,6 @@
 """What PostgreSQL decides for a class on several processes (issue 44): bounded connections, deletions that win their
-race, and bookings judged by their holder's presence lock, each interleaving driven step by step on the real database."""
+race, bookings judged by their holder's presence lock, and a conversation that a rolling restart never splits, each
+interleaving driven step by step on the real database."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ import time
 import pytest
 
 from memora.classroom.store import Gone, new_conversation_id
+from memora.classroom.store import keeper as keeper_module
 from memora.classroom.store.base import RoomRequest
+from memora.classroom.store.keeper import ConversationKeeper, carry_choices, reopen
 from memora.classroom.store.postgres import CONVERSATION_LOCK, PostgresStore
 from memora.classroom.store.postgres_pool import POOL_SIZE
 from memora.classroom.store.presence import PRESENCE_LOCK, shared_presence
+from memora.classroom.store.saved import parse_saved
+from memora.memory import ShortTermMemory
 from tests.support.budget import isolated_postgres_url, outage_cluster, pg_ctlcluster
+from tests.support.fakes import ScriptedBackend
+from tests.support.memory import chat
 from tests.support.stores import OWNER, empty_postgres_store
 
 WAIT_S = 30.0
@@ -256,3 +263,114 @@ def test_a_live_process_takes_its_presence_lock_again_after_a_restart():
     assert store.book(RoomRequest("next tab", OWNER, cid, 1, 5, 500)).busy, "the booking made before the restart is alive"
     for holder in ("mid-reply", "next tab"):
         store.release(holder)
+
+
+# -- a conversation has one home (finding 1) ------------------------------------------------------------------------
+
+
+def opened_tab(store: PostgresStore, *texts: str) -> ConversationKeeper:
+    """A tab whose conversation holds ``texts``' turns, saved after each."""
+    keeper = ConversationKeeper(store, owner=OWNER)
+    keeper.attach(memory := ShortTermMemory(ScriptedBackend(), max_recent_turns=1))
+    chat(memory, *texts)
+    return keeper
+
+
+def reopened_tab(store: PostgresStore, conversation_id: str) -> ConversationKeeper:
+    """The same browser's page opening the conversation from the store: after a reload, or back on another process."""
+    opened = reopen(store, conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+    assert opened.memory is not None
+    opened.keeper.attach(opened.memory)
+    return opened.keeper
+
+
+def caught_up(tab: ConversationKeeper) -> ConversationKeeper:
+    """What the page does when ``room`` finds the tab behind (``memora.app.page.conversation.catch_up``)."""
+    assert tab.memory is not None
+    newer = reopen(tab.store, tab.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+    newer = carry_choices(tab, tab.memory, newer)
+    newer.keeper.attach(newer.memory)
+    return newer.keeper
+
+
+@pytest.mark.parametrize("landing", ["before", "during", "after"])
+def test_the_reply_a_stopping_process_finishes_in_its_grace_is_the_conversation_the_page_goes_on_with(postgres_url, landing):
+    """A rolling restart: process P is writing the student's reply when it is told to stop; her page comes back on
+    process Q and opens the conversation from PostgreSQL. P's grace save lands before the page opens it, between that
+    and her next message, or while that message waits for P's turn (alive by its presence lock: the page is told her
+    last reply is being finished, for no fixed time). Each way her next message follows the reply, under the same
+    id: never a copy, never taken for another tab's."""
+    store = empty_postgres_store(postgres_url)
+    stopping = opened_tab(store, "Hello, I am Ana.")
+    cid = stopping.conversation_id
+    assert stopping.room("Where do I live?") is None, "P's turn is booked: it runs on P when the roll begins"
+
+    def grace_save() -> None:  # P finishes the reply within its grace, saves it, and its turn ends
+        chat(stopping.memory, "Where do I live?")
+        stopping.release_room()
+
+    if landing == "before":
+        grace_save()
+    page = reopened_tab(store, cid)
+    if landing == "during":
+        grace_save()
+    waited: list[int] = []
+
+    def finishing() -> None:  # the page says her last reply is being finished; meanwhile P's save lands
+        waited.append(page.version)
+        if landing == "after":
+            grace_save()
+
+    assert page.room("And where do I work?", on_wait=finishing) is None
+    assert waited == ([page.version] if landing == "after" else []), "the page waits only while P's turn runs"
+    assert not page.would_fork and page.fork is None
+    if page.behind:
+        page = caught_up(page)
+        assert page.room("And where do I work?") is None and not page.behind and not page.would_fork
+    chat(page.memory, "And where do I work?")
+    page.release_room()
+    assert page.conversation_id == cid and page.fork is None, "one conversation"
+    stored = parse_saved(store.load(cid, OWNER).payload)
+    assert [m.content for m in stored.transcript.history][::2] == ["Hello, I am Ana.", "Where do I live?", "And where do I work?"]
+
+
+def test_a_tab_waits_as_long_as_the_turn_running_elsewhere_lives_and_no_fixed_time(postgres_url, monkeypatch):
+    """The wait for a turn running on the conversation elsewhere has no fixed bound (it was 8 s): however many times
+    the tab asks, it waits while that turn's holder is alive and booked, then opens the version it saved."""
+    monkeypatch.setattr(keeper_module, "BUSY_POLL_S", 0.001)
+    store = empty_postgres_store(postgres_url)
+    running = opened_tab(store, "Hello.")
+    assert running.room("A long reply, please.") is None
+    page = reopened_tab(store, running.conversation_id)
+    asked = []
+    book = store.book
+
+    def counting(request):  # the running turn ends only after the waiting tab has asked 200 times
+        asked.append(request.holder)
+        if asked.count(page.holder) == 200:
+            chat(running.memory, "A long reply, please.")
+            running.release_room()
+        return book(request)
+
+    monkeypatch.setattr(store, "book", counting)
+    assert page.room("Next.") is None
+    assert asked.count(page.holder) == 200 and page.behind and not page.would_fork, "it asked until the turn had ended"
+
+
+def test_a_save_that_holds_no_unsaved_work_never_copies_the_conversation(postgres_url):
+    """A fold, or a changed setting, saved after another tab saved a later version: it is not unsaved work, so it is
+    not written as a copy; the tab's next message opens the later version and re-applies the setting to it."""
+    store = empty_postgres_store(postgres_url)
+    tab_a = opened_tab(store, "One.", "Two.", "Three.")
+    tab_b = reopened_tab(store, tab_a.conversation_id)
+    chat(tab_a.memory, "Four, in tab A.")
+    tab_b.memory.configure(max_recent_turns=2)
+    assert tab_b.save(tab_b.memory) is False, "a save of no new turn (a fold's, the choices') conflicts"
+    assert tab_b.fork is None and tab_b.conversation_id == tab_a.conversation_id, "and makes no copy"
+    assert tab_b.room("Five, in tab B.") is None and tab_b.behind and not tab_b.would_fork
+    tab_b = caught_up(tab_b)
+    assert tab_b.memory.max_recent_turns == 2, "tab B's window is carried onto tab A's version"
+    chat(tab_b.memory, "Five, in tab B.")
+    stored = parse_saved(store.load(tab_a.conversation_id, OWNER).payload)
+    assert [m.content for m in stored.transcript.history][::2][-2:] == ["Four, in tab A.", "Five, in tab B."]
+    assert stored.transcript.settings.max_recent_turns == 2 and tab_b.fork is None

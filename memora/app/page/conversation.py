@@ -33,7 +33,7 @@ from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, is_conversation_id, open_store
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen, save_import
+from memora.classroom.store.keeper import ConversationKeeper, Reopened, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
@@ -123,6 +123,7 @@ def catch_up(state: Any) -> bool:
     result = reopen(keeper.store, keeper.conversation_id, session, owner=keeper.owner, locked=settings.locked, sweep=keeper.sweep)
     if result.memory is None:
         return False
+    result = carry_choices(keeper, state[keys.MEMORY], result)  # a changed setting is not unsaved work: it goes on
     _continue_with(state, result)
     state[keys.CONVERSATION] = result.keeper
     if result.pending_message is None:
