@@ -40,8 +40,9 @@ SWEEP_INTERVAL_S = 3600.0
 
 
 BOOKING_LEASE_S = 3600.0
-"""How long a turn's room booking holds its bytes when nobody gives it back (a process that died mid-reply on another
-machine; on this one ``dead_holders`` finds it sooner): longer than any reply runs, so a live turn never loses its room."""
+"""How long a turn's room booking holds its bytes when nobody gives it back: longer than any reply runs, so a live turn
+never loses its room. A process that died mid-reply is found sooner: on PostgreSQL by its presence lock
+(``presence``), on SQLite, a file of one machine, by ``dead_holders``."""
 _MACHINE = socket.gethostname()
 
 

@@ -88,10 +88,12 @@ class PostgresStore:
         self._unreleased = Unreleased()
 
     def _run(self, work: Callable[[Any], T]) -> T:
-        """``work`` in one transaction; the first also starts taking this process's presence lock, which a turn's
-        booking records, so that the lock is held by the time a turn is booked."""
+        """``work`` in one transaction; the first that succeeds also starts taking this process's presence lock, which
+        a turn's booking records, so that the lock is held by the time a turn is booked (and a URL that never worked,
+        a wrong password say, starts no thread that would try it again and again)."""
+        result = self.db.run(work)
         shared_presence(self.db.url).start()
-        return self.db.run(work)
+        return result
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         # A tombstoned id or owner is not there, even with a row left by a save that lost the race to its deletion
