@@ -343,18 +343,21 @@ def test_a_tab_waits_as_long_as_the_turn_running_elsewhere_lives_and_no_fixed_ti
     assert running.room("A long reply, please.") is None
     page = reopened_tab(store, running.conversation_id)
     asked = []
-    book = store.book
+    running_elsewhere = store.running
 
-    def counting(request):  # the running turn ends only after the waiting tab has asked 200 times
-        asked.append(request.holder)
-        if asked.count(page.holder) == 200:
+    def counting(conversation_id, holder):  # the running turn ends only after the waiting tab has asked 200 times
+        asked.append(holder)
+        if len(asked) == 200:
             chat(running.memory, "A long reply, please.")
             running.release_room()
-        return book(request)
+        return running_elsewhere(conversation_id, holder)
 
-    monkeypatch.setattr(store, "book", counting)
-    assert page.room("Next.") is None
-    assert asked.count(page.holder) == 200 and page.behind and not page.would_fork, "it asked until the turn had ended"
+    monkeypatch.setattr(store, "running", counting)
+    finishing = []
+    assert page.room("Next.", on_wait=lambda: finishing.append(page.turn_running_elsewhere())) is None
+    assert finishing == [True], "the page was told once that a turn runs on the conversation elsewhere"
+    assert len(asked) == 200 and page.behind and not page.would_fork, "it asked until the turn had ended"
+    assert page.turn_running_elsewhere() is False
 
 
 def test_a_save_that_holds_no_unsaved_work_never_copies_the_conversation(postgres_url):

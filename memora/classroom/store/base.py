@@ -318,6 +318,12 @@ class ConversationStore(Protocol):
         """Drops ``holder``'s booking, if any: its turn has ended, and saved what it could. Raises StoreError."""
         ...
 
+    def running(self, conversation_id: str, holder: str) -> bool:
+        """Whether a holder other than ``holder`` has a live booking on the conversation: a turn is running on it
+        elsewhere (another tab, a process stopping mid-reply), whose save will come first. Reads only, takes no lock
+        and books nothing, so a tab waiting for that turn may ask often. Raises StoreError."""
+        ...
+
     def delete(self, conversation_id: str, owner: str) -> bool:
         """Deletes ``owner``'s conversation saved under that id, and leaves its tombstone, in one transaction; True
         when there was one. The tombstone is left for an id not saved yet too (a reply in another tab may save it

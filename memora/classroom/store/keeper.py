@@ -275,8 +275,9 @@ class ConversationKeeper:
                 if not waiting and on_wait is not None:
                     on_wait()
                 waiting = True
-                time.sleep(BUSY_POLL_S)
-                admission = self.store.book(request)
+                while self.store.running(self.conversation_id, self.holder):  # reads only: no booking, no lock
+                    time.sleep(BUSY_POLL_S)
+                admission = self.store.book(request)  # once it has ended; busy again if another turn began meanwhile
         except StoreError:
             return None
         if catch_up and admission.behind and not self._unsaved_work(memory):
@@ -289,6 +290,17 @@ class ConversationKeeper:
         if isinstance(admission.refusal, Gone):
             self.gone = admission.refusal
         return admission.refusal
+
+    def turn_running_elsewhere(self) -> bool:
+        """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process stopping mid-reply,
+        alive by the store's account), whose save will come first: the page may say that her last reply is being
+        finished, and look again. False when the conversation is not saved yet or the store cannot say; never raises."""
+        if not self.saved:
+            return False
+        try:
+            return self.store.running(self.conversation_id, self.holder)
+        except StoreError:
+            return False
 
     def _unsaved_work(self, memory: ShortTermMemory, *, locked: bool = True) -> bool:
         """Whether ``memory`` holds a committed reply or a user message that the stored copy at ``version`` lacks: only
