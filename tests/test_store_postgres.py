@@ -370,6 +370,7 @@ def test_a_save_that_holds_no_unsaved_work_never_copies_the_conversation(postgre
     tab_b.memory.configure(max_recent_turns=2)
     assert tab_b.save(tab_b.memory) is False, "a save of no new turn (a fold's, the choices') conflicts"
     assert tab_b.fork is None and tab_b.conversation_id == tab_a.conversation_id, "and makes no copy"
+    assert (tab_b.dirty, tab_b.failure, tab_b.retry()) == (False, None, True), "nor is tried again on every run"
     assert tab_b.room("Five, in tab B.") is None and tab_b.behind and not tab_b.would_fork
     tab_b = caught_up(tab_b)
     assert tab_b.memory.max_recent_turns == 2, "tab B's window is carried onto tab A's version"

@@ -172,7 +172,8 @@ class ConversationKeeper:
                 return False
             try:
                 row = self._write(memory, payload, fork)
-                if row is None:
+                if row is None:  # no unsaved work, and a later version stored: nothing to retry, the next turn opens it
+                    self.failure, self.dirty = None, False
                     return False
             except Gone as gone:
                 self.gone, self.failure, self.refusal, self.dirty = gone, None, None, False
