@@ -52,6 +52,23 @@ def error_details_restored():
     config.set_option("client.showErrorDetails", before)
 
 
+@pytest.fixture(autouse=True)
+def postgres_pools_closed():
+    """A process keeps one pool and one presence lock per database URL for its life; a test run makes many (a schema of
+    its own each), so each test closes those it opened, and the shared test database is not left holding them."""
+    yield
+    import sys
+
+    if "memora.classroom.store.presence" in sys.modules:  # no test that never booked a turn on PostgreSQL imports it
+        from memora.classroom.store.presence import close_presences
+
+        close_presences()
+    if "memora.classroom.store.postgres_pool" in sys.modules:
+        from memora.classroom.store.postgres_pool import close_pools
+
+        close_pools()
+
+
 MODULE_TIERS = {
     **dict.fromkeys(
         (
@@ -125,6 +142,7 @@ MODULE_TIERS = {
             "test_contract",
             "test_fault_matrix",
             "test_postgres_outage",
+            "test_store_postgres",
             "test_probe",
             "test_real_server",
             "test_reply_retries",

@@ -65,7 +65,12 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("__init__",),
     ),
     "memora.classroom.transcript": (("untrusted",), ("format",), ("__init__",)),
-    "memora.classroom.store": (("base", "room"), ("owner", "postgres", "sqlite"), ("__init__", "saved"), ("keeper",)),
+    "memora.classroom.store": (
+        ("base", "room"),
+        ("owner", "postgres_pool", "presence", "postgres", "sqlite"),
+        ("__init__", "saved"),
+        ("keeper",),
+    ),
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
     "memora.app": (
         ("settings", "first_run", "ports", "children"),

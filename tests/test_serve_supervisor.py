@@ -29,7 +29,7 @@ from memora.app.settings import DEFAULT_SHUTDOWN_GRACE_S as SETTINGS_DEFAULT
 from memora.app.settings import SettingsError, load_settings
 from memora.classroom import grace, shutdown
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, MAX_SHUTDOWN_GRACE_S, UNWIND_S, exit_within_s, turn_outlives_stop_s
-from memora.classroom.store import keeper
+from memora.classroom.store import open_store, presence
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from tests.support.bigclass import (
     ROOT,
@@ -61,7 +61,8 @@ def test_every_wait_for_a_stopping_process_derives_from_its_grace(grace_s: float
     assert exit_within_s(grace_s) == turn_outlives_stop_s(grace_s) + grace.EXIT_MARGIN_S > grace_s + UNWIND_S
     assert SETTINGS_DEFAULT == DEFAULT_SHUTDOWN_GRACE_S and load_settings({}, {}).shutdown_grace_s == DEFAULT_SHUTDOWN_GRACE_S
     assert shutdown.UNWIND_S == UNWIND_S
-    assert turn_outlives_stop_s(DEFAULT_SHUTDOWN_GRACE_S) == keeper.BUSY_WAIT_S
+    assert turn_outlives_stop_s(DEFAULT_SHUTDOWN_GRACE_S) == presence.RESTART_SETTLE_S, "a holder outlives a database restart so long"
+    assert open_store("postgresql://u:p@127.0.0.1/db", None, grace_s).settle_s == turn_outlives_stop_s(grace_s)
     given = {"MEMORA_SHUTDOWN_GRACE_S": str(grace_s)}
     assert exit_within_s(served_grace.grace_of_next_process(given)) == exit_within_s(grace_s), "serve reads the grace it waits for"
 

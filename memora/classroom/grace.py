@@ -5,7 +5,8 @@ be saved, then ``UNWIND_S`` for those it cancels to roll back (``memora.classroo
 keep what is left and exit. Every other wait for a stopping process is derived from that grace here, so that no two
 places disagree about it:
 
-- a tab waiting for a turn running on its conversation in another process waits ``turn_outlives_stop_s(grace)``;
+- after a PostgreSQL restart, a turn's holder without its presence lock is taken for alive ``turn_outlives_stop_s(grace)``
+  (a tab waits for a turn running elsewhere while its holder lives, ``memora.classroom.store.presence``);
 - ``memora.serve`` waits ``exit_within_s(grace)`` for a process it stopped before it kills it.
 
 The grace is bounded by ``MAX_SHUTDOWN_GRACE_S``: each of those waits grows with it, and a rolling restart takes one

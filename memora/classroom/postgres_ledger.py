@@ -3,22 +3,22 @@
 Same behaviour as ``memora.classroom.server_budget.ServerLedger`` (a booking before each request, settled after
 it, kept across restarts), in a table beside the conversations. A booking takes an advisory
 transaction lock, so that two processes cannot both read a total that leaves room for one request
-and both book it. Every ledger of one process on one database shares one connection
-(``PostgresConnection``: opened on first use, opened again once after a database restart), so a
-page's Status panel costs no new connection per run. A database that cannot be reached refuses the
+and both book it. Every ledger of one process on one database borrows from the process's pool, the one
+its conversation stores use (``memora.classroom.store.postgres_pool``: opened on first use, made again
+after a database restart), so neither a page's Status panel nor a cleared ``st.cache_resource`` costs a
+connection. A database that cannot be reached refuses the
 booking (``ServerBudgetUnavailable``): the request is refused rather than sent unbudgeted.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from memora.classroom.server_budget import Booking, CappedSpend, Settlement
-from memora.classroom.store.postgres import PostgresConnection
+from memora.classroom.store.postgres_pool import PostgresTables
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memora_server_requests (
@@ -34,16 +34,10 @@ ALTER TABLE memora_server_requests ADD COLUMN IF NOT EXISTS settled BOOLEAN NOT 
 LEDGER_LOCK = 734_522_002
 """The advisory lock every booking takes, so totals are read and booked one at a time across processes."""
 
-_connections: dict[str, PostgresConnection] = {}
-_connections_lock = threading.Lock()
 
-
-def shared_connection(url: str) -> PostgresConnection:
-    """This process's one ledger connection to ``url``."""
-    with _connections_lock:
-        if url not in _connections:
-            _connections[url] = PostgresConnection(url, _SCHEMA)
-        return _connections[url]
+def ledger_tables(url: str) -> PostgresTables:
+    """The ledger's table on this process's pool for ``url``."""
+    return PostgresTables(url, _SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class PostgresServerLedger(CappedSpend):
 
     @property
     def place(self) -> str:
-        return shared_connection(self.url).place
+        return ledger_tables(self.url).place
 
     def _book(self, tokens: int, kind: str, extra: int) -> Booking:
         def book(c: Any) -> Booking:
@@ -72,7 +66,7 @@ class PostgresServerLedger(CappedSpend):
             ).fetchone()
             return Booking(int(row[0]), total)
 
-        return shared_connection(self.url).run(book)
+        return ledger_tables(self.url).run(book)
 
     def _write(self, settlements: Sequence[Settlement]) -> None:
         now = datetime.now(UTC)
@@ -84,11 +78,11 @@ class PostgresServerLedger(CappedSpend):
                     [(s.tokens, s.estimated, now, s.reservation.id) for s in settlements],
                 )
 
-        shared_connection(self.url).run(write)
+        ledger_tables(self.url).run(write)
 
     def _rows(self) -> tuple[int, dict[int, int]]:
         def read(c: Any) -> tuple[int, dict[int, int]]:
             spent = int(c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests WHERE settled").fetchone()[0])
             return spent, {int(i): int(t) for i, t in c.execute("SELECT id, tokens FROM memora_server_requests WHERE NOT settled")}
 
-        return shared_connection(self.url).run(read)
+        return ledger_tables(self.url).run(read)

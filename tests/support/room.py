@@ -3,7 +3,8 @@
 ``python -m tests.support.room URL READY GO OUT`` opens the PostgreSQL store at ``URL`` with a store cap of
 ``STORE_BYTES``, saves a conversation of its own, writes the most its next turn may add to ``READY``, waits for
 the file ``GO``, then asks for room and sends the turn if admitted, as the page does (``ConversationKeeper.room``,
-the turn, ``release_room``), and writes what happened to ``OUT``.
+the turn, ``release_room``), and writes what happened to ``OUT``. Both students have asked for room before either
+sends (``OUT.asked`` and ``GO.asked``), so their turns overlap however the two processes are scheduled.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ def next_turn_growth(keeper: ConversationKeeper) -> int:
     return keeper.size + turn_growth(keeper.memory, MESSAGE) - keeper.stored_bytes
 
 
-def send(keeper: ConversationKeeper, backend: ScriptedBackend) -> dict[str, object]:
-    """What the page does with one message: room first, the turn only when admitted, the booking given back."""
+def send(keeper: ConversationKeeper, backend: ScriptedBackend, asked: Path, other_asked: Path) -> dict[str, object]:
+    """What the page does with one message: room first, the turn only when admitted, the booking given back.
+    Writes ``asked`` once room was asked for, and sends only once the other student has too (``other_asked``)."""
     refusal = keeper.room(MESSAGE)
+    asked.touch()
+    deadline = time.monotonic() + GO_WAIT_S
+    while not other_asked.exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
     if refusal is not None:
         return {"admitted": False, "billed": len(backend.billed), "saved": keeper.saved, "cap": str(refusal)}
     try:
@@ -66,7 +72,7 @@ def main(argv: list[str]) -> None:
     deadline = time.monotonic() + GO_WAIT_S
     while not Path(go).exists() and time.monotonic() < deadline:
         time.sleep(0.001)
-    Path(out).write_text(json.dumps(send(keeper, backend)))
+    Path(out).write_text(json.dumps(send(keeper, backend, Path(out + ".asked"), Path(go + ".asked"))))
     store.close()
 
 

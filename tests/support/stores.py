@@ -115,6 +115,10 @@ class FlakyStore:
         self._check()
         self.inner.release(holder)
 
+    def running(self, conversation_id: str, holder: str) -> bool:
+        self._check()
+        return self.inner.running(conversation_id, holder)
+
     def delete(self, conversation_id: str, owner: str) -> bool:
         self._check()
         return self.inner.delete(conversation_id, owner)

@@ -32,8 +32,9 @@ from memora.app.page.browser import browser_secret, remember_browser
 from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
+from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
 from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, is_conversation_id, open_store
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen, save_import
+from memora.classroom.store.keeper import ConversationKeeper, Reopened, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
@@ -42,9 +43,12 @@ PARAM = "c"
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(url: str, idle_days: int, caps: StoreCaps | None = None) -> tuple[ConversationStore, IdleSweep] | None:
-    """One store per URL for the whole server process (its sessions share the connection), with its idle sweep."""
-    store = open_store(url, caps)
+def shared_store(
+    url: str, idle_days: int, caps: StoreCaps | None = None, grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+) -> tuple[ConversationStore, IdleSweep] | None:
+    """One store per URL for the whole server process (its sessions share the connection), with its idle sweep;
+    ``grace_s``: the process's shutdown grace, which a turn's holder may outlive a database restart by."""
+    store = open_store(url, caps, grace_s)
     return None if store is None else (store, IdleSweep(store, timedelta(days=idle_days)))
 
 
@@ -83,7 +87,7 @@ def keep(state: Any) -> ConversationKeeper | None:
 def open_conversation(state: Any) -> ConversationKeeper | None:
     """The keeper for this browser's conversation in ``?c=``, restored into the session; a new one when there is none."""
     settings: Settings = state[keys.SETTINGS]
-    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days, settings.store_caps)
+    opened = shared_store(settings.conversation_store_url, settings.conversation_idle_days, settings.store_caps, settings.shutdown_grace_s)
     if opened is None:
         return None
     store, sweep = opened
@@ -123,6 +127,7 @@ def catch_up(state: Any) -> bool:
     result = reopen(keeper.store, keeper.conversation_id, session, owner=keeper.owner, locked=settings.locked, sweep=keeper.sweep)
     if result.memory is None:
         return False
+    result = carry_choices(keeper, state[keys.MEMORY], result)  # a changed setting is not unsaved work: it goes on
     _continue_with(state, result)
     state[keys.CONVERSATION] = result.keeper
     if result.pending_message is None:

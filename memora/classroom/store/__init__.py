@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, turn_outlives_stop_s
 from memora.classroom.store.base import (
     CapReached,
     ConversationStore,
@@ -49,8 +50,10 @@ def check_store_url(url: str) -> str:
     raise StoreURLError("MEMORA_STORE_URL must be off, sqlite:///<path> or postgresql://user:password@host/db")
 
 
-def open_store(url: str, caps: StoreCaps | None = None) -> ConversationStore | None:
-    """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the first load or save."""
+def open_store(url: str, caps: StoreCaps | None = None, grace_s: float = DEFAULT_SHUTDOWN_GRACE_S) -> ConversationStore | None:
+    """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the first load or save.
+    ``grace_s`` is the process's shutdown grace: after a PostgreSQL restart, a turn's holder is taken for alive that
+    long and its unwind (``grace.turn_outlives_stop_s``), as a stopping process may still save its reply."""
     check_store_url(url)
     if url == OFF:
         return None
@@ -60,7 +63,7 @@ def open_store(url: str, caps: StoreCaps | None = None) -> ConversationStore | N
         return SqliteStore(url.removeprefix("sqlite:///"), caps)
     from memora.classroom.store.postgres import PostgresStore
 
-    return PostgresStore(url, caps)
+    return PostgresStore(url, caps, settle_s=turn_outlives_stop_s(grace_s))
 
 
 def is_postgres(url: str | None) -> bool:

@@ -40,8 +40,9 @@ SWEEP_INTERVAL_S = 3600.0
 
 
 BOOKING_LEASE_S = 3600.0
-"""How long a turn's room booking holds its bytes when nobody gives it back (a process that died mid-reply on another
-machine; on this one ``dead_holders`` finds it sooner): longer than any reply runs, so a live turn never loses its room."""
+"""How long a turn's room booking holds its bytes when nobody gives it back: longer than any reply runs, so a live turn
+never loses its room. A process that died mid-reply is found sooner: on PostgreSQL by its presence lock
+(``presence``), on SQLite, a file of one machine, by ``dead_holders``."""
 _MACHINE = socket.gethostname()
 
 
@@ -290,7 +291,8 @@ class ConversationStore(Protocol):
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         """The conversation saved under that id by ``owner``, or None when there is none: never saved, swept,
-        or saved by another owner (or before owners existed), which is not told apart. Raises StoreError."""
+        deleted (its id or its owner has a tombstone), or saved by another owner (or before owners existed), which is
+        not told apart. Raises StoreError."""
         ...
 
     def save(
@@ -314,6 +316,12 @@ class ConversationStore(Protocol):
 
     def release(self, holder: str) -> None:
         """Drops ``holder``'s booking, if any: its turn has ended, and saved what it could. Raises StoreError."""
+        ...
+
+    def running(self, conversation_id: str, holder: str) -> bool:
+        """Whether a holder other than ``holder`` has a live booking on the conversation: a turn is running on it
+        elsewhere (another tab, a process stopping mid-reply), whose save will come first. Reads only, takes no lock
+        and books nothing, so a tab waiting for that turn may ask often. Raises StoreError."""
         ...
 
     def delete(self, conversation_id: str, owner: str) -> bool:

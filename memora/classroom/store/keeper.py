@@ -22,10 +22,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, turn_outlives_stop_s
 from memora.classroom.store.base import (
     CapReached,
     ConversationStore,
@@ -47,10 +47,10 @@ from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
 from memora.memory.values import PreparedContext
 
-BUSY_WAIT_S = turn_outlives_stop_s(DEFAULT_SHUTDOWN_GRACE_S)
-"""How long a tab with nothing unsaved waits, before its turn, for a turn running on its conversation elsewhere to be
-saved: a process stopping mid-reply takes at most its shutdown grace and the unwind (``memora.classroom.grace``)."""
 BUSY_POLL_S = 0.2
+"""How often a tab with no unsaved work asks the store again whether a turn running on its conversation elsewhere has
+ended. It waits for no fixed time: as long as that turn's holder lives (``ConversationStore.book``: on PostgreSQL by
+its presence lock, on SQLite by its pid), at most the booking's lease."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,10 @@ class ConversationKeeper:
     ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
     ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
     (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
-    records the stored copy holds. ``holder`` names its room booking in the store; ``would_fork``: the last turn
-    ``room`` weighed was to be saved as a copy; ``behind``: ``room`` found a later version of this conversation in
-    the store while this tab has nothing unsaved, so the tab should open that version rather than fork;
+    records the stored copy holds, ``stored_messages`` how many messages of its history. ``holder`` names its room
+    booking in the store; ``would_fork``: the last turn ``room`` weighed was to be saved as a copy; ``behind``: ``room``
+    found a later version of this conversation in the store while this tab has no unsaved work, so the tab should open
+    that version rather than fork;
     ``request``: the last finished turn's (``committed_request``).
     """
 
@@ -171,7 +172,8 @@ class ConversationKeeper:
                 return False
             try:
                 row = self._write(memory, payload, fork)
-                if row is None:
+                if row is None:  # no unsaved work, and a later version stored: nothing to retry, the next turn opens it
+                    self.failure, self.dirty = None, False
                     return False
             except Gone as gone:
                 self.gone, self.failure, self.refusal, self.dirty = gone, None, None, False
@@ -184,6 +186,7 @@ class ConversationKeeper:
                 return False
             self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
             self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
+            self.stored_messages = len(memory.history)
             self.unsaved_choices = None
         if self.sweep is not None:
             self.sweep.maybe_run()
@@ -191,13 +194,15 @@ class ConversationKeeper:
 
     def _write(self, memory: ShortTermMemory, payload: str, fork: bool) -> StoredConversation | None:
         """Saves ``payload`` under this id, or as a copy when ``room`` said so or on a version conflict; None when a
-        save of the choices alone (``fork`` False) conflicts. Raises Gone, CapReached and StoreError as the store does."""
+        save that holds no unsaved work (the choices alone, ``fork`` False; a fold) conflicts: the next turn opens the
+        newer version and re-applies them (``room``, ``carry_choices``). Raises Gone, CapReached and StoreError as the
+        store does."""
         if not (fork and self._fork_next):
             try:
                 return self.store.save(self.conversation_id, payload, self.version, self.owner)
             except VersionConflict:
-                if not fork:
-                    self.unsaved_choices = self.choices(memory)  # not tried again on every run: the next turn forks
+                if not fork or not self._unsaved_work(memory, locked=False):
+                    self.unsaved_choices = self.choices(memory)  # not tried again on every run
                     return None
         forked = new_conversation_id()
         row = self.store.save(forked, payload, 0, self.owner, forked_from=self.conversation_id)
@@ -230,7 +235,7 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
-    def room(self, message: str, *, catch_up: bool = True) -> CapReached | Gone | None:
+    def room(self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None) -> CapReached | Gone | None:
         """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
         sent, so that no reply is billed for a turn that cannot be kept: in a new conversation, a saved one, or the copy
         a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
@@ -239,12 +244,14 @@ class ConversationKeeper:
         (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
 
         With ``catch_up``, a turn that would fork only because another tab or process saved a later version since this
-        tab opened or saved it (no turn running on it now), while this tab holds nothing unsaved of its own (no failed
-        or refused save, no changed choices), books nothing and sets ``behind`` (returning None): the page opens that
-        version and sends the turn on it, and the conversation stays one. A stopping process that saved its student's
-        last reply after her page reopened the conversation elsewhere is the usual case. When a turn is running on the
-        conversation elsewhere now (a process stopping mid-reply, another tab's reply), such a tab first waits for it,
-        up to ``BUSY_WAIT_S``, then goes on after its save; past that, it is weighed as a copy.
+        tab opened or saved it (no turn running on it now), while this tab holds no unsaved work of its own (a
+        committed reply or a user message the store lacks; a changed choice or a fold is not, ``carry_choices``
+        re-applies them), books nothing and sets ``behind`` (returning None): the page opens that version and sends the
+        turn on it, and the conversation stays one. A stopping process that saved its student's last reply after her
+        page reopened the conversation elsewhere is the usual case. When a turn is running on the conversation
+        elsewhere now (a process stopping mid-reply, another tab's reply), such a tab first waits for it for as long as
+        its holder lives by the store's account (no fixed time; ``on_wait`` is called once when the wait begins, for
+        the page to say that her last reply is being finished), then goes on after its save.
         """
         memory, self.would_fork, self.behind = self.memory, False, False
         if memory is None:
@@ -260,17 +267,21 @@ class ConversationKeeper:
         if after > MAX_SAVED_BYTES:
             return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
-        deadline = time.monotonic() + BUSY_WAIT_S
         try:
             admission = self.store.book(request)
-            while catch_up and admission.busy and time.monotonic() < deadline and self._nothing_unsaved(memory):
+            waiting = False
+            while catch_up and admission.busy and not self._unsaved_work(memory):
                 if admission.refusal is None:
                     self.release_room()
-                time.sleep(BUSY_POLL_S)
-                admission = self.store.book(request)
+                if not waiting and on_wait is not None:
+                    on_wait()
+                waiting = True
+                while self.store.running(self.conversation_id, self.holder):  # reads only: no booking, no lock
+                    time.sleep(BUSY_POLL_S)
+                admission = self.store.book(request)  # once it has ended; busy again if another turn began meanwhile
         except StoreError:
             return None
-        if catch_up and admission.behind and self._nothing_unsaved(memory):
+        if catch_up and admission.behind and not self._unsaved_work(memory):
             if admission.refusal is None:
                 self.release_room()
             self.behind = True
@@ -281,11 +292,24 @@ class ConversationKeeper:
             self.gone = admission.refusal
         return admission.refusal
 
-    def _nothing_unsaved(self, memory: ShortTermMemory) -> bool:
-        """Whether the stored copy at ``version`` holds all of ``memory``: opening a later version then loses nothing."""
-        with self._lock:
-            unsaved = self.dirty or self.refusal is not None or self.stored_requests != len(memory.ledger)
-            return not unsaved and self.saved_choices == self.choices(memory)
+    def turn_running_elsewhere(self) -> bool:
+        """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process stopping mid-reply,
+        alive by the store's account), whose save will come first: the page may say that her last reply is being
+        finished, and look again. False when the conversation is not saved yet or the store cannot say; never raises."""
+        if not self.saved:
+            return False
+        try:
+            return self.store.running(self.conversation_id, self.holder)
+        except StoreError:
+            return False
+
+    def _unsaved_work(self, memory: ShortTermMemory, *, locked: bool = True) -> bool:
+        """Whether ``memory`` holds a committed reply or a user message that the stored copy at ``version`` lacks: only
+        then would opening a later version lose something. Changed choices and folds are not unsaved work: the choices
+        are re-applied to the later version (``carry_choices``), and its next turn folds what is due. ``locked``: take
+        the keeper's lock (a save, which holds it, asks without)."""
+        with self._lock if locked else contextlib.nullcontext():
+            return len(memory.history) != self.stored_messages
 
     def release_room(self) -> None:
         """Gives back the room ``room`` booked (the turn has ended). Never raises: one the store cannot drop lapses
@@ -332,7 +356,7 @@ class ConversationKeeper:
         self.gone: Gone | None = None
         self.would_fork = self._fork_next = self.behind = False
         self.request: PreparedContext | None = None
-        self.stored_bytes, self.size, self.stored_requests = 0, None, 0
+        self.stored_bytes, self.size, self.stored_requests, self.stored_messages = 0, None, 0, 0
 
     def start_new(self, memory: ShortTermMemory) -> None:
         """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
@@ -375,7 +399,7 @@ def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReach
         keeper.conversation_id, keeper.version, keeper.saved_choices = conversation_id, row.version, keeper.choices(memory)
         keeper.request = request
         keeper.stored_bytes = keeper.size = len(payload.encode())
-        keeper.stored_requests = len(memory.ledger)
+        keeper.stored_requests, keeper.stored_messages = len(memory.ledger), len(memory.history)
     return None
 
 
@@ -431,11 +455,39 @@ def reopen(
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
     keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
+    keeper.stored_messages = len(memory.history)
     keeper.request = memory.last_prepared
     # The stored copy's choices: the page saves only choices changed since (a reopened conversation is not written
     # again merely for being opened, which would make another tab's next save, or a stopping process's, a fork).
     keeper.saved_choices = keeper.choices(memory)
     return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
+
+
+def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reopened) -> Reopened:
+    """``newer`` (a later version of ``old``'s conversation, reopened because ``room`` found this tab ``behind``) with
+    the choices this tab changed since its last save re-applied: its language, budget, window and fold policy. A
+    choice this tab left as it was keeps the later version's (another tab may have changed it); one the later version's
+    memory refuses (its ``configure`` raises ValueError) is left as that version has it. The keeper's stored choices
+    stay the later version's, so the page's next ``save_changed_choices`` saves the carried ones under the same id.
+    Under locked settings the budget, window and fold policy are the server's on both sides, so only the language
+    can differ."""
+    new_memory, saved = newer.memory, old.saved_choices
+    if new_memory is None or saved is None:
+        return newer
+    language, budget, window, policy = old.choices(memory)
+    changes = {
+        "max_input_tokens": budget if budget != saved[1] else None,
+        "max_recent_turns": window if window != saved[2] else None,
+        "fold_policy": policy if policy != saved[3] else None,
+    }
+    for name, value in changes.items():
+        if value is not None:
+            with contextlib.suppress(ValueError):
+                new_memory.configure(**{name: value})
+    if language == saved[0]:
+        return newer
+    newer.keeper.language = language
+    return replace(newer, language=language)
 
 
 def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, wait_s: float = 5.0) -> Reopened | None:
@@ -456,7 +508,7 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
         with live._lock:
             payload = dumps_saved(memory, live.language, last_request=committed_request(memory, live.request))
             conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
-            stored_bytes, stored_requests = live.stored_bytes, live.stored_requests
+            stored_bytes, stored_requests, stored_messages = live.stored_bytes, live.stored_requests, live.stored_messages
     finally:
         memory.lock.release()
     try:
@@ -467,5 +519,6 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
     keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
     keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
     keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
+    keeper.stored_messages = stored_messages
     keeper.request = restored.last_prepared
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

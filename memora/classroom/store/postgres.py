@@ -1,8 +1,8 @@
 """The shared store: PostgreSQL through psycopg 3, so several Streamlit processes or machines serve one class.
 
-One connection per store object behind one lock, opened on first use and opened again after it breaks,
-so a database restart costs one failed save (which the page retries) rather than a dead page. The
-version check is in the UPDATE's WHERE clause: two processes saving the same version cannot both win.
+Every store of one process on one database borrows from the process's one pool (``postgres_pool``), opened on
+first use and made again after a connection breaks, so a database restart costs no failed save and no browser's
+message adds a connection. The version check is in the UPDATE's WHERE clause: two processes saving the same version cannot both win.
 
 A deleted conversation is gone for every query at once. PostgreSQL's own files keep the dead row's bytes
 until VACUUM (autovacuum) reuses the space, and its write-ahead log and backups as the operator keeps
@@ -11,11 +11,9 @@ them: the database's operator can still reach them for that time, no page or stu
 
 from __future__ import annotations
 
-import functools
-import logging
-import threading
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from memora.classroom.store.base import (
     BOOKING_LEASE_S,
@@ -25,15 +23,14 @@ from memora.classroom.store.base import (
     RoomRequest,
     StoreCaps,
     StoredConversation,
-    StoreError,
     Unreleased,
     VersionConflict,
     admit_turn,
-    dead_holders,
 )
+from memora.classroom.store.postgres_pool import PostgresTables
+from memora.classroom.store.presence import RESTART_SETTLE_S, holder_alive, shared_presence
 
-log = logging.getLogger(__name__)
-CONNECT_TIMEOUT_S = 5
+T = TypeVar("T")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memora_conversations (
     id TEXT PRIMARY KEY,
@@ -60,123 +57,52 @@ CREATE TABLE IF NOT EXISTS memora_room_bookings (
     size BIGINT NOT NULL,
     new BOOLEAN NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
-)
+);
+ALTER TABLE memora_room_bookings ADD COLUMN IF NOT EXISTS presence INTEGER
 """
 """The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so no
 browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap. The tombstones
-and the turns' room bookings (``base``) are tables of their own, made when missing."""
+and the turns' room bookings (``base``) are tables of their own, made when missing; a booking's ``presence`` is the key
+of its process's presence lock (``presence``), NULL in a booking an older Memora made."""
 CAPS_LOCK = 734_522_002
 """An advisory lock taken by every room booking, and by a save when the store has a per-browser or whole-store cap:
 two processes checking those caps (or booking turns of one conversation) at once would otherwise both pass them."""
-SCHEMA_LOCK = 734_522_001
-"""An advisory lock id: two processes creating the tables at once would otherwise race in PostgreSQL's catalog."""
-
-
-class PostgresConnection:
-    """One lazily opened connection, its lock, and the tables it needs; shared by the store and the server ledger.
-
-    A connection opened before a database restart is found broken only when it is next used: ``run``
-    then opens a new one and tries once more, so the first page after the restart works. Every error
-    becomes a StoreError whose text has the URL's credentials redacted in any form.
-    """
-
-    def __init__(self, url: str, schema: str) -> None:
-        self.url, self.schema = url, schema
-        self.lock = threading.Lock()
-        self._connection: Any = None
-
-    def __repr__(self) -> str:  # the URL may hold a password
-        return f"PostgresConnection({self.place!r})"
-
-    @functools.cached_property
-    def place(self) -> str:
-        """Host, port and database: names the database in logs and keys, never its credentials."""
-        from memora.backends.redaction import redact, url_secrets
-
-        netloc = self.url.partition("://")[2].rpartition("@")[2].partition("/")[0]
-        database = self.url.rpartition("/")[2].partition("?")[0]
-        return redact(f"postgresql://{netloc}/{database}", url_secrets(self.url))
-
-    def run(self, work: Any) -> Any:
-        """``work(connection)`` inside one transaction, under the lock; psycopg's errors become StoreError.
-
-        A connection that was open before and is found broken (a database restart, an idle drop) is
-        replaced and ``work`` runs once more: its transaction never committed, so nothing runs twice.
-        """
-        import psycopg
-
-        with self.lock:
-            for attempt in (1, 2):
-                reused = self._connection is not None and not self._connection.closed
-                try:
-                    connection = self._connect()
-                    with connection.transaction():
-                        return work(connection)
-                except psycopg.Error as error:
-                    broken = reused and self._connection is not None and self._connection.broken
-                    self._drop()
-                    if attempt == 1 and broken:
-                        continue
-                    # libpq's text names the host, port, role and database: the teacher's log only, never a page.
-                    log.warning("Memora: the PostgreSQL store at %s (role %s) failed: %s", self.place, self._role, self._safe(error))
-                    raise StoreError(f"PostgreSQL: {_reason(error)}; the server's log says where and why") from None
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        with self.lock:
-            self._drop()
-
-    @functools.cached_property
-    def _role(self) -> str:
-        from urllib.parse import unquote
-
-        userinfo = self.url.partition("://")[2].rpartition("@")[0]
-        return unquote(userinfo.partition(":")[0]) or "(libpq's default)"
-
-    def _safe(self, error: Exception) -> str:
-        # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
-        from memora.backends.redaction import redact, url_secrets
-
-        return redact(f"{type(error).__name__}: {error}".strip(), url_secrets(self.url))
-
-    def _connect(self) -> Any:
-        import psycopg
-
-        if self._connection is None or self._connection.closed:
-            connection = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True)
-            with connection.transaction():
-                connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-                for statement in self.schema.split(";"):
-                    connection.execute(statement)
-            self._connection = connection
-        return self._connection
-
-    def _drop(self) -> None:
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            finally:
-                self._connection = None
-
-
-def _reason(error: Exception) -> str:
-    """What a student may read of a psycopg error: its class and SQLSTATE (``28P01``: the password was refused;
-    none: the server could not be reached), never libpq's own text."""
-    code = getattr(error, "sqlstate", None)
-    return f"{type(error).__name__}, SQLSTATE {code}" if code else type(error).__name__
+CONVERSATION_LOCK = 734_522_004
+"""With a conversation id's hash, the advisory lock every save of it and its deletion take (a copy's save takes its
+original's too): a deletion committing between a first save's tombstone check and its INSERT would otherwise be lost,
+since there is no row yet whose lock the save could wait for."""
+OWNER_LOCK = 734_522_005
+"""With an owner hash's hash, the advisory lock every save for that owner and the forgetting of the owner take: the
+same race, for a browser forgotten while one of its conversations is first saved."""
 
 
 class PostgresStore:
     """``ConversationStore`` on a PostgreSQL database (``postgresql://user:password@host:port/db``)."""
 
-    def __init__(self, url: str, caps: StoreCaps | None = None) -> None:
-        self.db = PostgresConnection(url, _SCHEMA)
+    def __init__(self, url: str, caps: StoreCaps | None = None, *, settle_s: float = RESTART_SETTLE_S) -> None:
+        """``settle_s``: how long after a database restart a booking without its holder's lock still counts
+        (``presence.RESTART_SETTLE_S``)."""
+        self.db = PostgresTables(url, _SCHEMA)
         self.caps = caps or StoreCaps()
+        self.settle_s = settle_s
         self._unreleased = Unreleased()
 
+    def _run(self, work: Callable[[Any], T]) -> T:
+        """``work`` in one transaction; the first that succeeds also starts taking this process's presence lock, which
+        a turn's booking records, so that the lock is held by the time a turn is booked (and a URL that never worked,
+        a wrong password say, starts no thread that would try it again and again)."""
+        result = self.db.run(work)
+        shared_presence(self.db.url).start()
+        return result
+
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
-        query = "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s"
-        row = self.db.run(lambda c: c.execute(query, (conversation_id, owner)).fetchone())
+        # A tombstoned id or owner is not there, even with a row left by a save that lost the race to its deletion
+        # before both took the conversation's lock.
+        query = (
+            "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s AND NOT EXISTS "
+            "(SELECT 1 FROM memora_tombstones WHERE (kind = 'conversation' AND key = %s) OR (kind = 'owner' AND key = %s))"
+        )
+        row = self._run(lambda c: c.execute(query, (conversation_id, owner, conversation_id, owner)).fetchone())
         return None if row is None else StoredConversation(*row)
 
     def save(
@@ -187,10 +113,11 @@ class PostgresStore:
         def write(c: Any) -> StoredConversation:
             if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
-            # A deletion holds its row's lock until its tombstone commits: waiting for the lock of the row this one
-            # copies (FOR UPDATE) makes the check below see that tombstone, so a copy never outlives its deletion.
-            if forked_from is not None:
-                c.execute("SELECT 1 FROM memora_conversations WHERE id = %s FOR UPDATE", (forked_from,))
+            # A deletion holds these locks until its tombstone commits: the check below sees it, so neither a first
+            # save nor a copy outlives the deletion of its conversation or its browser.
+            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner))
+            for key in sorted({conversation_id, forked_from} - {None}):
+                c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CONVERSATION_LOCK, key))
             gone = _tombstone(c, owner, conversation_id, forked_from)
             if gone is not None:
                 raise gone
@@ -220,10 +147,11 @@ class PostgresStore:
                 raise VersionConflict(conversation_id, expected_version, None)
             return StoredConversation(conversation_id, expected_version + 1, payload, written[0])
 
-        return self.db.run(write)
+        return self._run(write)
 
     def book(self, request: RoomRequest) -> Admission:
         unreleased = self._unreleased.pending()
+        presence = shared_presence(self.db.url).key()
 
         def book(c: Any) -> Admission:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))  # every process books one turn at a time
@@ -234,6 +162,8 @@ class PostgresStore:
                 return Admission(gone)
             query = "SELECT version, owner, size FROM memora_conversations WHERE id = %s"
             found = c.execute(query, (request.conversation_id,)).fetchone()
+            # A booking whose process is gone (exited, killed, its machine lost) holds no room and runs no turn.
+            c.execute(f"DELETE FROM memora_room_bookings b WHERE NOT {holder_alive('b')}", (self.settle_s,))
             others = [
                 Booked(*row)
                 for row in c.execute(
@@ -241,9 +171,6 @@ class PostgresStore:
                     (request.holder,),
                 )
             ]
-            if dead := dead_holders(b.holder for b in others):  # left by a process of this machine that was killed
-                c.execute("DELETE FROM memora_room_bookings WHERE holder = ANY(%s)", (dead,))
-                others = [b for b in others if b.holder not in dead]
             admission = admit_turn(
                 self.caps,
                 request,
@@ -255,39 +182,48 @@ class PostgresStore:
             if admission.refusal is None:
                 lease = timedelta(seconds=BOOKING_LEASE_S)
                 c.execute(
-                    "INSERT INTO memora_room_bookings (holder, owner, conversation_id, size, new, expires_at) "
-                    "VALUES (%s, %s, %s, %s, %s, now() + %s) ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
+                    "INSERT INTO memora_room_bookings (holder, owner, conversation_id, size, new, expires_at, presence) "
+                    "VALUES (%s, %s, %s, %s, %s, now() + %s, %s) ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
                     "conversation_id = excluded.conversation_id, size = excluded.size, new = excluded.new, "
-                    "expires_at = excluded.expires_at",
-                    (request.holder, request.owner, request.conversation_id, admission.size, admission.new, lease),
+                    "expires_at = excluded.expires_at, presence = excluded.presence",
+                    (request.holder, request.owner, request.conversation_id, admission.size, admission.new, lease, presence),
                 )
             return admission
 
-        admission = self.db.run(book)
+        admission = self._run(book)
         self._unreleased.dropped(unreleased)
         return admission
 
     def release(self, holder: str) -> None:
         self._unreleased.add(holder)  # until the deletion is written: then the next booking drops it
-        self.db.run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
+        self._run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
         self._unreleased.dropped([holder])
+
+    def running(self, conversation_id: str, holder: str) -> bool:
+        query = (
+            "SELECT EXISTS (SELECT 1 FROM memora_room_bookings b WHERE conversation_id = %s AND holder != %s "
+            f"AND expires_at > now() AND {holder_alive('b')})"
+        )
+        return bool(self._run(lambda c: c.execute(query, (conversation_id, holder, self.settle_s)).fetchone()[0]))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         def delete(c: Any) -> bool:
+            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CONVERSATION_LOCK, conversation_id))  # see its docstring
             deleted = c.execute("DELETE FROM memora_conversations WHERE id = %s AND owner = %s", (conversation_id, owner)).rowcount
             if c.execute("SELECT 1 FROM memora_conversations WHERE id = %s", (conversation_id,)).fetchone() is None:
                 _bury(c, "conversation", conversation_id)  # never for another owner's row: nobody may bury what is not theirs
             return bool(deleted)
 
-        return bool(self.db.run(delete))
+        return bool(self._run(delete))
 
     def delete_owner(self, owner: str) -> int:
         def delete(c: Any) -> int:
+            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner))  # see its docstring
             deleted = int(c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount)
             _bury(c, "owner", owner)
             return deleted
 
-        return int(self.db.run(delete))
+        return int(self._run(delete))
 
     def delete_idle(self, idle_for: timedelta) -> int:
         def sweep(c: Any) -> int:
@@ -295,7 +231,7 @@ class PostgresStore:
             c.execute("DELETE FROM memora_room_bookings WHERE expires_at < now()")
             return int(c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
 
-        return self.db.run(sweep)
+        return self._run(sweep)
 
     def close(self) -> None:
         self.db.close()

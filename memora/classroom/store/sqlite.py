@@ -78,8 +78,11 @@ class SqliteStore:
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         with self._lock, _errors():
-            query = "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ?"
-            row = self._connect().execute(query, (conversation_id, owner)).fetchone()
+            query = (
+                "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ? AND NOT EXISTS "
+                "(SELECT 1 FROM tombstones WHERE (kind = 'conversation' AND key = ?) OR (kind = 'owner' AND key = ?))"
+            )
+            row = self._connect().execute(query, (conversation_id, owner, conversation_id, owner)).fetchone()
         return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
 
     def save(
@@ -163,6 +166,13 @@ class SqliteStore:
         with self._lock, _errors():
             self._connect().execute("DELETE FROM room_bookings WHERE holder = ?", (holder,))
         self._unreleased.dropped([holder])
+
+    def running(self, conversation_id: str, holder: str) -> bool:
+        now = datetime.now(UTC).timestamp()
+        with self._lock, _errors():
+            query = "SELECT holder FROM room_bookings WHERE conversation_id = ? AND holder != ? AND expires_at > ?"
+            holders = [row[0] for row in self._connect().execute(query, (conversation_id, holder, now))]
+        return bool(set(holders) - set(dead_holders(holders)))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         with self._lock, _errors():
