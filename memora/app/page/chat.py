@@ -90,6 +90,8 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
 
 
 def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
+    """What a reply shows under it: the cut note and the over-budget warning, always; then the turn's box, whose
+    body is drawn only while it is open (``_turn_box``)."""
     record = account.record
     if record.cut and memory.limits.max_reply_tokens is not None:
         render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
@@ -99,7 +101,23 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
             t(lang, "chat.over_budget", billed=record.server_input_tokens, budget=record.input_budget, counted=record.counted_input_tokens),
             icon=":material/warning:",
         )
-    with st.expander(t(lang, "chat.stats", turn=record.turn), icon=":material/analytics:"):
+    _turn_box(memory, account, lang)
+
+
+@st.fragment
+def _turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
+    """Turn ``account``'s box: its picture, caption, table and fold lines, drawn only while the box is open.
+
+    Streamlit runs a collapsed expander's body on every run, and ``st.vega_lite_chart`` converts its data to Arrow
+    each time: up to ten hidden charts a run, growing with the conversation, made the page cost 1.84x the CPU with
+    40 students (issue 43). A fragment, so that opening or closing one box reruns that box alone, not the page.
+    A fragment's rerun draws with the ``memory`` and ``account`` of the last full run: the box of a turn a newer
+    run has not redrawn shows that turn as it was then, which is the same turn.
+    """
+    turn_number = account.record.turn
+    with render.lazy_expander(t(lang, "chat.stats", turn=turn_number), keys.turn_box_open(turn_number), ":material/analytics:") as is_open:
+        if not is_open:
+            return
         picture = request_picture(memory, account)
         st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
         render.caption(picture_caption(picture, lang))

@@ -59,11 +59,23 @@ def code(text: str, **options: Any) -> None:
 
 
 @contextmanager
-def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
+def lazy_expander(label: str, open_key: str, icon: str) -> Iterator[bool]:
     """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
-    while open, so a panel that grows with the conversation costs nothing closed. Closed, it says why it is empty."""
-    panel = st.expander(t(lang, title), key=open_key, on_change="rerun", icon=icon)
-    with panel:
-        if not panel.open:
+    while open. Streamlit runs a collapsed expander's body on every run, hidden or not; this one's stays empty.
+
+    Opening or closing it reruns the page, or only the fragment it is drawn in (``st.fragment``). The open state
+    is a widget's: ``label`` is part of its identity, so a renamed expander starts closed, and its key is dropped
+    by any run that does not draw it."""
+    expander = st.expander(label, key=open_key, on_change="rerun", icon=icon)
+    with expander:
+        yield bool(expander.open)
+
+
+@contextmanager
+def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
+    """A ``lazy_expander`` titled ``t(lang, title)``: a panel that grows with the conversation costs nothing closed.
+    Closed, it says why it is empty."""
+    with lazy_expander(t(lang, title), open_key, icon) as is_open:
+        if not is_open:
             caption(t(lang, "panel.lazy_hint"))
-        yield panel.open
+        yield is_open
