@@ -8,6 +8,8 @@ over-budget warning) stays. The cost itself is measured by ``benchmarks/classroo
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memora.app.page import state as keys
@@ -40,7 +42,13 @@ def test_a_collapsed_turn_box_draws_no_chart_and_an_opened_one_draws_the_turns_p
 
     open_turn_boxes(at, 2)
     opened = turn_box(at, 2)
-    assert len(opened.get("vega_lite_chart")) == 1, "the opened box draws its turn's picture"
+    charts = opened.get("vega_lite_chart")
+    assert len(charts) == 1, "the opened box draws its turn's picture"
+    # Its rows travel inside the spec, each layer's own, not as an Arrow table Streamlit would convert on every run.
+    spec = json.loads(charts[0].proto.spec)
+    assert "data" not in spec and not charts[0].proto.data.data and not charts[0].proto.datasets
+    rows = [layer["data"]["values"] for layer in spec["layer"]]
+    assert rows[0] and all(layer_rows == rows[0] for layer_rows in rows)
     counted = replies[2].counted_input_tokens
     assert f"| Counted input tokens (local, before sending) | {counted:,} |" in opened.markdown[0].value
     assert drawn(turn_box(at, 1)) == drawn(turn_box(at, 3)) == [], "the other boxes stay collapsed and empty"

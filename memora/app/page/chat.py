@@ -119,7 +119,7 @@ def _turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
         if not is_open:
             return
         picture = request_picture(memory, account)
-        st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
+        render.chart(picture_spec([picture], lang))
         render.caption(picture_caption(picture, lang))
         render.markdown(stats_table(account, lang))
         for fold in account.folds:
