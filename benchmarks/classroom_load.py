@@ -398,6 +398,7 @@ class Student:
     turn_boxes: dict[int, tuple[str, str]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)  # widget ids of the boxes this student opened: the browser resends them
     boxes_opened: int = 0
+    opens_boxes: bool = True  # False: --closed-boxes, the students of before issue 43, who never open one
     _box_fragment: str | None = None  # the fragment of the box being opened, until a run has drawn it
     _box_drawn: bool = False
     _box_shown: asyncio.Event = field(default_factory=asyncio.Event)
@@ -493,9 +494,10 @@ class Student:
 
     async def _open_newest_box(self) -> None:
         """Opens the newest turn's box, as a curious student does after the reply, and waits for the run that draws
-        it: only that box's fragment where the page draws it in one, else the page. No box with an open state of its
-        own (an older page's plain expander, which the browser opens alone), or a page not back yet: nothing to send."""
-        if not self.turn_boxes or not self._idle.is_set():
+        it: only the fragment that draws the box (the chat's history) where the page has one, else the page. No box
+        with an open state of its own (an older page's plain expander, which the browser opens alone), or a page not
+        back yet: nothing to send."""
+        if not self.opens_boxes or not self.turn_boxes or not self._idle.is_set():
             return
         widget_id, fragment_id = self.turn_boxes[max(self.turn_boxes)]
         if widget_id in self.opened:
@@ -698,6 +700,8 @@ async def wave(
     ready: list[int] = []
     rng = random.Random(seed)
     crowd = [Student(n, ws_url, args.offline, args.messages, args.think, random.Random(rng.random())) for n in range(1, students + 1)]
+    for student in crowd:
+        student.opens_boxes = not getattr(args, "closed_boxes", False)
     before_pages = sample(pids)
     tasks = [asyncio.create_task(s.run(start, finished, ready)) for s in crowd]
     while len(ready) < students:
@@ -988,6 +992,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="the model's tokens per second after the first")
     parser.add_argument("--reply-tokens", type=int, default=22)
     parser.add_argument("--offline", action="store_true", help="no model: the page's offline engine")
+    parser.add_argument(
+        "--closed-boxes", action="store_true", help="students never open a turn box (what the page costs those who do not look)"
+    )
     parser.add_argument("--apps", nargs="+", type=Path, default=[ROOT], help="checkouts to compare, each run in turn")
     parser.add_argument("--ttl", type=int, default=2, help="server.disconnectedSessionTTL for the servers started here, s")
     parser.add_argument(

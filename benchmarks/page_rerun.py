@@ -151,6 +151,7 @@ class Tab:
     pids: Sequence[int]
     expanders: dict[str, str] = field(default_factory=dict)  # label -> widget id, from the last run
     fragments: dict[str, str] = field(default_factory=dict)  # label -> the fragment that draws it ("" for none)
+    markdown: list[str] = field(default_factory=list)  # the Markdown bodies the last full run drew
     buttons: dict[str, str] = field(default_factory=dict)
     opened: dict[str, bool] = field(default_factory=dict)  # widget id -> open, as the browser would send it
     cached: set[str] = field(default_factory=set)  # hashes of the large messages the browser keeps
@@ -208,7 +209,7 @@ class Tab:
                 self.page_script_hash = message.new_session.page_script_hash
                 fragment_run = bool(message.metadata.run.fragment_ids)
                 if not fragment_run:  # a full run draws the whole page anew; a fragment's, only its own part
-                    self.expanders, self.buttons, self.fragments = {}, {}, {}
+                    self.expanders, self.buttons, self.fragments, self.markdown = {}, {}, {}, []
             elif kind == "delta":
                 self._note(message.delta)
             elif kind == "script_finished":
@@ -229,6 +230,8 @@ class Tab:
             kind = element.WhichOneof("type")
             if kind == "button":
                 self.buttons[element.button.label] = element.button.id
+            elif kind == "markdown":
+                self.markdown.append(element.markdown.body)
             elif kind == "exception":
                 raise RuntimeError(f"the page raised: {element.exception.message}")
 
@@ -325,6 +328,8 @@ def measure_turn_box(label: str, app: Path, data_dir: Path, secret: str, convers
             tab.run()  # the process's first page: it imports and loads what every later page shares
             tab.run()
             closed = mean_cost([tab.run() for _ in range(repeats)])
+            if not any(f"Message {turns}:" in body for body in tab.markdown):
+                raise RuntimeError(f"{label} did not open the saved conversation: its saved format is not this checkout's")
             box = f"Turn {turns}: tokens and context"
             widget_id = tab.expanders.get(box)
             if widget_id is None:  # drawn whole on every run: open, it costs what a collapsed one does

@@ -49,7 +49,7 @@ def test_a_simulated_student_chats_with_the_model_through_the_real_page(tmp_path
         assert 0.2 <= turn.first_token_s <= turn.done_s  # no earlier text on the page passed for the reply
     # The reply was drawn by the tail fragment, whose runs the student asked for as a browser does.
     assert student.fragment_reruns > 0
-    # After each reply the student opened the newest turn's box, a run of that box's fragment alone, which drew it.
+    # After each reply the student opened the newest turn's box, in a run of the fragment that draws it, which drew it.
     assert sorted(student.turn_boxes) == [1, 2] and all(fragment for _, fragment in student.turn_boxes.values())
     assert student.boxes_opened == 2 and student.opened == {widget_id for widget_id, _ in student.turn_boxes.values()}
 
