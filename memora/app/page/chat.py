@@ -48,7 +48,7 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
 
     A fragment, so that opening or closing a turn box or the earlier messages, or turning their page, reruns the
     chat's history alone, not the sidebar and the rest of the page. One fragment, not one a box: Streamlit copies
-    the container stack on each fragment call, about 0.5 ms, which ten boxes would pay on every run. A fragment's
+    the container stack on each fragment call, about 0.2 ms, which ten boxes would pay on every run. A fragment's
     rerun draws with the arguments of the last full run, so it shows the conversation as that run did.
     """
     conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
