@@ -38,7 +38,12 @@ alone); ``stop_auto_rerun`` cancels the named timers, and the ``new_session`` of
 run (one whose metadata names no fragment) cancels them all, since that run registers
 afresh the fragments it still draws. The page is settled, and the next message may be
 sent, once a full run has finished with the chat input drawn enabled after the reply
-was whole (the input is disabled while a reply is written). The
+was whole (the input is disabled while a reply is written). Then, as a curious student
+does, it opens the newest turn's box ("Turn N: tokens and context") and waits for the
+run that draws it; a box it opened stays open, and every later run sends its state, as
+the browser sends every widget's. A box the page draws without an open state of its own
+(a plain ``st.expander``, before issue 43) is opened in the browser alone and costs the
+server nothing, so there is nothing to send: "boxes opened" counts the opens the server ran. The
 model is a streaming OpenAI-compatible chat server in a child process (the tests'
 ``ChatServer``, paced): the first token comes ``--latency`` seconds after the request,
 then ``--rate`` tokens per second.
@@ -106,10 +111,16 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from benchmarks.harness.processes import stop  # noqa: E402
 from benchmarks.harness.servers import ChatServer, Handler, Recorded, _HTTPServer  # noqa: E402
 from memora.app.page.browser import COOKIE  # noqa: E402
+from memora.app.page.i18n import t  # noqa: E402
 from memora.classroom.store.owner import new_browser_secret  # noqa: E402
 
 OFFLINE_OPENING = "Offline mode, no language model"
 TURN_TIMEOUT_S = 300.0
+_TURN_MARK = 987654321
+TURN_BOX = re.compile(re.escape(t("en", "chat.stats", turn=_TURN_MARK)).replace(str(_TURN_MARK), r"(\d+)"))
+"""A turn box's title on the page (English, the default): its group is the turn's number."""
+RUN_FINISHED = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
+"""A run, of the page or of a fragment, that drew all it had to."""
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -384,6 +395,14 @@ class Student:
     turns: list[TurnTiming] = field(default_factory=list)
     chat_input_id: str | None = None
     page_script_hash: str = ""
+    # The turn boxes drawn with an open state of their own: turn -> (widget id, the fragment that draws it, or "").
+    turn_boxes: dict[int, tuple[str, str]] = field(default_factory=dict)
+    opened: set[str] = field(default_factory=set)  # widget ids of the boxes this student opened: the browser resends them
+    boxes_opened: int = 0
+    opens_boxes: bool = True  # False: --closed-boxes, the students of before issue 43, who never open one
+    _box_fragment: str | None = None  # the fragment of the box being opened, until a run has drawn it
+    _box_drawn: bool = False
+    _box_shown: asyncio.Event = field(default_factory=asyncio.Event)
     # The browser's run_every timers: fragment id -> (interval s, the task sending its reruns).
     _timers: dict[str, tuple[float, asyncio.Task]] = field(default_factory=dict)
     fragment_reruns: int = 0  # auto-reruns sent, over the whole session
@@ -425,6 +444,7 @@ class Student:
                 await asyncio.sleep(self.think_s * self.rng.uniform(0.5, 1.5))
                 await asyncio.wait_for(self._idle.wait(), TURN_TIMEOUT_S)  # a page reconnecting takes no message
                 await self._turn(self._ws, index)
+                await self._open_newest_box()
             await finished.wait()  # every student stays connected until the last one is done, as a class would
         finally:
             self._leaving = True
@@ -473,15 +493,39 @@ class Student:
         self.turns.append(self._timing)
         self._timing = None
 
-    def _rerun(self, text: str | None = None, fragment_id: str = "") -> bytes:
-        """A full run (with the chat input's value when ``text`` is given), or a fragment's auto-rerun."""
+    async def _open_newest_box(self) -> None:
+        """Opens the newest turn's box, as a curious student does after the reply, and waits for the run that draws
+        it: only the fragment that draws the box (the chat's history) where the page has one, else the page. No box
+        with an open state of its own (an older page's plain expander, which the browser opens alone), or a page not
+        back yet: nothing to send."""
+        if not self.opens_boxes or not self.turn_boxes or not self._idle.is_set():
+            return
+        widget_id, fragment_id = self.turn_boxes[max(self.turn_boxes)]
+        if widget_id in self.opened:
+            return
+        self.opened.add(widget_id)
+        self._box_fragment, self._box_drawn = fragment_id, False
+        self._box_shown.clear()
+        with contextlib.suppress(websockets.ConnectionClosed, TimeoutError):
+            await self._ws.send(self._rerun(fragment_id=fragment_id, auto=False))
+            await asyncio.wait_for(self._box_shown.wait(), TURN_TIMEOUT_S)
+            self.boxes_opened += 1
+        self._box_fragment = None
+
+    def _rerun(self, text: str | None = None, fragment_id: str = "", auto: bool = True) -> bytes:
+        """A full run (with the chat input's value when ``text`` is given), or a fragment's run: its auto-rerun, or
+        (``auto`` False) the run a widget in it asks for. Each carries the open boxes' states, as the browser sends
+        every widget's."""
         message = BackMsg()
         client_state = message.rerun_script
         client_state.query_string = self.query_string
         client_state.page_script_hash = self.page_script_hash
         if fragment_id:
             client_state.fragment_id = fragment_id
-            client_state.is_auto_rerun = True
+            client_state.is_auto_rerun = auto
+        for widget_id in sorted(self.opened):
+            widget = client_state.widget_states.widgets.add()
+            widget.id, widget.bool_value = widget_id, True
         if text is not None:
             if self.chat_input_id is None:
                 raise RuntimeError("the page drew no chat input")
@@ -525,7 +569,11 @@ class Student:
         elif kind == "stop_auto_rerun":
             self._cancel_timers(message.stop_auto_rerun.fragment_ids)
         elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+            self._note_box_drawn(message.delta)
             self._on_element(message.delta.new_element, now)
+        elif kind == "delta" and message.delta.WhichOneof("type") == "add_block":
+            self._note_box_drawn(message.delta)
+            self._on_block(message.delta)
         elif kind == "script_finished":
             self._on_finished(message.script_finished, now)
 
@@ -584,7 +632,22 @@ class Student:
         if which == "alert" and element.alert.format in (1, 2):  # ERROR, WARNING: a refused or failed turn
             timing.error = timing.error or f"alert: {body[:80]}"
 
+    def _on_block(self, delta: Any) -> None:
+        """Notes a turn box drawn with an open state of its own: its widget id and the fragment that draws it."""
+        block = delta.add_block
+        if block.WhichOneof("type") != "expandable" or not block.id:
+            return
+        found = TURN_BOX.fullmatch(block.expandable.label)
+        if found:
+            self.turn_boxes[int(found.group(1))] = (block.id, delta.fragment_id)
+
+    def _note_box_drawn(self, delta: Any) -> None:
+        if self._box_fragment is not None and delta.fragment_id == self._box_fragment:
+            self._box_drawn = True
+
     def _on_finished(self, status: int, now: float) -> None:
+        if self._box_fragment is not None and self._box_drawn and status in RUN_FINISHED:
+            self._box_shown.set()
         if status != ForwardMsg.FINISHED_SUCCESSFULLY:
             return  # a fragment run, or a run cut short for the next: the page is not settled by it
         if self._closed_at is not None:
@@ -625,6 +688,7 @@ class LoadResult:
     rss_second_closed: float
     client_cpu_s: float
     fragment_reruns_per_turn: float
+    boxes_opened_per_turn: float
     errors: tuple[str, ...]
 
 
@@ -637,6 +701,8 @@ async def wave(
     ready: list[int] = []
     rng = random.Random(seed)
     crowd = [Student(n, ws_url, args.offline, args.messages, args.think, random.Random(rng.random())) for n in range(1, students + 1)]
+    for student in crowd:
+        student.opens_boxes = not getattr(args, "closed_boxes", False)
     before_pages = sample(pids)
     tasks = [asyncio.create_task(s.run(start, finished, ready)) for s in crowd]
     while len(ready) < students:
@@ -698,6 +764,7 @@ def measure(label: str, http_url: str, pids: Sequence[int], students: int, args:
         rss_second_closed=second_closed.rss_mib,
         client_cpu_s=time.process_time() - client_before,
         fragment_reruns_per_turn=sum(s.fragment_reruns for s in crowd) / max(len(turns), 1),
+        boxes_opened_per_turn=sum(s.boxes_opened for s in crowd) / max(len(turns), 1),
         errors=tuple(sorted({t.error for t in turns if t.error})),
     )
 
@@ -875,8 +942,9 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
         f"{args.messages} messages per student, think time {args.think * 0.5:g}-{args.think * 1.5:g} s; {mode}",
         "",
         "| app | students | turns (failed) | first token median / p95 s | done median / p95 s | CPU-s per turn | CPU-s per page open "
-        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | fragment reruns per turn | wall s |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| RSS MiB idle / warm / loaded / closed / 2nd wave loaded / closed | MiB per session | fragment reruns per turn "
+        "| turn boxes opened on the server per turn | wall s |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
         per_session = (r.rss_loaded - r.rss_warm) / r.students
@@ -885,7 +953,7 @@ def report(results: Sequence[LoadResult], args: argparse.Namespace) -> str:
             f"| {median(r.done):.2f} / {p95(r.done):.2f} | {r.turn_cpu_s:.3f} | {r.page_cpu_s:.3f} "
             f"| {r.rss_idle:.0f} / {r.rss_warm:.0f} / {r.rss_loaded:.0f} / {r.rss_closed:.0f} "
             f"/ {r.rss_second_loaded:.0f} / {r.rss_second_closed:.0f} "
-            f"| {per_session:.2f} | {r.fragment_reruns_per_turn:.1f} | {r.wall_s:.0f} |"
+            f"| {per_session:.2f} | {r.fragment_reruns_per_turn:.1f} | {r.boxes_opened_per_turn:.2f} | {r.wall_s:.0f} |"
         )
     labels = list(dict.fromkeys(r.label for r in results))
     if len(labels) > 1:
@@ -925,6 +993,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="the model's tokens per second after the first")
     parser.add_argument("--reply-tokens", type=int, default=22)
     parser.add_argument("--offline", action="store_true", help="no model: the page's offline engine")
+    parser.add_argument(
+        "--closed-boxes", action="store_true", help="students never open a turn box (what the page costs those who do not look)"
+    )
     parser.add_argument("--apps", nargs="+", type=Path, default=[ROOT], help="checkouts to compare, each run in turn")
     parser.add_argument("--ttl", type=int, default=2, help="server.disconnectedSessionTTL for the servers started here, s")
     parser.add_argument(

@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/page_rerun.py                          # this checkout
     python benchmarks/page_rerun.py --apps /tmp/memora-main .  # two checkouts, side by side in one run
+    python benchmarks/page_rerun.py --turns 10 40 --apps /tmp/memora-main .  # the chat's turn boxes, by length
 
 One conversation is built through the memory's own turns (a scripted model that answers in one short
 sentence and summarizes in a few words, so that it is the turns that fill the conversation) until its
@@ -24,6 +25,13 @@ the websocket messages the run sent):
   of ``--repeats`` reruns while it is open (a rerun is
   what any click elsewhere on the page costs while the panel stays open), and, where the panel pages
   through its content, the run that turns to its next page.
+
+``--turns N [N ...]``: instead, a conversation of N turns each (the same model), and what a run costs (the mean of
+``--repeats``, in CPU-milliseconds) as the conversation grows: a rerun with every turn box collapsed, the run that
+opens the newest turn's box (a run of the fragment that draws the box, the chat's history, where the page draws it
+in one; a full run where it does not), and a rerun while that box is open. A checkout whose boxes have no open
+state of their own (a plain ``st.expander``, before issue 43) draws every box's body on every run, and the browser
+opens one without asking the server: its opening shows "-".
 
 Figures depend on the machine and what else runs on it; compare the checkouts' columns of one run.
 """
@@ -142,6 +150,8 @@ class Tab:
     conversation_id: str
     pids: Sequence[int]
     expanders: dict[str, str] = field(default_factory=dict)  # label -> widget id, from the last run
+    fragments: dict[str, str] = field(default_factory=dict)  # label -> the fragment that draws it ("" for none)
+    markdown: list[str] = field(default_factory=list)  # the Markdown bodies the last full run drew
     buttons: dict[str, str] = field(default_factory=dict)
     opened: dict[str, bool] = field(default_factory=dict)  # widget id -> open, as the browser would send it
     cached: set[str] = field(default_factory=set)  # hashes of the large messages the browser keeps
@@ -163,12 +173,14 @@ class Tab:
             self._ws = ws
             yield self
 
-    def run(self, click: str | None = None) -> RunCost:
-        """One full run of the page (``click``: the id of a button pressed in it); what it cost the server."""
+    def run(self, click: str | None = None, fragment_id: str = "") -> RunCost:
+        """One full run of the page, or of the fragment ``fragment_id`` (``click``: the id of a button pressed in
+        it); what it cost the server."""
         message = BackMsg()
         client = message.rerun_script
         client.query_string = f"c={self.conversation_id}"
         client.page_script_hash = self.page_script_hash
+        client.fragment_id = fragment_id
         client.cached_message_hashes.extend(sorted(self.cached))
         for widget_id, is_open in self.opened.items():
             widget = client.widget_states.widgets.add()
@@ -183,7 +195,7 @@ class Tab:
 
     def _read_run(self) -> int:
         sent = 0
-        self.expanders, self.buttons = {}, {}
+        fragment_run = False
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while True:
             raw = self._ws.recv(timeout=max(deadline - time.monotonic(), 0.1))
@@ -195,10 +207,13 @@ class Tab:
                 self.cached.add(message.hash)
             if kind == "new_session":
                 self.page_script_hash = message.new_session.page_script_hash
+                fragment_run = bool(message.metadata.run.fragment_ids)
+                if not fragment_run:  # a full run draws the whole page anew; a fragment's, only its own part
+                    self.expanders, self.buttons, self.fragments, self.markdown = {}, {}, {}, []
             elif kind == "delta":
                 self._note(message.delta)
             elif kind == "script_finished":
-                if message.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                if message.script_finished in (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
                     return sent
                 if message.script_finished == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                     raise RuntimeError("the page did not compile")
@@ -209,11 +224,14 @@ class Tab:
         which = delta.WhichOneof("type")
         if which == "add_block" and delta.add_block.WhichOneof("type") == "expandable" and delta.add_block.id:
             self.expanders[delta.add_block.expandable.label] = delta.add_block.id
+            self.fragments[delta.add_block.expandable.label] = delta.fragment_id
         elif which == "new_element":
             element = delta.new_element
             kind = element.WhichOneof("type")
             if kind == "button":
                 self.buttons[element.button.label] = element.button.id
+            elif kind == "markdown":
+                self.markdown.append(element.markdown.body)
             elif kind == "exception":
                 raise RuntimeError(f"the page raised: {element.exception.message}")
 
@@ -238,6 +256,12 @@ class CheckoutCost:
     first: RunCost
     closed: RunCost
     panels: tuple[PanelCost, ...]
+
+
+def mean_cost(costs: Sequence[RunCost]) -> RunCost:
+    """The mean: ``/proc`` counts CPU in clock ticks (10 ms here), coarser than a short run, and a mean of many runs
+    is not rounded to a tick as a median is."""
+    return RunCost(statistics.fmean(c.cpu_s for c in costs), int(statistics.fmean(c.sent_bytes for c in costs)))
 
 
 def median_cost(costs: Sequence[RunCost]) -> RunCost:
@@ -273,11 +297,65 @@ def measure_panel(tab: Tab, name: str, repeats: int) -> PanelCost:
     return PanelCost(name, opened, rerun, next_page)
 
 
+def conversation_of(turns: int) -> ShortTermMemory:
+    """A conversation of ``turns`` turns of the short model, each followed by the page's fold ahead."""
+    memory = ShortTermMemory(ShortModel())
+    for number in range(1, turns + 1):
+        with memory.turn(f"Message {number}: how do I ask politely for a late checkout at the hotel?") as turn:
+            turn.run()
+        memory.prefold()
+    return memory
+
+
+@dataclass(frozen=True)
+class TurnBoxCost:
+    """What runs cost on a conversation of ``turns`` turns: boxes collapsed, the newest box opened, a rerun while
+    it is open. Where the box has no open state of its own, the browser opens it alone (``open`` None) and a rerun
+    costs the same whether it is open or not."""
+
+    label: str
+    turns: int
+    closed: RunCost
+    open: RunCost | None
+    rerun_open: RunCost | None
+
+
+def measure_turn_box(label: str, app: Path, data_dir: Path, secret: str, conversation_id: str, turns: int, repeats: int) -> TurnBoxCost:
+    env = app_env(None, str(data_dir))
+    with streamlit_server(app, env, 120, data_dir / "streamlit.log") as (url, pid):
+        tab = Tab(url, secret, conversation_id, [pid])
+        with tab.open():
+            tab.run()  # the process's first page: it imports and loads what every later page shares
+            tab.run()
+            closed = mean_cost([tab.run() for _ in range(repeats)])
+            if not any(f"Message {turns}:" in body for body in tab.markdown):
+                raise RuntimeError(f"{label} did not open the saved conversation: its saved format is not this checkout's")
+            box = f"Turn {turns}: tokens and context"
+            widget_id = tab.expanders.get(box)
+            if widget_id is None:  # drawn whole on every run: open, it costs what a collapsed one does
+                return TurnBoxCost(label, turns, closed, None, closed)
+            fragment_id = tab.fragments[box]
+            opens = []
+            for _ in range(repeats):
+                tab.opened[widget_id] = True
+                opens.append(tab.run(fragment_id=fragment_id))
+                tab.opened[widget_id] = False
+                tab.run(fragment_id=fragment_id)
+            tab.opened[widget_id] = True
+            tab.run(fragment_id=fragment_id)
+            rerun = mean_cost([tab.run() for _ in range(repeats)])
+    return TurnBoxCost(label, turns, closed, mean_cost(opens), rerun)
+
+
 # -- the report --------------------------------------------------------------------------
 
 
 def cell(cost: RunCost | None) -> str:
     return "-" if cost is None else f"{cost.cpu_s:.2f} s, {cost.sent_bytes / 1000:,.0f} kB"
+
+
+def cell_ms(cost: RunCost | None) -> str:
+    return "-" if cost is None else f"{cost.cpu_s * 1000:.1f} ms, {cost.sent_bytes / 1000:,.0f} kB"
 
 
 def ratio(cost: RunCost | None, base: RunCost | None) -> str:
@@ -315,12 +393,58 @@ def report(results: Sequence[CheckoutCost], turns: int, size: int, repeats: int)
     return "\n".join(lines)
 
 
+TURN_BOX_RUNS = (
+    ("closed", "rerun, turn boxes collapsed"),
+    ("open", "opening the newest turn box"),
+    ("rerun_open", "rerun, newest box open"),
+)
+"""The ``TurnBoxCost`` fields, with their rows' words."""
+
+
+def turn_box_report(results: Sequence[TurnBoxCost], repeats: int) -> str:
+    labels = list(dict.fromkeys(r.label for r in results))
+    lines = [
+        f"CPU-milliseconds of the server and kB sent per run (mean of {repeats}), by the conversation's length; ratios to {labels[0]}",
+        "",
+        "| run | " + " | ".join(labels) + " |",
+        "|---|" + "--:|" * len(labels),
+    ]
+    for turns in dict.fromkeys(r.turns for r in results):
+        row = {r.label: r for r in results if r.turns == turns}
+        for what, words in TURN_BOX_RUNS:
+            costs = [getattr(row[label], what) if label in row else None for label in labels]
+            base = costs[0]
+            cells = [cell_ms(c) + (ratio(c, base) if i else "") for i, c in enumerate(costs)]
+            lines.append(f"| turn {turns}: {words} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main_turns(args: argparse.Namespace) -> None:
+    """``--turns``: each conversation length in turn, each checkout on it, side by side."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="memora-turns-") as folder:
+        for turns in args.turns:
+            memory = conversation_of(turns)
+            for number, app in enumerate(args.apps):
+                data_dir = Path(folder) / f"{turns}-{number}"
+                data_dir.mkdir()
+                secret, conversation_id = saved_store(memory, data_dir)
+                label = str(app) if len(args.apps) > 1 else "this checkout"
+                results.append(measure_turn_box(label, app.resolve(), data_dir, secret, conversation_id, turns, args.repeats))
+                print(turn_box_report(results, args.repeats), file=sys.stderr)
+    print(turn_box_report(results, args.repeats))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apps", nargs="+", type=Path, default=[ROOT], help="checkouts to compare, each in turn")
     parser.add_argument("--kb", type=int, default=1024, help="the conversation's saved size, KiB (MEMORA_MAX_CONVERSATION_KB)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--turns", type=int, nargs="+", default=[], help="conversations of these many turns: the turn boxes' cost")
     args = parser.parse_args()
+    if args.turns:
+        main_turns(args)
+        return
     began = time.perf_counter()
     memory, size = capped_conversation(args.kb * 1024)
     turns = len(memory.history) // 2

@@ -119,6 +119,7 @@ MODULE_TIERS = {
             "test_turn_trace",
             "test_page_lesson",
             "test_page_turn",
+            "test_page_turn_box",
             "test_story",
             "test_what_if_text",
             "test_store_room",

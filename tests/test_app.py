@@ -15,7 +15,18 @@ from memora.memory import ShortTermMemory
 from memora.memory.backend import BackendError
 from memora.memory.core import full_history_tokens
 from memora.memory.values import TurnStats
-from tests.support.app import APP, assert_alternating, expander, ledger_cards, new_app, open_panels, send, status_figures, texts
+from tests.support.app import (
+    APP,
+    assert_alternating,
+    expander,
+    ledger_cards,
+    new_app,
+    open_panels,
+    open_turn_boxes,
+    send,
+    status_figures,
+    texts,
+)
 
 B1 = "My English level is B1 and I want to practise travel English."
 FILLER = ["How do I ask for directions?", "What should I say at a hotel?", "How do I order food?", "How do I buy a train ticket?"]
@@ -111,6 +122,7 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     assert len(folded) == memory.summarized_message_count
     assert messages[0].markdown[0].value == B1
 
+    open_turn_boxes(at, 5)  # a box draws its figures only when opened
     stats = expander(at, "Turn 5: tokens and context")
     table = stats.markdown[0].value
     turn_stats = TurnStats.by_reply_index(memory.ledger)[9]

@@ -18,7 +18,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from benchmarks.classroom_load import PacedChatServer, Student, wave
 from benchmarks.harness.processes import ROOT, streamlit_process, streamlit_run
-from benchmarks.page_rerun import Tab, capped_conversation, measure_panel, saved_store
+from benchmarks.page_rerun import Tab, capped_conversation, conversation_of, measure_panel, measure_turn_box, saved_store
 
 
 def page_env(tmp_path, **settings: str) -> dict[str, str]:
@@ -49,6 +49,9 @@ def test_a_simulated_student_chats_with_the_model_through_the_real_page(tmp_path
         assert 0.2 <= turn.first_token_s <= turn.done_s  # no earlier text on the page passed for the reply
     # The reply was drawn by the tail fragment, whose runs the student asked for as a browser does.
     assert student.fragment_reruns > 0
+    # After each reply the student opened the newest turn's box, in a run of the fragment that draws it, which drew it.
+    assert sorted(student.turn_boxes) == [1, 2] and all(fragment for _, fragment in student.turn_boxes.values())
+    assert student.boxes_opened == 2 and student.opened == {widget_id for widget_id, _ in student.turn_boxes.values()}
 
 
 def test_a_simulated_student_gets_the_offline_explanation(tmp_path):
@@ -75,6 +78,16 @@ def test_the_panel_benchmark_opens_a_saved_conversation_and_pages_its_earlier_me
             cost = measure_panel(tab, "Earlier messages", repeats=1)
     assert first.sent_bytes > 0 and cost.open.sent_bytes > 0
     assert cost.next_page is not None  # the open panel drew its pager, and the benchmark turned a page with it
+
+
+def test_the_panel_benchmark_opens_the_newest_turn_box_in_a_run_of_its_fragment(tmp_path):
+    memory = conversation_of(3)
+    assert len(memory.history) == 6
+    secret, conversation_id = saved_store(memory, tmp_path)
+    cost = measure_turn_box("this checkout", ROOT, tmp_path, secret, conversation_id, turns=3, repeats=1)
+    # The box was found by its title, opened by its widget state, and its fragment's run drew it.
+    assert cost.open is not None and cost.rerun_open is not None
+    assert cost.open.sent_bytes > 0 and cost.rerun_open.sent_bytes > cost.closed.sent_bytes, "open, the box sends its chart"
 
 
 class RecordingSocket:

@@ -15,7 +15,7 @@ from memora.app.page import state as keys
 from memora.app.repl import format_stats, run_command
 from memora.memory import ShortTermMemory
 from memora.teaching.story import story
-from tests.support.app import expander, new_app, send, status_figures
+from tests.support.app import expander, new_app, open_turn_boxes, send, status_figures
 from tests.support.lesson import B1, FILLER
 from tests.support.memory import chat
 
@@ -51,7 +51,8 @@ def test_every_view_of_a_conversation_agrees_on_its_folds_and_its_total():
     numbers = [m.caption[0].value.split(" ")[0] for m in at.chat_message]
     assert numbers == [f"#{n}" for n in range(1, len(memory.history) + 1)]
 
-    # The turn box of the turn each fold served counts it; the other boxes count none.
+    # The turn box of the turn each fold served counts it; the other boxes count none. A box draws only when opened.
+    open_turn_boxes(at, *(account.turn for account in told.turns))
     for account in told.turns:
         table = expander(at, f"Turn {account.turn}: tokens and context").markdown[0].value
         served = [fold for fold in told.folds if fold.serves == account.turn]

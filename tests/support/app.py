@@ -58,6 +58,14 @@ def open_panels(at: AppTest) -> AppTest:
     return at
 
 
+def open_turn_boxes(at: AppTest, *turns: int) -> AppTest:
+    """Opens the chat's boxes of ``turns`` and runs the page, as a reader who clicked them: closed, a box draws only
+    its title."""
+    for turn in turns:
+        at.session_state[keys.turn_box_open(turn)] = True
+    return at.run()
+
+
 def send(at: AppTest, text: str) -> AppTest:
     """Sends ``text`` and waits for its reply job to finish and the page to show its outcome."""
     at.chat_input[0].set_value(text).run()

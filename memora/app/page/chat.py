@@ -39,11 +39,17 @@ def render_header(memory: ShortTermMemory, lang: str) -> None:
         render.caption(t(lang, "page.online_caption", backend=memory.server.backend.label, model=memory.model))
 
 
+@st.fragment
 def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
     """The first ``shown`` messages of the history (all by default): the newest ``recent`` in the chat, the older ones
     in a collapsed expander, drawn only while it is open and then one page of ``OLDER_PAGE`` at a time.
 
     The split point and the pages are kept even, so that a user message and its reply stay together.
+
+    A fragment, so that opening or closing a turn box or the earlier messages, or turning their page, reruns the
+    chat's history alone, not the sidebar and the rest of the page. One fragment, not one a box: Streamlit copies
+    the container stack on each fragment call, about 0.2 ms, which ten boxes would pay on every run. A fragment's
+    rerun draws with the arguments of the last full run, so it shows the conversation as that run did.
     """
     conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
     history = conversation.messages
@@ -90,6 +96,13 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
 
 
 def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
+    """What a reply shows under it: the cut note and the over-budget warning, always; then the turn's box, whose
+    picture, caption, table and fold lines are drawn only while it is open.
+
+    Streamlit runs a collapsed expander's body on every run, and ``st.vega_lite_chart`` converted the picture's rows
+    to Arrow each time: up to ten hidden charts a run, growing with the conversation, made the page cost 1.84x the
+    CPU with 40 students (issue 43). Each box keeps its open state under its turn's key (``keys.turn_box_open``).
+    """
     record = account.record
     if record.cut and memory.limits.max_reply_tokens is not None:
         render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
@@ -99,12 +112,14 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
             t(lang, "chat.over_budget", billed=record.server_input_tokens, budget=record.input_budget, counted=record.counted_input_tokens),
             icon=":material/warning:",
         )
-    with st.expander(t(lang, "chat.stats", turn=record.turn), icon=":material/analytics:"):
+    with render.lazy_expander(t(lang, "chat.stats", turn=record.turn), keys.turn_box_open(record.turn), ":material/analytics:") as is_open:
+        if not is_open:
+            return
         if record.parts is None:
             render.caption(t(lang, "picture.not_kept"))
         else:
             picture = request_picture(record.parts, row="turn")
-            st.vega_lite_chart(spec=picture_spec([picture], lang), width="stretch")
+            render.chart(picture_spec([picture], lang))
             render.caption(picture_caption(picture, lang))
         render.markdown(stats_table(account, lang))
         for fold in account.folds:

@@ -77,7 +77,7 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
     if not pictures:
         render.caption(t(lang, "picture.empty"))
         return
-    st.vega_lite_chart(spec=picture_spec(pictures, lang), width="stretch")
+    render.chart(picture_spec(pictures, lang))
     render.markdown(picture_key(lang))
     if sent is not None:
         render.caption(t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)))

@@ -36,9 +36,11 @@ def render_language() -> None:
 
 
 def _keep_panels_open() -> None:
-    """Sets each panel's open state anew, so the renamed panels of the next run open as they were, not closed."""
+    """Sets each panel's and each drawn turn box's open state anew, so the renamed expanders of the next run open as
+    they were, not closed."""
     state = st.session_state
-    for key in keys.PANELS_OPEN:
+    turn_boxes = [key for key in state if isinstance(key, str) and key.startswith(keys.TURN_BOX_OPEN_PREFIX)]
+    for key in (*keys.PANELS_OPEN, *turn_boxes):
         state[key] = bool(state.get(key, False))
 
 

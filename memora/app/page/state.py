@@ -86,6 +86,18 @@ PANELS_OPEN = (
 )
 """Every expander whose open state the page keeps. A language switch renames them, and Streamlit counts a renamed
 expander as a new one, closed: the switch carries their state over (``settings_panel.render_language``)."""
+TURN_BOX_OPEN_PREFIX = "turn_box_open_"
+"""Whether a turn's box in the chat is open (``chat._render_turn_box``), one key a turn: ``turn_box_open(turn)``. A box
+draws its picture, table and fold lines only while open. These keys are the one exception to ``setup_state``: a
+conversation's turns are not known in advance, so each box's widget creates its key, closed, and Streamlit drops it
+once the box leaves the chat's newest messages; the language switch carries the open ones over."""
+
+
+def turn_box_open(turn: int) -> str:
+    """The session key of turn ``turn``'s box: stable for the turn, so a box stays open across runs and new turns."""
+    return f"{TURN_BOX_OPEN_PREFIX}{turn}"
+
+
 # Conversation persistence (memora/app/page/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
