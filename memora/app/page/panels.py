@@ -10,6 +10,8 @@ also kept per history length (``what_if_for``), so a rerun with no new turn redo
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -65,24 +67,46 @@ def render_panels(memory: ShortTermMemory, lang: str) -> None:
     render_what_if(memory, lang)
 
 
-def render_picture(memory: ShortTermMemory, lang: str) -> None:
-    """The last request against the budget, part by part, and beside it the plan of the next one: what the next
-    message will fold first, and why. Drawn before every panel: it is what the page teaches."""
-    render.markdown(f"**{t(lang, 'picture.title')}**")
+@dataclass(frozen=True)
+class PictureView:
+    """The sidebar's picture as drawn: the chart's spec (None before any request or plan), and its sentences."""
+
+    spec: dict[str, Any] | None
+    sent: str | None
+    plan: str | None
+
+
+def picture_view(memory: ShortTermMemory, lang: str) -> PictureView:
+    """The last request's record and the next request's plan as the sidebar draws them."""
     sent = last_sent(memory)
     plan = next_plan(memory)
     pictures = [] if sent is None else [request_picture(sent)]
     if plan is not None:
         pictures.append(next_picture(plan))
-    if not pictures:
+    return PictureView(
+        picture_spec(pictures, lang) if pictures else None,
+        None if sent is None else t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)),
+        None if plan is None else plan_caption(memory, plan, lang),
+    )
+
+
+def render_picture(memory: ShortTermMemory, lang: str) -> None:
+    """The last request against the budget, part by part, and beside it the plan of the next one: what the next
+    message will fold first, and why. Drawn before every panel: it is what the page teaches. Planned again only when
+    the conversation, a setting or what the server taught changed: every student's page runs twice a turn."""
+    render.markdown(f"**{t(lang, 'picture.title')}**")
+    server = memory.server
+    key = (*conversation_key(memory), Same(memory.limits), Same(server), Same(server.calibration), server.server_window, lang)
+    view = derived("picture", key, lambda: picture_view(memory, lang))
+    if view.spec is None:
         render.caption(t(lang, "picture.empty"))
         return
-    render.chart(picture_spec(pictures, lang))
+    render.chart(view.spec)
     render.markdown(picture_key(lang))
-    if sent is not None:
-        render.caption(t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)))
-    if plan is not None:
-        render.markdown(plan_caption(memory, plan, lang))
+    if view.sent is not None:
+        render.caption(view.sent)
+    if view.plan is not None:
+        render.markdown(view.plan)
 
 
 def render_current_summary(memory: ShortTermMemory, lang: str) -> None:
