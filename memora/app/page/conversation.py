@@ -33,13 +33,16 @@ from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
-from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, is_conversation_id, open_store
+from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, StoreError, is_conversation_id, open_store
 from memora.classroom.store.keeper import ConversationKeeper, Reopened, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
 PARAM = "c"
 """The query parameter that carries the conversation id (a locator, not a key)."""
+FINISHING_POLL_S = 1.0
+"""How often a page looks again at a turn running on its conversation elsewhere (``render_finishing``): one read-only
+question to the store (``ConversationStore.running``) a second, only while such a turn runs."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -67,6 +70,10 @@ def keep(state: Any) -> ConversationKeeper | None:
         if state[keys.CONVERSATION] is None:  # a test may have put its own keeper in, as it may a memory
             state[keys.CONVERSATION] = open_conversation(state)
     handover.finish(state)  # a reply adopted from before a reload has ended: this session takes its own copy
+    if state[keys.FINISHED_ELSEWHERE]:  # here, before any widget is drawn: opening a version sets the settings' inputs
+        state[keys.FINISHED_ELSEWHERE] = False
+        if state[keys.CONVERSATION] is not None and follow_stored(state):
+            state[keys.NOTICE] = state[keys.NOTICE] or caught_up_notice()
     keeper: ConversationKeeper | None = state[keys.CONVERSATION]
     if keeper is None:
         return None
@@ -97,6 +104,8 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     if adopted is not None:
         return adopted
     session: ShortTermMemory = state[keys.MEMORY]
+    # Asked before the load: a reply that lands between the two is then either in what is loaded or waited for.
+    state[keys.FINISHING] = _running_elsewhere(store, st.query_params.get(PARAM))
     result = reopen(
         store,
         st.query_params.get(PARAM),
@@ -111,6 +120,67 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         state[keys.NOTICE] = _not_restored(result, settings)
         del st.query_params[PARAM]  # the link's conversation stays in the store, untouched; this tab starts anew
     return result.keeper
+
+
+def _running_elsewhere(store: ConversationStore, requested_id: str | None) -> bool:
+    """Whether a turn runs now on the conversation the URL names, on another process by the store's account (a process
+    stopping mid-reply, whose page came back here). False for no id, a malformed one, or a store that cannot say."""
+    if not is_conversation_id(requested_id):
+        return False
+    try:
+        return store.running(requested_id or "", "")
+    except StoreError:
+        return False
+
+
+def caught_up_notice() -> Notice:
+    """What the page says when it opened a later version of its conversation before her message. A page that came back
+    on this process after its own stopped (``session_guard.came_back``) says her last reply was finished and saved while
+    the server restarted, the usual case of a rolling restart; only another page says another tab saved it.
+
+    Edge case: a page that came back while a second tab of the browser also saved a turn is told the first, which is
+    true of the reply the stopped process finished."""
+    return Notice("info", "conversation.caught_up_restart" if session_guard.came_back() else "conversation.caught_up")
+
+
+def render_finishing(keeper: ConversationKeeper | None, lang: str, replying: bool) -> None:
+    """While a turn on this conversation runs elsewhere (a stopping process finishing her last reply within its grace),
+    says so and looks again every ``FINISHING_POLL_S``; once it has ended, runs the page again, whose ``keep`` opens the
+    version its save left (``follow_stored``), so that the reply shows up as soon as it lands (at the latest, her next message waits for it:
+    ``ConversationKeeper.room``). Draws nothing and asks nothing when no turn was running elsewhere as the conversation
+    was opened, the usual page, nor while this page's own reply is being written."""
+    state = st.session_state
+    if not state[keys.FINISHING] or keeper is None or replying:
+        return
+    _watch_finishing(keeper, lang)
+
+
+@st.fragment(run_every=FINISHING_POLL_S)
+def _watch_finishing(keeper: ConversationKeeper, lang: str) -> None:
+    state = st.session_state
+    if state[keys.CONVERSATION] is keeper and keeper.turn_running_elsewhere():
+        render.alert("info", t(lang, "conversation.finishing"), icon=":material/hourglass_top:")
+        return
+    state[keys.FINISHING] = False
+    state[keys.FINISHED_ELSEWHERE] = state[keys.CONVERSATION] is keeper
+    st.rerun(scope="app")
+
+
+def follow_stored(state: Any) -> bool:
+    """Opens the store's later version of this tab's conversation when this tab holds nothing unsaved of its own
+    (``catch_up``); False, changing nothing, when the store holds no later version, this tab has unsaved work (its next
+    save decides, as for any second tab), or the store cannot give it."""
+    keeper: ConversationKeeper = state[keys.CONVERSATION]
+    memory = keeper.memory
+    if memory is None or not keeper.saved or len(memory.history) != keeper.stored_messages:
+        return False
+    try:
+        row = keeper.store.load(keeper.conversation_id, keeper.owner)
+    except StoreError:
+        return False
+    if row is None or row.version <= keeper.version:
+        return False
+    return catch_up(state)
 
 
 def catch_up(state: Any) -> bool:
