@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from memora.app.page import session_guard
+from memora.app.page import session_guard, turn
 from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
 from memora.app.page.picture import picture_caption, request_picture
@@ -514,3 +514,29 @@ def test_a_page_that_came_back_after_a_restart_never_calls_the_finished_reply_an
         assert other not in texts(page)
         assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
         assert [m.content for m in page.session_state[keys.MEMORY].history][-4::2] == ["Where do I live?", "And where do I work?"]
+
+
+def test_a_message_sent_while_her_last_reply_is_finished_elsewhere_waits_for_its_save_and_follows_it(store_path, monkeypatch):
+    """She sends before the stopping process has saved her last reply: the message waits for that turn, as long as
+    it runs (``ConversationKeeper.room``), while the page says her last reply is being finished; then it is sent on
+    the version that save left, under the same id, with the reply before it."""
+    at = open_page()
+    send(at, "Hello, I am Ana.")
+    cid = at.query_params["c"]
+    page = open_page(cid)
+    stopping = stopping_process_mid_reply(store_path, cid)
+    said: list[str] = []
+    say = turn._say_finishing
+
+    def saying_then_saved(lang: str) -> None:  # the page is told; meanwhile the stopping process's save lands
+        say(lang)
+        said.append(lang)
+        finish_in_grace(stopping)
+
+    monkeypatch.setattr(turn, "_say_finishing", saying_then_saved)
+    send(page, "And where do I work?")
+    assert said == ["en"], "told once, as the wait began"
+    assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
+    turns = [m.content for m in page.session_state[keys.MEMORY].history][::2]
+    assert turns == ["Hello, I am Ana.", "Where do I live?", "And where do I work?"]
+    assert "Your last reply is still being finished" not in texts(page), "the run that sends it no longer says so"

@@ -138,6 +138,7 @@ def take(memory: ShortTermMemory) -> bool:
     submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), on_wait=lambda: _say_finishing(state[keys.LANG]))
     if submission.behind:
         if conversation.catch_up(state):
+            state[keys.FINISHING] = False  # the turn it waited for has ended: nothing left to look for
             notice = state[keys.NOTICE]
             queue(text)  # this run opened the later version; the next one sends the message on it
             state[keys.NOTICE] = notice or conversation.caught_up_notice()
