@@ -482,9 +482,9 @@ def test_a_page_with_no_turn_running_elsewhere_asks_the_store_once_as_it_opens_a
     asked: list[str] = []
     running = SqliteStore.running
 
-    def counted(store: SqliteStore, conversation_id: str, holder: str) -> bool:
+    def counted(store: SqliteStore, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         asked.append(conversation_id)
-        return running(store, conversation_id, holder)
+        return running(store, conversation_id, holder, owner)
 
     monkeypatch.setattr(SqliteStore, "running", counted)
     page = open_page(cid)
@@ -540,3 +540,37 @@ def test_a_message_sent_while_her_last_reply_is_finished_elsewhere_waits_for_its
     turns = [m.content for m in page.session_state[keys.MEMORY].history][::2]
     assert turns == ["Hello, I am Ana.", "Where do I live?", "And where do I work?"]
     assert "Your last reply is still being finished" not in texts(page), "the run that sends it no longer says so"
+
+
+@pytest.mark.parametrize("sends", [False, True], ids=["looks_again", "sends_meanwhile"])
+def test_a_page_back_during_the_first_reply_keeps_its_id_and_goes_on_with_that_reply(store_path, monkeypatch, sends):
+    """The stop came during the conversation's first reply: the store holds no row yet when her page comes back, only
+    the stopping process's booking. The page keeps the id (not "not here", not a new conversation) and says her last
+    reply is being finished; once its save lands, the next look, or the message she sent meanwhile, opens it. One
+    conversation, with her first turn in it."""
+    stopping = ConversationKeeper(SqliteStore(store_path), owner=owner_of(TEACHER))
+    stopping.attach(ShortTermMemory(ScriptedBackend(), max_recent_turns=1))
+    cid = stopping.conversation_id
+    assert stopping.room("Hello, I am Ana.") is None, "the first turn is booked: the id is not in the store yet"
+
+    page = open_page(cid)
+    assert "Your last reply is still being finished" in texts(page) and "not one of this browser's" not in texts(page)
+    assert page.query_params["c"] == cid and conversation_id(page) == cid
+    if sends:
+        say = turn._say_finishing
+
+        def saying_then_saved(lang: str) -> None:
+            say(lang)
+            chat(stopping.memory, "Hello, I am Ana.")
+            stopping.release_room()
+
+        monkeypatch.setattr(turn, "_say_finishing", saying_then_saved)
+    else:
+        chat(stopping.memory, "Hello, I am Ana.")
+        stopping.release_room()
+        page.run()
+        assert [m.content for m in page.session_state[keys.MEMORY].history][::2] == ["Hello, I am Ana."]
+    send(page, "Where do I live?")
+    stopping.store.close()
+    assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
+    assert [m.content for m in page.session_state[keys.MEMORY].history][::2] == ["Hello, I am Ana.", "Where do I live?"]

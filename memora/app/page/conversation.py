@@ -20,6 +20,8 @@ browser* (``memora.app.page.forget``) delete from the store. Saving is the memor
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -34,7 +36,7 @@ from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
 from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, StoreError, is_conversation_id, open_store
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, carry_choices, reopen, save_import
+from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, Reopened, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
@@ -105,7 +107,7 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
         return adopted
     session: ShortTermMemory = state[keys.MEMORY]
     # Asked before the load: a reply that lands between the two is then either in what is loaded or waited for.
-    state[keys.FINISHING] = _running_elsewhere(store, st.query_params.get(PARAM))
+    state[keys.FINISHING] = _running_elsewhere(store, st.query_params.get(PARAM), owner)
     result = reopen(
         store,
         st.query_params.get(PARAM),
@@ -116,19 +118,24 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     )
     if result.memory is not None:
         _continue_with(state, result)
+    elif result.outcome == "missing" and state[keys.FINISHING]:
+        # Its first reply is being finished by a process that stopped: the id is kept, and opened once that reply is
+        # saved (``follow_stored``), so that her next message does not start a second conversation beside it.
+        return ConversationKeeper(store, st.query_params.get(PARAM), 0, owner=owner, sweep=sweep)
     elif result.outcome != "new":
         state[keys.NOTICE] = _not_restored(result, settings)
         del st.query_params[PARAM]  # the link's conversation stays in the store, untouched; this tab starts anew
     return result.keeper
 
 
-def _running_elsewhere(store: ConversationStore, requested_id: str | None) -> bool:
-    """Whether a turn runs now on the conversation the URL names, on another process by the store's account (a process
-    stopping mid-reply, whose page came back here). False for no id, a malformed one, or a store that cannot say."""
+def _running_elsewhere(store: ConversationStore, requested_id: str | None, owner: str) -> bool:
+    """Whether a turn of ``owner``'s runs now on the conversation the URL names, elsewhere by the store's account (a
+    process stopping mid-reply, whose page came back here). False for no id, a malformed one, another browser's turn,
+    or a store that cannot say."""
     if not is_conversation_id(requested_id):
         return False
     try:
-        return store.running(requested_id or "", "")
+        return store.running(requested_id or "", "", owner)
     except StoreError:
         return False
 
@@ -166,13 +173,31 @@ def _watch_finishing(keeper: ConversationKeeper, lang: str) -> None:
     st.rerun(scope="app")
 
 
+def wait_for_finishing(state: Any, on_wait: Callable[[], None]) -> bool:
+    """Before her message is planned on a page that opened its conversation while a turn ran on it elsewhere: waits
+    for that turn as long as it runs by the store's account (no fixed time; ``on_wait`` is called once as the wait
+    begins), then opens the version its save left (``follow_stored``); True when it did. Returns at once, asking
+    nothing, on a page that found no such turn. ``ConversationKeeper.room`` waits the same way for a saved
+    conversation; this covers the first reply too, whose conversation the store did not hold yet when the page
+    came back."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    if not state[keys.FINISHING] or keeper is None:
+        return False
+    if keeper.turn_running_elsewhere():
+        on_wait()
+        while keeper.turn_running_elsewhere():
+            time.sleep(BUSY_POLL_S)
+    state[keys.FINISHING] = False
+    return follow_stored(state)
+
+
 def follow_stored(state: Any) -> bool:
     """Opens the store's later version of this tab's conversation when this tab holds nothing unsaved of its own
     (``catch_up``); False, changing nothing, when the store holds no later version, this tab has unsaved work (its next
     save decides, as for any second tab), or the store cannot give it."""
     keeper: ConversationKeeper = state[keys.CONVERSATION]
     memory = keeper.memory
-    if memory is None or not keeper.saved or len(memory.history) != keeper.stored_messages:
+    if memory is None or len(memory.history) != keeper.stored_messages:
         return False
     try:
         row = keeper.store.load(keeper.conversation_id, keeper.owner)
@@ -258,7 +283,8 @@ def _size(size: int) -> str:
 
 def _sync_url(keeper: ConversationKeeper) -> None:
     current = st.query_params.get(PARAM)
-    kept = keeper.saved or handover.in_flight(keeper)  # during a first reply too, so that a reload finds it
+    # During a first reply too, here or on a stopping process that is finishing it, so that a reload finds it.
+    kept = keeper.saved or handover.in_flight(keeper) or st.session_state[keys.FINISHING]
     if kept and current != keeper.conversation_id:
         st.query_params[PARAM] = keeper.conversation_id
     elif not kept and current is not None:

@@ -135,7 +135,12 @@ def take(memory: ShortTermMemory) -> bool:
     state[keys.PENDING_TEXT] = None
     if text is None:
         return False
-    submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), on_wait=lambda: _say_finishing(state[keys.LANG]))
+    on_wait = lambda: _say_finishing(state[keys.LANG])  # noqa: E731
+    if not replying() and conversation.wait_for_finishing(state, on_wait):
+        queue(text)  # this run opened the version a stopping process saved; the next one sends the message on it
+        state[keys.NOTICE] = state[keys.NOTICE] or conversation.caught_up_notice()
+        st.rerun()
+    submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), on_wait=on_wait)
     if submission.behind:
         if conversation.catch_up(state):
             state[keys.FINISHING] = False  # the turn it waited for has ended: nothing left to look for
