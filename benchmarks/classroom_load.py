@@ -754,8 +754,19 @@ class ClassAudit:
     lost: int
 
 
-def audit_class(store_url: str, crowd: Sequence[Student]) -> ClassAudit:
-    """Counts ``ClassAudit``'s figures for ``crowd`` in the database at ``store_url`` (the class's own schema)."""
+def billed_replies(store_url: str) -> int | None:
+    """The reply requests the server budget at ``store_url`` has settled so far; None when it keeps no ledger."""
+    import psycopg
+
+    with psycopg.connect(store_url) as db:
+        if db.execute("SELECT to_regclass('memora_server_requests')").fetchone()[0] is None:
+            return None
+        return int(db.execute("SELECT COUNT(*) FROM memora_server_requests WHERE kind = 'reply' AND settled").fetchone()[0])
+
+
+def audit_class(store_url: str, crowd: Sequence[Student], billed_before: int | None = None) -> ClassAudit:
+    """Counts ``ClassAudit``'s figures for ``crowd`` in the database at ``store_url`` (the class's own schema);
+    ``billed_before``: the replies billed before ``crowd`` came (``billed_replies``: a warm-up's), left out."""
     import psycopg
 
     from memora.classroom.store.owner import owner_of
@@ -763,10 +774,9 @@ def audit_class(store_url: str, crowd: Sequence[Student]) -> ClassAudit:
 
     with psycopg.connect(store_url) as db:
         rows = db.execute("SELECT owner, id, payload FROM memora_conversations").fetchall()
-        billed = None
-        if db.execute("SELECT to_regclass('memora_server_requests')").fetchone()[0] is not None:
-            query = "SELECT COUNT(*) FROM memora_server_requests WHERE kind = 'reply' AND settled"
-            billed = int(db.execute(query).fetchone()[0])
+    billed = billed_replies(store_url)
+    if billed is not None:
+        billed -= billed_before or 0
     forks = forked = kept = typed = lost = 0
     for student in crowd:
         owned = {conversation_id: payload for owner, conversation_id, payload in rows if owner == owner_of(student.secret)}
@@ -845,6 +855,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
     ws_url = served.url.replace("http://", "ws://") + "/_stcore/stream"
     for warm_up in range(4 * len(served.ports)):
         asyncio.run(wave(ws_url, 1, _one_message(args), [], seed=warm_up))
+    billed_before = billed_replies(served.store_url) if served.store_url else None  # the warm-up's, not the class's
     window: list[float] = []
     restarter = threading.Thread(target=failover, args=(served, how, args.rolling_restart, window), daemon=True)
     # The restart's clock starts with the message phase, once every student's page has run, as the wave's own does.
@@ -865,7 +876,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
         conversations_back=[back for s in crowd for back in s.conversations_back],
         window_s=end - start,
         errors=tuple(sorted({t.error for t in turns if t.error})),
-        audit=audit_class(served.store_url, crowd) if served.store_url else None,
+        audit=audit_class(served.store_url, crowd, billed_before) if served.store_url else None,
     )
 
 
