@@ -514,6 +514,13 @@ def test_a_page_that_came_back_after_a_restart_never_calls_the_finished_reply_an
         assert other not in texts(page)
         assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
         assert [m.content for m in page.session_state[keys.MEMORY].history][-4::2] == ["Where do I live?", "And where do I work?"]
+    # The page that came back has sent a turn of its own since: a later catch-up is another tab's, and says so.
+    monkeypatch.setattr(session_guard, "came_back", lambda: True)
+    page = open_page(cid)
+    send(page, "One.")
+    finish_in_grace(stopping_process_mid_reply(store_path, cid))
+    send(page, "Two.")
+    assert "Another tab of this browser" in texts(page) and "The server restarted" not in texts(page)
 
 
 def test_a_message_sent_while_her_last_reply_is_finished_elsewhere_waits_for_its_save_and_follows_it(store_path, monkeypatch):

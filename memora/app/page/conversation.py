@@ -142,12 +142,14 @@ def _running_elsewhere(store: ConversationStore, requested_id: str | None, owner
 
 def caught_up_notice() -> Notice:
     """What the page says when it opened a later version of its conversation before her message. A page that came back
-    on this process after its own stopped (``session_guard.came_back``) says her last reply was finished and saved while
-    the server restarted, the usual case of a rolling restart; only another page says another tab saved it.
+    on this process after its own stopped (``session_guard.came_back``), and has sent no turn here since, says her last
+    reply was finished and saved while the server restarted: the usual case of a rolling restart. Any other page, or a
+    later catch-up of the same page, says another tab saved it.
 
     Edge case: a page that came back while a second tab of the browser also saved a turn is told the first, which is
     true of the reply the stopped process finished."""
-    return Notice("info", "conversation.caught_up_restart" if session_guard.came_back() else "conversation.caught_up")
+    restarted = session_guard.came_back() and not st.session_state[keys.SENT_HERE]
+    return Notice("info", "conversation.caught_up_restart" if restarted else "conversation.caught_up")
 
 
 def render_finishing(keeper: ConversationKeeper | None, lang: str, replying: bool) -> None:

@@ -169,6 +169,7 @@ def start(memory: ShortTermMemory, text: str) -> None:
     ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
     keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
+    st.session_state[keys.SENT_HERE] = True
     speak(memory, st.session_state[keys.LANG])
     _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
 
