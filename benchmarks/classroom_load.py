@@ -215,6 +215,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports free now: ``memora.serve`` refuses to start (exit 2) on a taken one, and
+    the port after a free one is often another program's on a shared machine."""
+    import socket
+
+    for _ in range(100):
+        first = free_port()
+        if first + count > 65536:
+            continue
+        taken = False
+        for port in range(first + 1, first + count):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    taken = True
+        if not taken:
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 @contextlib.contextmanager
 def streamlit_server(app_dir: Path, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[tuple[str, int]]:
     """`streamlit run streamlit_app.py` in ``app_dir``; yields its URL and process id once it answers."""
@@ -301,7 +322,7 @@ def postgres_schema(url: str) -> str:
 def served_class(processes: int, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[Served]:
     """``python -m memora.serve --processes N`` on free ports, as a teacher starts a big class; yields it once
     Caddy and every process answer, and stops it as Ctrl-C does (SIGTERM)."""
-    first, listen = free_port(), free_port()
+    first, listen = free_ports(processes + 1), free_port()  # the processes' ports, then the spare a roll starts on
     command = [
         sys.executable,
         "-m",
