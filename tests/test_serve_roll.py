@@ -27,7 +27,7 @@ from tests.support.bigclass import require_caddy
 pytestmark = pytest.mark.integration
 
 STUDENTS = 6
-MESSAGES = 4
+MESSAGES = 6
 REPLY = {"latency_s": 0.5, "rate": 8.0, "reply_tokens": 24}
 """About 3.5 s a reply: long enough that a process told to stop has students mid-reply, short enough for its grace."""
 GRACE_S = "15"
