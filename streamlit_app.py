@@ -28,6 +28,7 @@ with st.sidebar:
 
 chat.render_header(memory, lang)
 conversation.render_status(keeper, lang)
+conversation.render_finishing(keeper, lang, replying=progress is not None and progress.phase == "replying")  # a stopping process's reply
 budget.render_unsaved(keeper, lang)  # this conversation's billed replies the storage could not take yet: "will retry"
 chat.render_history(memory, lang, turn.history_shown(memory, progress))
 reply_tail.render_tail(progress, lang)

@@ -100,6 +100,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -225,6 +226,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports free now: ``memora.serve`` refuses to start (exit 2) on a taken one, and
+    the port after a free one is often another program's on a shared machine."""
+    import socket
+
+    for _ in range(100):
+        first = free_port()
+        if first + count > 65536:
+            continue
+        taken = False
+        for port in range(first + 1, first + count):
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    taken = True
+        if not taken:
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 @contextlib.contextmanager
 def streamlit_server(app_dir: Path, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[tuple[str, int]]:
     """`streamlit run streamlit_app.py` in ``app_dir``; yields its URL and process id once it answers."""
@@ -276,6 +298,8 @@ class Served:
     command: subprocess.Popen
     log: Path
     ports: tuple[int, ...]
+    store_url: str = ""
+    """The PostgreSQL URL its processes share (its own schema): what ``audit_class`` reads."""
 
     def pids(self) -> list[int]:
         """The class's processes as the command last logged them, by port: a process started again (a crash) or a
@@ -309,7 +333,7 @@ def postgres_schema(url: str) -> str:
 def served_class(processes: int, env: dict[str, str], ttl_s: int, log: Path) -> Iterator[Served]:
     """``python -m memora.serve --processes N`` on free ports, as a teacher starts a big class; yields it once
     Caddy and every process answer, and stops it as Ctrl-C does (SIGTERM)."""
-    first, listen = free_port(), free_port()
+    first, listen = free_ports(processes + 1), free_port()  # the processes' ports, then the spare a roll starts on
     command = [
         sys.executable,
         "-m",
@@ -331,7 +355,7 @@ def served_class(processes: int, env: dict[str, str], ttl_s: int, log: Path) -> 
             wait_until_healthy(f"http://127.0.0.1:{port}", process)
         url = f"http://127.0.0.1:{listen}"
         wait_until_healthy(url, process)
-        yield Served(url, process, log, ports)
+        yield Served(url, process, log, ports, env.get("MEMORA_STORE_URL", ""))
     finally:
         process.terminate()
         try:
@@ -410,9 +434,15 @@ class Student:
     """Per websocket closed by the server mid-class: the time until the page, reconnected, had run again."""
     conversations_back: list[bool] = field(default_factory=list)
     """Per page back after a message had been sent: whether that run drew the conversation again."""
+    alerts: list[str] = field(default_factory=list)
+    """Every notice the page drew (``st.info``, ``st.warning``...), in order: what she was told."""
+    taken: set[str] = field(default_factory=set)
+    """The messages (their nonces) the page drew back while their turn ran: the server took them, so none may be lost."""
     # What a browser keeps: the page's cookie (the conversation's owner) and its address's ?c= (which conversation).
     secret: str = field(default_factory=new_browser_secret)
     query_string: str = ""
+    session_id: str = ""
+    """The session the server last named: a reconnect asks for it back, as the page's frontend does."""
     _sent_any: bool = False
     _redrawn: bool = False
     _ws: Any = None
@@ -460,9 +490,11 @@ class Student:
         while True:
             try:
                 self._cookies = await asyncio.to_thread(page_cookies, origin + "/", self._cookies)
+                # The frontend names its session on a reconnect (the third subprotocol); a process that stopped took it along.
+                named = ["streamlit", "PLACEHOLDER_AUTH_TOKEN", self.session_id] if self.session_id else ["streamlit"]
                 return await websockets.connect(
                     self.ws_url,
-                    subprotocols=["streamlit"],
+                    subprotocols=named,
                     max_size=None,
                     origin=origin,
                     ping_interval=None,
@@ -559,6 +591,7 @@ class Student:
         kind = message.WhichOneof("type")
         if kind == "new_session":
             self.page_script_hash = message.new_session.page_script_hash
+            self.session_id = message.new_session.initialize.session_id or self.session_id
             if not message.metadata.run.fragment_ids:  # a full run: it registers again the fragments it draws
                 self._cancel_timers(list(self._timers))
                 self._input_enabled = False
@@ -610,6 +643,8 @@ class Student:
         if which not in ("markdown", "text", "alert", "exception"):
             return
         body = getattr(element, which).body if which != "exception" else element.exception.message
+        if which == "alert":
+            self.alerts.append(body)
         if self._closed_at is not None and f"Message s{self.number}m" in body:
             self._redrawn = True  # the page back drew a message this student sent before the close
         timing = self._timing
@@ -619,6 +654,8 @@ class Student:
             timing.error = timing.error or f"exception: {body[:80]}"
             return
         nonce = self._nonce or ""
+        if nonce and nonce in body:
+            self.taken.add(nonce)
         if self.offline:
             if nonce in body:
                 self._user_seen = True
@@ -785,6 +822,68 @@ class RestartResult:
     conversations_back: list[bool]
     window_s: float
     errors: tuple[str, ...]
+    audit: ClassAudit | None = None
+
+
+@dataclass(frozen=True)
+class ClassAudit:
+    """What the class's students find in PostgreSQL after a wave (issue 44, finding 1): ``forks``, the conversations
+    per student beyond one (``forked``: the students with more than one); ``billed``, the reply requests the server
+    budget settled (None without ``MEMORA_MAX_SERVER_TOKENS``); ``kept``, the replies in the conversation each student
+    continues (the one her page's ``?c=`` names last); ``typed``, the messages the page drew back while their turn ran
+    (the server took them), and ``lost``, those neither in that conversation nor kept there as its pending message."""
+
+    students: int
+    forks: int
+    forked: int
+    billed: int | None
+    kept: int
+    typed: int
+    lost: int
+
+
+def billed_replies(store_url: str) -> int | None:
+    """The reply requests the server budget at ``store_url`` has settled so far; None when it keeps no ledger."""
+    import psycopg
+
+    with psycopg.connect(store_url) as db:
+        if db.execute("SELECT to_regclass('memora_server_requests')").fetchone()[0] is None:
+            return None
+        return int(db.execute("SELECT COUNT(*) FROM memora_server_requests WHERE kind = 'reply' AND settled").fetchone()[0])
+
+
+def audit_class(store_url: str, crowd: Sequence[Student], billed_before: int | None = None) -> ClassAudit:
+    """Counts ``ClassAudit``'s figures for ``crowd`` in the database at ``store_url`` (the class's own schema);
+    ``billed_before``: the replies billed before ``crowd`` came (``billed_replies``: a warm-up's), left out."""
+    import psycopg
+
+    from memora.classroom.store.owner import owner_of
+    from memora.classroom.store.saved import parse_saved
+
+    with psycopg.connect(store_url) as db:
+        rows = db.execute("SELECT owner, id, payload FROM memora_conversations").fetchall()
+    billed = billed_replies(store_url)
+    if billed is not None:
+        billed -= billed_before or 0
+    forks = forked = kept = typed = lost = 0
+    for student in crowd:
+        owned = {conversation_id: payload for owner, conversation_id, payload in rows if owner == owner_of(student.secret)}
+        forks += max(len(owned) - 1, 0)
+        forked += len(owned) > 1
+        continued = parse_qs(student.query_string).get("c", [""])[0]
+        saved = parse_saved(owned[continued]) if continued in owned else None
+        said = [] if saved is None else [m.content for m in saved.transcript.history if m.role == "user"]
+        if saved is not None and saved.pending_message is not None:
+            said.append(saved.pending_message)
+        kept += 0 if saved is None else sum(record.kind == "reply" for record in saved.transcript.ledger)
+        typed += len(student.taken)
+        lost += sum(not any(f"Message {nonce}:" in text for text in said) for nonce in student.taken)
+    return ClassAudit(len(crowd), forks, forked, billed, kept, typed, lost)
+
+
+ROLL_SERVER_TOKENS = 10**9
+"""The server budget a ``--rolling-restart`` class runs under: far above what it spends, so that it refuses nothing
+and its ledger records every billed request."""
 
 
 def wait_for_log(served: Served, text: str, count: int) -> None:
@@ -844,6 +943,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
     ws_url = served.url.replace("http://", "ws://") + "/_stcore/stream"
     for warm_up in range(4 * len(served.ports)):
         asyncio.run(wave(ws_url, 1, _one_message(args), [], seed=warm_up))
+    billed_before = billed_replies(served.store_url) if served.store_url else None  # the warm-up's, not the class's
     window: list[float] = []
     restarter = threading.Thread(target=failover, args=(served, how, args.rolling_restart, window), daemon=True)
     # The restart's clock starts with the message phase, once every student's page has run, as the wave's own does.
@@ -864,6 +964,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
         conversations_back=[back for s in crowd for back in s.conversations_back],
         window_s=end - start,
         errors=tuple(sorted({t.error for t in turns if t.error})),
+        audit=audit_class(served.store_url, crowd, billed_before) if served.store_url else None,
     )
 
 
@@ -873,15 +974,21 @@ def restart_report(results: Sequence[RestartResult]) -> str:
         'Failover ("during": from the first stop until the last process is back and has run its page):',
         "",
         "| setup | students | turns (failed) | window s | first token p95 s before / during / after (turns) "
-        "| pages back | page back median / max s | conversations back |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|",
+        "| pages back | page back median / max s | conversations back | forks (students) | billed replies kept "
+        "| typed messages lost |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results:
         back = f"{median(r.page_back):.2f} / {max(r.page_back):.2f}" if r.page_back else "-"
+        audit = r.audit
+        forks = "-" if audit is None else f"{audit.forks} ({audit.forked})"
+        kept = "-" if audit is None else f"{audit.kept} of {'-' if audit.billed is None else audit.billed}"
+        lost = "-" if audit is None else f"{audit.lost} of {audit.typed}"
         lines.append(
             f"| {r.label} | {r.students} | {r.turns} ({r.failed}) | {r.window_s:.1f} "
             f"| {p95(r.before):.2f} ({len(r.before)}) / {p95(r.during):.2f} ({len(r.during)}) / {p95(r.after):.2f} "
-            f"({len(r.after)}) | {len(r.page_back)} | {back} | {sum(r.conversations_back)} of {len(r.conversations_back)} |"
+            f"({len(r.after)}) | {len(r.page_back)} | {back} | {sum(r.conversations_back)} of {len(r.conversations_back)} "
+            f"| {forks} | {kept} | {lost} |"
         )
     errors = sorted({e for r in results for e in r.errors})
     if errors:
@@ -1061,6 +1168,8 @@ def serve(args: argparse.Namespace, store_url: str) -> None:
 
         def started(processes: int, name: str) -> contextlib.AbstractContextManager[Served]:
             env = {**app_env(model_url, data_dir), "MEMORA_STORE_URL": postgres_schema(store_url)}
+            if args.rolling_restart is not None:  # the server budget's ledger: what was billed, for ``audit_class``
+                env["MEMORA_MAX_SERVER_TOKENS"] = str(ROLL_SERVER_TOKENS)
             return served_class(processes, env, args.ttl, Path(data_dir) / f"serve-{processes}-{name}.log")
 
         for students in args.students:

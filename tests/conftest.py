@@ -148,6 +148,7 @@ MODULE_TIERS = {
             "test_real_server",
             "test_reply_retries",
             "test_serve",
+            "test_serve_roll",
             "test_serve_supervisor",
             "test_server_budget",
             "test_session_guard",

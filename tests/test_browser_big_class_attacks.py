@@ -190,7 +190,7 @@ def test_a_second_tab_at_the_hourly_cap_never_forks_into_a_conversation_it_canno
     first.wait_for_messages(4)
     second.type("The second tab goes on too.")  # opens what the first tab saved, and goes on with it
     second.wait_for_messages(6)
-    second.page.get_by_text("This conversation was saved meanwhile").first.wait_for()
+    second.page.get_by_text("Another tab of this browser saved a newer version of this conversation").first.wait_for()  # a real second tab
     assert replies_billed_for(big.model, "The second tab goes on too.") == 1
     big.model.queue_for("reply", drip(0.5))
     first.type("A slow reply for the first tab.")  # the first tab opens the second's turn, then sends

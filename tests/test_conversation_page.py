@@ -13,15 +13,18 @@ import sqlite3
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from memora.app.page import session_guard, turn
 from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
 from memora.app.page.picture import picture_caption, request_picture
-from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.keeper import ConversationKeeper, reopen
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import parse_saved
 from memora.classroom.store.sqlite import SqliteStore
 from memora.classroom.transcript.format import dumps_transcript
+from memora.memory import ShortTermMemory
 from tests.support.app import APP, open_panels, send, texts, tree_text
+from tests.support.fakes import ScriptedBackend
 from tests.support.memory import chat
 from tests.support.stores import FlakyStore
 
@@ -204,7 +207,7 @@ def test_a_second_tab_with_nothing_unsaved_goes_on_with_what_the_first_saved_in_
     send(tab_a, "Only in tab A.")
     send(tab_b, "And in tab B.")
     assert tab_b.query_params["c"] == tab_a.query_params["c"] == cid and len(stored_rows(store_path)) == 1
-    assert "This conversation was saved meanwhile, by another tab of this browser" in texts(tab_b)
+    assert "Another tab of this browser saved a newer version of this conversation" in texts(tab_b)
     store = SqliteStore(store_path)
     history = [m.content for m in parse_saved(store.load(cid, owner_of(TEACHER)).payload).transcript.history]
     store.close()
@@ -420,3 +423,161 @@ def test_a_page_saved_reply_over_the_message_cap_comes_back_on_reload_but_the_sa
     reloaded.file_uploader(key=keys.IMPORT_INPUT).set_value(("mine.json", exported, "application/json")).run()
     next(b for b in reloaded.button if b.label == "Continue from this file").click().run()
     assert "message_over_cap" in texts(reloaded), "a file from outside keeps the import caps"
+
+
+# -- a conversation has one home (issue 44, finding 1) -------------------------------------------------------------
+
+
+def stopping_process_mid_reply(store_path, cid: str) -> ConversationKeeper:
+    """The process that served ``cid`` before a roll: it opened the conversation and booked a turn, which runs on
+    through its grace (alive by the store's account: on SQLite its pid, this test's own)."""
+    store = SqliteStore(store_path)
+    opened = reopen(store, cid, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=owner_of(TEACHER), locked=False)
+    assert opened.memory is not None
+    opened.keeper.attach(opened.memory)
+    assert opened.keeper.room("Where do I live?") is None, "its turn is booked: it runs there when the roll begins"
+    return opened.keeper
+
+
+def finish_in_grace(stopping: ConversationKeeper) -> None:
+    """The stopping process finishes the reply within its grace, saves it, and its turn ends."""
+    chat(stopping.memory, "Where do I live?")
+    stopping.release_room()
+    stopping.store.close()
+
+
+def test_a_page_opened_while_its_last_reply_is_finished_elsewhere_says_so_and_shows_the_reply_once_it_lands(store_path):
+    """Her page comes back (here: opens) while another process is still finishing her last reply: the page says so,
+    and its next look after that reply's save shows it, under the same id, before she sends anything. A page with no
+    turn running elsewhere asks nothing on its later runs (``render_finishing``)."""
+    at = open_page()
+    send(at, "Hello, I am Ana.")
+    cid = at.query_params["c"]
+    stopping = stopping_process_mid_reply(store_path, cid)
+
+    page = open_page(cid)
+    assert page.session_state[keys.FINISHING] is True
+    assert "Your last reply is still being finished" in texts(page)
+    page.run()
+    assert "Your last reply is still being finished" in texts(page), "it keeps looking while that turn runs"
+    finish_in_grace(stopping)
+    page.run()
+    assert page.session_state[keys.FINISHING] is False
+    history = [m.content for m in page.session_state[keys.MEMORY].history]
+    assert history[::2] == ["Hello, I am Ana.", "Where do I live?"], "the reply the stopping process saved"
+    assert page.query_params["c"] == cid and page.session_state[keys.CONVERSATION].version == 2
+    assert "Your last reply is still being finished" not in texts(page)
+    send(page, "And where do I work?")
+    assert len(stored_rows(store_path)) == 1, "one conversation: no copy"
+    turns = [m.content for m in page.session_state[keys.MEMORY].history][::2]
+    assert turns == ["Hello, I am Ana.", "Where do I live?", "And where do I work?"]
+
+
+def test_a_page_with_no_turn_running_elsewhere_asks_the_store_once_as_it_opens_and_never_again(store_path, monkeypatch):
+    """The look for a reply finished elsewhere costs a page with none nothing on its runs: one read-only question as
+    the conversation is opened, none on any later run, no fragment drawn."""
+    at = open_page()
+    send(at, "Hello, I am Ana.")
+    cid = at.query_params["c"]
+    asked: list[str] = []
+    running = SqliteStore.running
+
+    def counted(store: SqliteStore, conversation_id: str, holder: str, owner: str | None = None) -> bool:
+        asked.append(conversation_id)
+        return running(store, conversation_id, holder, owner)
+
+    monkeypatch.setattr(SqliteStore, "running", counted)
+    page = open_page(cid)
+    assert asked == [cid] and page.session_state[keys.FINISHING] is False
+    for _ in range(3):
+        page.run()
+    send(page, "Where do I live?")
+    assert asked == [cid], "no question on a later run (a message asks only inside its own room booking)"
+
+
+def test_a_page_that_came_back_after_a_restart_never_calls_the_finished_reply_another_tabs(store_path, monkeypatch):
+    """The reply the stopping process saved between her page's return and her next message: a page that came back
+    on this process after its own stopped (``session_guard.came_back``) says it was finished and saved while the
+    server restarted; the same catch-up in a page that did not come back (a real second tab) says another tab."""
+    at = open_page()
+    send(at, "Hello, I am Ana.")
+    cid = at.query_params["c"]
+    cases = ((True, "The server restarted while your last reply was being written"), (False, "Another tab of this browser"))
+    for came_back, words in cases:
+        monkeypatch.setattr(session_guard, "came_back", lambda came_back=came_back: came_back)
+        page = open_page(cid)
+        stopping = stopping_process_mid_reply(store_path, cid)
+        finish_in_grace(stopping)
+        send(page, "And where do I work?")
+        assert words in texts(page)
+        other = "Another tab" if came_back else "The server restarted"
+        assert other not in texts(page)
+        assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
+        assert [m.content for m in page.session_state[keys.MEMORY].history][-4::2] == ["Where do I live?", "And where do I work?"]
+    # The page that came back has sent a turn of its own since: a later catch-up is another tab's, and says so.
+    monkeypatch.setattr(session_guard, "came_back", lambda: True)
+    page = open_page(cid)
+    send(page, "One.")
+    finish_in_grace(stopping_process_mid_reply(store_path, cid))
+    send(page, "Two.")
+    assert "Another tab of this browser" in texts(page) and "The server restarted" not in texts(page)
+
+
+def test_a_message_sent_while_her_last_reply_is_finished_elsewhere_waits_for_its_save_and_follows_it(store_path, monkeypatch):
+    """She sends before the stopping process has saved her last reply: the message waits for that turn, as long as
+    it runs (``ConversationKeeper.room``), while the page says her last reply is being finished; then it is sent on
+    the version that save left, under the same id, with the reply before it."""
+    at = open_page()
+    send(at, "Hello, I am Ana.")
+    cid = at.query_params["c"]
+    page = open_page(cid)
+    stopping = stopping_process_mid_reply(store_path, cid)
+    said: list[str] = []
+    say = turn._say_finishing
+
+    def saying_then_saved(lang: str) -> None:  # the page is told; meanwhile the stopping process's save lands
+        say(lang)
+        said.append(lang)
+        finish_in_grace(stopping)
+
+    monkeypatch.setattr(turn, "_say_finishing", saying_then_saved)
+    send(page, "And where do I work?")
+    assert said == ["en"], "told once, as the wait began"
+    assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
+    turns = [m.content for m in page.session_state[keys.MEMORY].history][::2]
+    assert turns == ["Hello, I am Ana.", "Where do I live?", "And where do I work?"]
+    assert "Your last reply is still being finished" not in texts(page), "the run that sends it no longer says so"
+
+
+@pytest.mark.parametrize("sends", [False, True], ids=["looks_again", "sends_meanwhile"])
+def test_a_page_back_during_the_first_reply_keeps_its_id_and_goes_on_with_that_reply(store_path, monkeypatch, sends):
+    """The stop came during the conversation's first reply: the store holds no row yet when her page comes back, only
+    the stopping process's booking. The page keeps the id (not "not here", not a new conversation) and says her last
+    reply is being finished; once its save lands, the next look, or the message she sent meanwhile, opens it. One
+    conversation, with her first turn in it."""
+    stopping = ConversationKeeper(SqliteStore(store_path), owner=owner_of(TEACHER))
+    stopping.attach(ShortTermMemory(ScriptedBackend(), max_recent_turns=1))
+    cid = stopping.conversation_id
+    assert stopping.room("Hello, I am Ana.") is None, "the first turn is booked: the id is not in the store yet"
+
+    page = open_page(cid)
+    assert "Your last reply is still being finished" in texts(page) and "not one of this browser's" not in texts(page)
+    assert page.query_params["c"] == cid and conversation_id(page) == cid
+    if sends:
+        say = turn._say_finishing
+
+        def saying_then_saved(lang: str) -> None:
+            say(lang)
+            chat(stopping.memory, "Hello, I am Ana.")
+            stopping.release_room()
+
+        monkeypatch.setattr(turn, "_say_finishing", saying_then_saved)
+    else:
+        chat(stopping.memory, "Hello, I am Ana.")
+        stopping.release_room()
+        page.run()
+        assert [m.content for m in page.session_state[keys.MEMORY].history][::2] == ["Hello, I am Ana."]
+    send(page, "Where do I live?")
+    stopping.store.close()
+    assert page.query_params["c"] == cid and len(stored_rows(store_path)) == 1, "one conversation: no copy"
+    assert [m.content for m in page.session_state[keys.MEMORY].history][::2] == ["Hello, I am Ana.", "Where do I live?"]

@@ -75,6 +75,49 @@ def test_a_session_is_bound_until_its_session_object_goes():
     assert owners.owner("s-1") is None and len(owners) == 0, "the map holds no id of a session Streamlit let go"
 
 
+@pytest.mark.unit
+def test_a_page_that_names_a_session_this_process_does_not_know_came_back_from_a_process_that_stopped():
+    """A rolling restart: the page's websocket names the session the stopped process served. This process never made
+    it, so the page gets a fresh session, marked as come back (``came_back``: the page then says her last reply was
+    finished while the server restarted). A reconnect to a session this process keeps, and a page that names none (a
+    reload, a new tab), are not."""
+
+    class Session:  # stands for Streamlit's AppSession
+        pass
+
+    class Handshake:  # a ClientContext: only its cookies are read
+        def __init__(self, secret: str) -> None:
+            self.cookies = {COOKIE: secret}
+
+    class Client:
+        def __init__(self, secret: str) -> None:
+            self.client_context = Handshake(secret)
+
+    sessions: dict[str, Session] = {}
+
+    class Runtime:  # the wrapper's view of Streamlit's: its connect and its sessions
+        def get_app_session(self, session_id: str) -> Session | None:
+            return sessions.get(session_id)
+
+    def connect(client, user_info, existing_session_id=None, session_id_override=None) -> str:
+        if existing_session_id in sessions:
+            return existing_session_id
+        session_id = f"s-{len(sessions) + 1}"
+        sessions[session_id] = Session()
+        return session_id
+
+    guarded = session_guard._guarded(Runtime(), connect)  # type: ignore[arg-type]
+    here = guarded(Client(A_SECRET), {})
+    assert here not in session_guard.RETURNED, "a page that names no session"
+    assert guarded(Client(A_SECRET), {}, existing_session_id=here) == here and here not in session_guard.RETURNED
+    back = guarded(Client(A_SECRET), {}, existing_session_id="served-by-the-stopped-process")
+    assert back != "served-by-the-stopped-process" and back in session_guard.RETURNED
+    assert guarded(Client(A_SECRET), {}, existing_session_id=back) == back, "her own session is hers again"
+    del sessions[back]
+    gc.collect()
+    assert back not in session_guard.RETURNED, "the mark goes with its session"
+
+
 # -- the Streamlit internals it relies on (its docstring's list): an upgrade that changes them fails here -----------
 
 

@@ -345,12 +345,12 @@ def test_a_tab_waits_as_long_as_the_turn_running_elsewhere_lives_and_no_fixed_ti
     asked = []
     running_elsewhere = store.running
 
-    def counting(conversation_id, holder):  # the running turn ends only after the waiting tab has asked 200 times
+    def counting(conversation_id, holder, owner=None):  # the running turn ends only after the waiting tab has asked 200 times
         asked.append(holder)
         if len(asked) == 200:
             chat(running.memory, "A long reply, please.")
             running.release_room()
-        return running_elsewhere(conversation_id, holder)
+        return running_elsewhere(conversation_id, holder, owner)
 
     monkeypatch.setattr(store, "running", counting)
     finishing = []

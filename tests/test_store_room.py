@@ -429,3 +429,22 @@ def test_a_tab_with_nothing_unsaved_waits_for_a_turn_running_elsewhere_and_goes_
         assert stored_total(store) > 0 and tab_a.fork is None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_turn_running_elsewhere_is_told_only_to_its_own_browser(kind, tmp_path):
+    """A page asking about the id in its URL (``running`` with an owner) learns of that owner's live turn only: another
+    browser holding the same link learns nothing of it. Without an owner, every live booking but the asker's counts."""
+    store = make_store(kind, tmp_path)
+    try:
+        tab = keeper_with(store, "Hello.")
+        cid = tab.conversation_id
+        assert not store.running(cid, "", OWNER)
+        assert tab.room("A writes a reply.") is None
+        assert store.running(cid, "", OWNER) and store.running(cid, "")
+        assert not store.running(cid, "", "another browser's owner hash")
+        assert not store.running(cid, tab.holder, OWNER), "its own turn is not elsewhere"
+        tab.release_room()
+        assert not store.running(cid, "", OWNER)
+    finally:
+        store.close()

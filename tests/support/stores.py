@@ -115,9 +115,9 @@ class FlakyStore:
         self._check()
         self.inner.release(holder)
 
-    def running(self, conversation_id: str, holder: str) -> bool:
+    def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         self._check()
-        return self.inner.running(conversation_id, holder)
+        return self.inner.running(conversation_id, holder, owner)
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         self._check()

@@ -20,6 +20,8 @@ browser* (``memora.app.page.forget``) delete from the store. Saving is the memor
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,13 +35,16 @@ from memora.app.page.i18n import LANGUAGES, error_message, t
 from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
-from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, is_conversation_id, open_store
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, carry_choices, reopen, save_import
+from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, StoreError, is_conversation_id, open_store
+from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, Reopened, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
 PARAM = "c"
 """The query parameter that carries the conversation id (a locator, not a key)."""
+FINISHING_POLL_S = 1.0
+"""How often a page looks again at a turn running on its conversation elsewhere (``render_finishing``): one read-only
+question to the store (``ConversationStore.running``) a second, only while such a turn runs."""
 
 
 @st.cache_resource(show_spinner=False)
@@ -67,6 +72,10 @@ def keep(state: Any) -> ConversationKeeper | None:
         if state[keys.CONVERSATION] is None:  # a test may have put its own keeper in, as it may a memory
             state[keys.CONVERSATION] = open_conversation(state)
     handover.finish(state)  # a reply adopted from before a reload has ended: this session takes its own copy
+    if state[keys.FINISHED_ELSEWHERE]:  # here, before any widget is drawn: opening a version sets the settings' inputs
+        state[keys.FINISHED_ELSEWHERE] = False
+        if state[keys.CONVERSATION] is not None and follow_stored(state):
+            state[keys.NOTICE] = state[keys.NOTICE] or caught_up_notice()
     keeper: ConversationKeeper | None = state[keys.CONVERSATION]
     if keeper is None:
         return None
@@ -97,6 +106,8 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     if adopted is not None:
         return adopted
     session: ShortTermMemory = state[keys.MEMORY]
+    # Asked before the load: a reply that lands between the two is then either in what is loaded or waited for.
+    state[keys.FINISHING] = _running_elsewhere(store, st.query_params.get(PARAM), owner)
     result = reopen(
         store,
         st.query_params.get(PARAM),
@@ -107,10 +118,96 @@ def open_conversation(state: Any) -> ConversationKeeper | None:
     )
     if result.memory is not None:
         _continue_with(state, result)
+    elif result.outcome == "missing" and state[keys.FINISHING]:
+        # Its first reply is being finished by a process that stopped: the id is kept, and opened once that reply is
+        # saved (``follow_stored``), so that her next message does not start a second conversation beside it.
+        return ConversationKeeper(store, st.query_params.get(PARAM), 0, owner=owner, sweep=sweep)
     elif result.outcome != "new":
         state[keys.NOTICE] = _not_restored(result, settings)
         del st.query_params[PARAM]  # the link's conversation stays in the store, untouched; this tab starts anew
     return result.keeper
+
+
+def _running_elsewhere(store: ConversationStore, requested_id: str | None, owner: str) -> bool:
+    """Whether a turn of ``owner``'s runs now on the conversation the URL names, elsewhere by the store's account (a
+    process stopping mid-reply, whose page came back here). False for no id, a malformed one, another browser's turn,
+    or a store that cannot say."""
+    if not is_conversation_id(requested_id):
+        return False
+    try:
+        return store.running(requested_id or "", "", owner)
+    except StoreError:
+        return False
+
+
+def caught_up_notice() -> Notice:
+    """What the page says when it opened a later version of its conversation before her message. A page that came back
+    on this process after its own stopped (``session_guard.came_back``), and has sent no turn here since, says her last
+    reply was finished and saved while the server restarted: the usual case of a rolling restart. Any other page, or a
+    later catch-up of the same page, says another tab saved it.
+
+    Edge case: a page that came back while a second tab of the browser also saved a turn is told the first, which is
+    true of the reply the stopped process finished."""
+    restarted = session_guard.came_back() and not st.session_state[keys.SENT_HERE]
+    return Notice("info", "conversation.caught_up_restart" if restarted else "conversation.caught_up")
+
+
+def render_finishing(keeper: ConversationKeeper | None, lang: str, replying: bool) -> None:
+    """While a turn on this conversation runs elsewhere (a stopping process finishing her last reply within its grace),
+    says so and looks again every ``FINISHING_POLL_S``; once it has ended, runs the page again, whose ``keep`` opens the
+    version its save left (``follow_stored``), so that the reply shows up as soon as it lands (at the latest, her next message waits for it:
+    ``ConversationKeeper.room``). Draws nothing and asks nothing when no turn was running elsewhere as the conversation
+    was opened, the usual page, nor while this page's own reply is being written."""
+    state = st.session_state
+    if not state[keys.FINISHING] or keeper is None or replying:
+        return
+    _watch_finishing(keeper, lang)
+
+
+@st.fragment(run_every=FINISHING_POLL_S)
+def _watch_finishing(keeper: ConversationKeeper, lang: str) -> None:
+    state = st.session_state
+    if state[keys.CONVERSATION] is keeper and keeper.turn_running_elsewhere():
+        render.alert("info", t(lang, "conversation.finishing"), icon=":material/hourglass_top:")
+        return
+    state[keys.FINISHING] = False
+    state[keys.FINISHED_ELSEWHERE] = state[keys.CONVERSATION] is keeper
+    st.rerun(scope="app")
+
+
+def wait_for_finishing(state: Any, on_wait: Callable[[], None]) -> bool:
+    """Before her message is planned on a page that opened its conversation while a turn ran on it elsewhere: waits
+    for that turn as long as it runs by the store's account (no fixed time; ``on_wait`` is called once as the wait
+    begins), then opens the version its save left (``follow_stored``); True when it did. Returns at once, asking
+    nothing, on a page that found no such turn. ``ConversationKeeper.room`` waits the same way for a saved
+    conversation; this covers the first reply too, whose conversation the store did not hold yet when the page
+    came back."""
+    keeper: ConversationKeeper | None = state[keys.CONVERSATION]
+    if not state[keys.FINISHING] or keeper is None:
+        return False
+    if keeper.turn_running_elsewhere():
+        on_wait()
+        while keeper.turn_running_elsewhere():
+            time.sleep(BUSY_POLL_S)
+    state[keys.FINISHING] = False
+    return follow_stored(state)
+
+
+def follow_stored(state: Any) -> bool:
+    """Opens the store's later version of this tab's conversation when this tab holds nothing unsaved of its own
+    (``catch_up``); False, changing nothing, when the store holds no later version, this tab has unsaved work (its next
+    save decides, as for any second tab), or the store cannot give it."""
+    keeper: ConversationKeeper = state[keys.CONVERSATION]
+    memory = keeper.memory
+    if memory is None or len(memory.history) != keeper.stored_messages:
+        return False
+    try:
+        row = keeper.store.load(keeper.conversation_id, keeper.owner)
+    except StoreError:
+        return False
+    if row is None or row.version <= keeper.version:
+        return False
+    return catch_up(state)
 
 
 def catch_up(state: Any) -> bool:
@@ -188,7 +285,8 @@ def _size(size: int) -> str:
 
 def _sync_url(keeper: ConversationKeeper) -> None:
     current = st.query_params.get(PARAM)
-    kept = keeper.saved or handover.in_flight(keeper)  # during a first reply too, so that a reload finds it
+    # During a first reply too, here or on a stopping process that is finishing it, so that a reload finds it.
+    kept = keeper.saved or handover.in_flight(keeper) or st.session_state[keys.FINISHING]
     if kept and current != keeper.conversation_id:
         st.query_params[PARAM] = keeper.conversation_id
     elif not kept and current is not None:

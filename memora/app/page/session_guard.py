@@ -123,6 +123,38 @@ class SessionOwners:
 
 OWNERS = SessionOwners()
 """This process's sessions and their owners."""
+
+
+class ReturnedSessions:
+    """The sessions of this process made for a websocket that named a session this process does not know: a page that
+    came back after the process that served it stopped (a rolling restart, a crash behind the balancer, a restart of a
+    one-process class). Thread-safe, and each entry goes with its ``AppSession``, as in ``SessionOwners``.
+
+    Edge case: a session this process dropped after `server.disconnectedSessionTTL` (a laptop asleep for minutes)
+    reads the same; a page that reloads (F5) or a new tab names no session and is never here."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._ids: set[str] = set()
+
+    def add(self, session_id: str, session: object) -> None:
+        with self._lock:
+            known = session_id in self._ids
+            self._ids.add(session_id)
+        if not known:
+            weakref.finalize(session, self._forget, session_id)
+
+    def __contains__(self, session_id: object) -> bool:
+        with self._lock:
+            return session_id in self._ids
+
+    def _forget(self, session_id: str) -> None:
+        with self._lock:
+            self._ids.discard(session_id)
+
+
+RETURNED = ReturnedSessions()
+"""This process's sessions that a page opened after its own process stopped (``came_back``)."""
 _INSTALLING = threading.Lock()
 
 
@@ -165,6 +197,14 @@ def bind_this_session(secret: str) -> None:
         OWNERS.bind(context.session_id, owner_of(secret), session)
 
 
+def came_back() -> bool:
+    """Whether the session running this script was made for a page that came back from a process that stopped: its
+    websocket named a session this process does not know (``ReturnedSessions``). False without the guard (``AppTest``)
+    or outside a script run."""
+    context = get_script_run_ctx(suppress_warning=True)
+    return context is not None and context.session_id in RETURNED
+
+
 def _check_shape() -> None:
     parameters = tuple(inspect.signature(Runtime.connect_session).parameters)
     if parameters != CONNECT_PARAMETERS:
@@ -186,6 +226,9 @@ def _guarded(runtime: Runtime, connect: Callable[..., str]) -> Callable[..., str
     ) -> str:
         context = client.client_context
         presented = presented_owner(None if context is None else context.cookies)
+        # A session id this process never made, or no longer keeps: the page was served by a process that stopped.
+        unknown_here = bool(existing_session_id) and OWNERS.owner(existing_session_id or "") is None
+        unknown_here = unknown_here and runtime.get_app_session(existing_session_id or "") is None
         if existing_session_id and not may_attach(OWNERS.owner(existing_session_id), presented):
             # The id is not logged: it is the key to a session, and the refused websocket's browser is not its own.
             log.warning("A websocket named a session that is not its browser's: it gets a new session, the other is untouched")
@@ -200,6 +243,10 @@ def _guarded(runtime: Runtime, connect: Callable[..., str]) -> Callable[..., str
             session = runtime.get_app_session(session_id)
             if session is not None:
                 OWNERS.bind(session_id, presented, session)
+        if unknown_here and session_id != existing_session_id:
+            session = runtime.get_app_session(session_id)
+            if session is not None:
+                RETURNED.add(session_id, session)
         return session_id
 
     setattr(connect_session, _GUARD_MARK, True)

@@ -101,6 +101,9 @@ def turn_box_open(turn: int) -> str:
 # Conversation persistence (memora/app/page/conversation.py): the session's ConversationKeeper, and whether the URL's was opened.
 CONVERSATION = "conversation"
 CONVERSATION_OPENED = "conversation_opened"
+FINISHING = "finishing"  # a turn on this conversation was running elsewhere when it was opened (a stopping process's)
+FINISHED_ELSEWHERE = "finished_elsewhere"  # that turn has ended: the next run, before any widget, opens what it saved
+SENT_HERE = "sent_here"  # this session has started a turn of its own: a later catch-up is not the restart's
 BROWSER_SECRET = "browser_secret"  # the browser's cookie, or the one this session sets (a test may put its own in)
 FORGOTTEN_SECRET = "forgotten_secret"  # the secret this session's "Forget this browser" dropped: its cookie is replaced
 # A reload during a reply (memora/app/page/handover.py): the adopted flight and this session's own memory, until the reply ends.
@@ -220,6 +223,9 @@ def _defaults(memory: ShortTermMemory, backend_name: str) -> dict[str, Any]:
         DEFERRED_SETTINGS: frozenset(),
         CONVERSATION: None,
         CONVERSATION_OPENED: False,
+        FINISHING: False,
+        FINISHED_ELSEWHERE: False,
+        SENT_HERE: False,
         BROWSER_SECRET: None,
         FORGOTTEN_SECRET: None,
         ADOPTED: None,

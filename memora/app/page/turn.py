@@ -17,13 +17,15 @@ keeps its own guard for callers that did not ask first (the REPL, the article's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
 
-from memora.app.page import conversation, handover, settings_panel
+from memora.app.page import conversation, handover, render, settings_panel
 from memora.app.page import state as keys
 from memora.app.page.conversation import PARAM, cap_notice
+from memora.app.page.i18n import t
 from memora.app.page.state import Notice
 from memora.app.page.views import parse_command
 from memora.backends import OfflineBackend
@@ -52,7 +54,14 @@ class Submission:
         return self.refusal is not None and self.refusal.key != "notice.empty"
 
 
-def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, busy: bool, catch_up: bool = True) -> Submission:
+def read(
+    text: str,
+    memory: ShortTermMemory,
+    keeper: ConversationKeeper | None,
+    busy: bool,
+    catch_up: bool = True,
+    on_wait: Callable[[], None] | None = None,
+) -> Submission:
     """The verdict on ``text``, each check run once, in the order that sends and draws the least.
 
     ``busy``: a reply is being written (the input is disabled then, but a request can be crafted).
@@ -64,7 +73,8 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     must make when another tab saved or is sending on the conversation: it says to reload, never forks into a
     conversation it cannot keep. A message that passes has that room booked in the store until its job ends (``start``).
     With ``catch_up``, a message whose conversation another tab or process saved since, while this tab holds nothing
-    unsaved, comes back ``behind`` instead (``ConversationKeeper.room``).
+    unsaved, comes back ``behind`` instead (``ConversationKeeper.room``); while a turn on it runs elsewhere (a process
+    stopping mid-reply), it first waits for that turn's save, and ``on_wait`` is called once as the wait begins.
     """
     command = parse_command(text)
     if busy:
@@ -78,7 +88,7 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
             memory.limits.caps.check(text, 0, 0)
     except ValueError as error:  # LimitReached and ContextBudgetError are ValueErrors
         return Submission(text, command, Notice("error", "notice.restored", error=error))
-    cap = None if command is not None or keeper is None else keeper.room(text, catch_up=catch_up)
+    cap = None if command is not None or keeper is None else keeper.room(text, catch_up=catch_up, on_wait=on_wait)
     if command is None and keeper is not None and keeper.behind:  # room() ran for this message and said so
         return Submission(text, command, behind=True)
     if cap is None:
@@ -86,6 +96,11 @@ def read(text: str, memory: ShortTermMemory, keeper: ConversationKeeper | None, 
     # Nothing to export or keep in an empty conversation: its notice says only what to do next.
     prefix = "conversation.cap_fork" if keeper is not None and keeper.would_fork else "conversation.cap"
     return Submission(text, command, cap_notice(cap, prefix if memory.history else "conversation.cap_new"))
+
+
+def _say_finishing(lang: str) -> None:
+    # Drawn while this run waits in ``room``: Streamlit sends it at once, and the next run (the reply's) replaces it.
+    render.alert("info", t(lang, "conversation.finishing"), icon=":material/hourglass_top:")
 
 
 def queue(text: str | None = None) -> None:
@@ -120,12 +135,18 @@ def take(memory: ShortTermMemory) -> bool:
     state[keys.PENDING_TEXT] = None
     if text is None:
         return False
-    submission = read(text, memory, state[keys.CONVERSATION], busy=replying())
+    on_wait = lambda: _say_finishing(state[keys.LANG])  # noqa: E731
+    if not replying() and conversation.wait_for_finishing(state, on_wait):
+        queue(text)  # this run opened the version a stopping process saved; the next one sends the message on it
+        state[keys.NOTICE] = state[keys.NOTICE] or conversation.caught_up_notice()
+        st.rerun()
+    submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), on_wait=on_wait)
     if submission.behind:
         if conversation.catch_up(state):
+            state[keys.FINISHING] = False  # the turn it waited for has ended: nothing left to look for
             notice = state[keys.NOTICE]
             queue(text)  # this run opened the later version; the next one sends the message on it
-            state[keys.NOTICE] = notice or Notice("info", "conversation.caught_up")
+            state[keys.NOTICE] = notice or conversation.caught_up_notice()
             st.rerun()
         submission = read(text, memory, state[keys.CONVERSATION], busy=replying(), catch_up=False)  # as a copy, as before
     if submission.refusal is not None:
@@ -148,6 +169,7 @@ def start(memory: ShortTermMemory, text: str) -> None:
     ends, the store room ``read`` booked for the turn is given back (``handover.turn_ended``).
     """
     keeper: ConversationKeeper | None = st.session_state[keys.CONVERSATION]
+    st.session_state[keys.SENT_HERE] = True
     speak(memory, st.session_state[keys.LANG])
     _run(ReplyJob(memory, text, after=fold_ahead, on_end=None if keeper is None else lambda: handover.turn_ended(keeper)))
 

@@ -318,10 +318,11 @@ class ConversationStore(Protocol):
         """Drops ``holder``'s booking, if any: its turn has ended, and saved what it could. Raises StoreError."""
         ...
 
-    def running(self, conversation_id: str, holder: str) -> bool:
+    def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         """Whether a holder other than ``holder`` has a live booking on the conversation: a turn is running on it
-        elsewhere (another tab, a process stopping mid-reply), whose save will come first. Reads only, takes no lock
-        and books nothing, so a tab waiting for that turn may ask often. Raises StoreError."""
+        elsewhere (another tab, a process stopping mid-reply), whose save will come first. With ``owner``, only that
+        owner's bookings count (a page asking about an id from its URL learns nothing of another browser's turns).
+        Reads only, takes no lock and books nothing, so a tab waiting for that turn may ask often. Raises StoreError."""
         ...
 
     def delete(self, conversation_id: str, owner: str) -> bool:

@@ -295,11 +295,11 @@ class ConversationKeeper:
     def turn_running_elsewhere(self) -> bool:
         """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process stopping mid-reply,
         alive by the store's account), whose save will come first: the page may say that her last reply is being
-        finished, and look again. False when the conversation is not saved yet or the store cannot say; never raises."""
-        if not self.saved:
-            return False
+        finished, and look again. A conversation this keeper has not saved yet is asked about too: a page that came
+        back during its first reply keeps its id while the stopping process saves it. False when the store cannot
+        say; never raises."""
         try:
-            return self.store.running(self.conversation_id, self.holder)
+            return self.store.running(self.conversation_id, self.holder, self.owner)
         except StoreError:
             return False
 

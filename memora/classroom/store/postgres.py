@@ -199,12 +199,13 @@ class PostgresStore:
         self._run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
         self._unreleased.dropped([holder])
 
-    def running(self, conversation_id: str, holder: str) -> bool:
+    def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         query = (
             "SELECT EXISTS (SELECT 1 FROM memora_room_bookings b WHERE conversation_id = %s AND holder != %s "
-            f"AND expires_at > now() AND {holder_alive('b')})"
+            f"AND (%s::text IS NULL OR owner = %s) AND expires_at > now() AND {holder_alive('b')})"
         )
-        return bool(self._run(lambda c: c.execute(query, (conversation_id, holder, self.settle_s)).fetchone()[0]))
+        parameters = (conversation_id, holder, owner, owner, self.settle_s)
+        return bool(self._run(lambda c: c.execute(query, parameters).fetchone()[0]))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         def delete(c: Any) -> bool:

@@ -167,11 +167,14 @@ class SqliteStore:
             self._connect().execute("DELETE FROM room_bookings WHERE holder = ?", (holder,))
         self._unreleased.dropped([holder])
 
-    def running(self, conversation_id: str, holder: str) -> bool:
+    def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         now = datetime.now(UTC).timestamp()
         with self._lock, _errors():
-            query = "SELECT holder FROM room_bookings WHERE conversation_id = ? AND holder != ? AND expires_at > ?"
-            holders = [row[0] for row in self._connect().execute(query, (conversation_id, holder, now))]
+            query = (
+                "SELECT holder FROM room_bookings WHERE conversation_id = ? AND holder != ? AND (? IS NULL OR owner = ?) "
+                "AND expires_at > ?"
+            )
+            holders = [row[0] for row in self._connect().execute(query, (conversation_id, holder, owner, owner, now))]
         return bool(set(holders) - set(dead_holders(holders)))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
