@@ -402,12 +402,16 @@ def local_budget(memory: ShortTermMemory) -> int:
     return memory.server.budgets(memory.max_input_tokens, plan_texts(memory))[1]
 
 
+def last_reply(memory: ShortTermMemory) -> UsageRecord | None:
+    """The ledger's record of the newest reply request; None before any reply."""
+    return next((record for record in reversed(memory.ledger) if record.kind == "reply"), None)
+
+
 def last_sent(memory: ShortTermMemory) -> RequestParts | None:
     """The newest reply request as its ledger record keeps it, part by part; None before any reply
     (and for a record saved before records kept their parts)."""
-    return next(
-        (record.parts for record in reversed(memory.ledger) if record.kind == "reply"), None
-    )
+    record = last_reply(memory)
+    return None if record is None else record.parts
 
 
 def request_instructions(memory: ShortTermMemory) -> str:

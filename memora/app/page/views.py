@@ -15,7 +15,7 @@ import pandas as pd
 from memora.app.page.i18n import role_name, t
 from memora.app.page.markup import plain_text
 from memora.memory import ShortTermMemory
-from memora.memory.core import budget_in_force, full_history_tokens, last_sent, local_budget
+from memora.memory.core import budget_in_force, full_history_tokens, last_reply, last_sent, local_budget
 from memora.teaching.prices import format_usd
 from memora.teaching.replay import FULL_HISTORY
 from memora.teaching.story import Fold
@@ -254,15 +254,15 @@ def last_context_rows(memory: ShortTermMemory, folds: Sequence[Fold] = ()) -> li
         number = next(numbers, None) if source in ("window", "current") else None
         folded_for = None
         if number is not None and number <= memory.summarized_message_count:
-            folded_for = next((fold.serves for fold in folds if fold.span[0] < number <= fold.span[1]), None)
+            folded_for = next((fold.serves for fold in folds if fold.first <= number <= fold.last), None)
         rows.append(ContextRow(m.role, source, tokens, m.content, number, folded_for))
     return rows
 
 
 def request_turn(memory: ShortTermMemory) -> int | None:
     """The turn the last request served, from its record; None before any."""
-    sent = last_sent(memory)
-    return None if sent is None or sent.current is None else (sent.current.number + 1) // 2
+    record = last_reply(memory)
+    return None if record is None else record.turn
 
 
 def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
