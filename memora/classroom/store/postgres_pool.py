@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from memora.classroom.store.base import StoreError
 
@@ -177,22 +177,45 @@ class PostgresTables:
         shared_pool(self.url).close()
 
 
-_pools: dict[str, PostgresPool] = {}
-_pools_lock = threading.Lock()
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+class PerDatabase(Generic[C]):
+    """One ``make(url)`` per database URL for this whole process, made on first use, outside ``st.cache_resource``
+    (which any browser may empty): the pools here, the presence locks (``presence``)."""
+
+    def __init__(self, make: Callable[[str], C]) -> None:
+        self._make = make
+        self._made: dict[str, C] = {}
+        self._lock = threading.Lock()
+
+    def get(self, url: str) -> C:
+        with self._lock:
+            if url not in self._made:
+                self._made[url] = self._make(url)
+            return self._made[url]
+
+    def close_all(self) -> None:
+        """Closes every one (a test's end); the next ``get`` of a URL makes it again."""
+        with self._lock:
+            made = list(self._made.values())
+            self._made.clear()
+        for each in made:
+            each.close()
+
+
+_pools = PerDatabase(PostgresPool)
 
 
 def shared_pool(url: str) -> PostgresPool:
     """This process's one pool for ``url``: every store and ledger on that database shares it."""
-    with _pools_lock:
-        if url not in _pools:
-            _pools[url] = PostgresPool(url)
-        return _pools[url]
+    return _pools.get(url)
 
 
 def close_pools() -> None:
     """Closes every pool of this process (a test's end); the next transaction on a URL opens its pool again."""
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.close()
+    _pools.close_all()

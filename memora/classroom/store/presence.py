@@ -25,7 +25,7 @@ import threading
 
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S, turn_outlives_stop_s
 from memora.classroom.store.base import StoreError
-from memora.classroom.store.postgres_pool import CONNECT_TIMEOUT_S, connection_names
+from memora.classroom.store.postgres_pool import CONNECT_TIMEOUT_S, PerDatabase, connection_names
 
 log = logging.getLogger(__name__)
 PRESENCE_LOCK = 734_522_003
@@ -121,22 +121,14 @@ class Presence:
             key = None
 
 
-_presences: dict[str, Presence] = {}
-_presences_lock = threading.Lock()
+_presences = PerDatabase(Presence)
 
 
 def shared_presence(url: str) -> Presence:
     """This process's one presence on the database at ``url``."""
-    with _presences_lock:
-        if url not in _presences:
-            _presences[url] = Presence(url)
-        return _presences[url]
+    return _presences.get(url)
 
 
 def close_presences() -> None:
     """Gives back every presence lock of this process (a test's end); the next booking takes a new one."""
-    with _presences_lock:
-        presences = list(_presences.values())
-        _presences.clear()
-    for presence in presences:
-        presence.close()
+    _presences.close_all()
