@@ -71,8 +71,19 @@ def column(strategy: str, per_turn: tuple[int, ...], summary_requests: int = 1) 
     """A column whose every token is a reply's but ``summary_requests`` summaries of 10 tokens in, 5 out, in turn 1."""
     summaries = 15 * summary_requests
     first = per_turn[0] - summaries
-    return Column(strategy, False, len(per_turn), summary_requests, sum(per_turn) - summaries, 10 * summary_requests,
-                  5 * summary_requests, 0, None, False, (first + summaries, *per_turn[1:]))  # fmt: skip
+    return Column(
+        strategy,
+        from_ledger=False,
+        reply_requests=len(per_turn),
+        summary_requests=summary_requests,
+        reply_tokens=sum(per_turn) - summaries,
+        summary_tokens=10 * summary_requests,
+        summaries_written=5 * summary_requests,
+        over_budget=0,
+        usd=None,
+        estimated=False,
+        tokens_per_turn=(first + summaries, *per_turn[1:]),
+    )
 
 
 def test_the_payoff_is_the_turn_from_which_the_running_total_stays_below_and_its_figures_are_the_tables():
