@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks.harness.servers import ResponsesServer, slow_start
 from memora.app import ports, served_grace
-from memora.app.serve import Child, Class, Plan
+from memora.app.serve import Child, ClassSetup, Supervisor
 from memora.app.settings import DEFAULT_SHUTDOWN_GRACE_S as SETTINGS_DEFAULT
 from memora.app.settings import SettingsError, load_settings
 from memora.classroom import grace, shutdown
@@ -119,7 +119,7 @@ def test_serve_reads_each_process_grace_where_its_page_will(secrets_files: list[
 
 
 class FakeProcess:
-    """A child as ``Class`` sees it (``subprocess.Popen``'s face): records the signals it gets, and exits after
+    """A child as ``Supervisor`` sees it (``subprocess.Popen``'s face): records the signals it gets, and exits after
     ``exits_after`` SIGTERMs (never, with None); ``on_poll`` runs at each poll, as a signal arriving meanwhile."""
 
     def __init__(self, pid: int, exits_after: int | None = 1) -> None:
@@ -144,8 +144,8 @@ class FakeProcess:
         return self.returncode
 
 
-def _class_of(processes: list[FakeProcess], caddy: FakeProcess, exit_within: float = 60.0) -> Class:
-    running = Class(Plan("caddy", (8501, 8502), 8503, ":8080"), {})
+def _class_of(processes: list[FakeProcess], caddy: FakeProcess, exit_within: float = 60.0) -> Supervisor:
+    running = Supervisor(ClassSetup("caddy", (8501, 8502), 8503, ":8080"), {})
     running.processes = {8501 + number: Child(process, exit_within) for number, process in enumerate(processes)}  # type: ignore[arg-type]
     running.caddy = Child(caddy, exit_within)  # type: ignore[arg-type]
     return running

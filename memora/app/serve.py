@@ -72,7 +72,7 @@ class ServeError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Plan:
+class ClassSetup:
     """What to start: Streamlit servers on ``ports``, a ``spare`` port for a rolling restart's successors, and Caddy
     (``caddy``) on ``listen`` (``[host]:port``; no host is every address)."""
 
@@ -96,7 +96,7 @@ class Plan:
         return int(self.listen.rpartition(":")[2])
 
 
-def plan(argv: Sequence[str], environ: dict[str, str]) -> Plan:
+def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
     """The command line and the environment, checked; raises ServeError naming what is missing."""
     parser = argparse.ArgumentParser(prog="python -m memora.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2, help="Streamlit processes to run (default 2)")
@@ -124,15 +124,15 @@ def plan(argv: Sequence[str], environ: dict[str, str]) -> Plan:
             "elsewhere see https://caddyserver.com/docs/install. Then run this command again."
         )
     ports = tuple(range(args.first_port, args.first_port + args.processes))
-    return Plan(caddy, ports, args.first_port + args.processes, args.listen)
+    return ClassSetup(caddy, ports, args.first_port + args.processes, args.listen)
 
 
-def taken_ports(chosen: Plan) -> list[str]:
-    """One line for each port of ``chosen`` that something holds now, naming the port, what it is for and, where
+def taken_ports(setup: ClassSetup) -> list[str]:
+    """One line for each port of ``setup`` that something holds now, naming the port, what it is for and, where
     /proc tells, the process holding it; empty when every port is free."""
-    wanted = [("127.0.0.1", port, f"process {number}") for number, port in enumerate(chosen.ports, 1)]
-    wanted.append(("127.0.0.1", chosen.spare, "the spare, for a rolling restart"))
-    wanted.append((chosen.listen_host, chosen.listen_port, "Caddy's --listen"))
+    wanted = [("127.0.0.1", port, f"process {number}") for number, port in enumerate(setup.ports, 1)]
+    wanted.append(("127.0.0.1", setup.spare, "the spare, for a rolling restart"))
+    wanted.append((setup.listen_host, setup.listen_port, "Caddy's --listen"))
     return [f"port {port} ({what}) is taken{_holders(port)}." for host, port, what in wanted if ports.taken(host, port)]
 
 
@@ -172,17 +172,18 @@ class Child:
         return self.process.pid
 
 
-class Class:
+class Supervisor:
     """The running processes and Caddy: started, restarted when a process exits or on SIGHUP, and stopped together.
 
     The signal handlers (``ask_stop``, ``ask_restart``) only set flags; ``watch``, the main loop, acts on them, and so
     do the waits of a start or a rolling restart, which give up when a stop is asked."""
 
-    def __init__(self, chosen: Plan, environ: dict[str, str]) -> None:
-        self.plan, self.environ = chosen, environ
+    def __init__(self, setup: ClassSetup, environ: dict[str, str]) -> None:
+        self.setup = setup
+        self.environ = environ
         self.processes: dict[int, Child] = {}
         """The processes students are sent to, by port."""
-        self.spare = chosen.spare
+        self.spare = setup.spare
         self.leaving: list[Child] = []
         """Processes that are not the class's (stopped by a rolling restart, or a successor that failed), until
         they have exited: a stop waits for them too."""
@@ -208,16 +209,16 @@ class Class:
     def start(self) -> bool:
         """Starts the processes and Caddy and waits until each is ready; says "ready" and returns True only when all
         are, else says which was not and returns False (the caller stops the class)."""
-        for port in self.plan.ports:
+        for port in self.setup.ports:
             self._start_process(port)
         # http://: without a scheme Caddy would serve a host address over HTTPS, with a certificate of its own.
-        environ = {**self.environ, "MEMORA_UPSTREAMS": self.plan.upstreams, "MEMORA_LISTEN": "http://" + self.plan.listen}
-        command = [self.plan.caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
+        environ = {**self.environ, "MEMORA_UPSTREAMS": self.setup.upstreams, "MEMORA_LISTEN": "http://" + self.setup.listen}
+        command = [self.setup.caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
         self.caddy = Child(spawn(command, environ), max(child.exit_within_s for child in self.processes.values()))
-        _say(f"Caddy (pid {self.caddy.pid}) on {self.plan.listen}, in front of {self.plan.upstreams}")
-        if not self._listening(self.caddy, self.plan.listen_port, f"Caddy (pid {self.caddy.pid})"):
+        _say(f"Caddy (pid {self.caddy.pid}) on {self.setup.listen}, in front of {self.setup.upstreams}")
+        if not self._listening(self.caddy, self.setup.listen_port, f"Caddy (pid {self.caddy.pid})"):
             return False
-        if not all(self._first_run(port) for port in self.plan.ports):
+        if not all(self._first_run(port) for port in self.setup.ports):
             return False
         _say(f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor on the spare port first")
         return True
@@ -375,11 +376,11 @@ def _say(line: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     environ = dict(os.environ)
     try:
-        chosen = plan(sys.argv[1:] if argv is None else argv, environ)
+        setup = checked_setup(sys.argv[1:] if argv is None else argv, environ)
     except ServeError as error:
         print(f"memora.serve: {error}", file=sys.stderr)
         return 2
-    if taken := taken_ports(chosen):
+    if taken := taken_ports(setup):
         for line in taken:
             print(f"memora.serve: {line}", file=sys.stderr)
         print(
@@ -388,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    running = Class(chosen, environ)
+    running = Supervisor(setup, environ)
     signal.signal(signal.SIGTERM, running.ask_stop)
     signal.signal(signal.SIGINT, running.ask_stop)
     signal.signal(signal.SIGHUP, running.ask_restart)

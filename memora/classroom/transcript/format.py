@@ -491,19 +491,18 @@ def with_turn_stats(transcript: Transcript) -> tuple[UsageRecord, ...]:
 
 
 # -- cross-field rules ------------------------------------------------------------
-E = TranscriptError
 
 
 def _check_turn(turn: int, turns: int, path: str) -> None:
     if turn > turns:
-        raise E("number_out_of_range", f"{turn} is outside 1..{turns}.", path, value=str(turn), minimum=1, maximum=turns)
+        raise TranscriptError("number_out_of_range", f"{turn} is outside 1..{turns}.", path, value=str(turn), minimum=1, maximum=turns)
 
 
 def _check_pairs(history: tuple[Message, ...]) -> None:
     for i, message in enumerate(history):
         expected = ("user", "assistant")[i % 2]
         if message.role != expected:
-            raise E(
+            raise TranscriptError(
                 "pairs_out_of_order",
                 f"message {i} should be a {expected} message; the history is user/assistant pairs in order.",
                 f"history[{i}].role",
@@ -511,20 +510,22 @@ def _check_pairs(history: tuple[Message, ...]) -> None:
                 expected=expected,
             )
     if len(history) % 2:
-        raise E("unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1)
+        raise TranscriptError(
+            "unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1
+        )
 
 
 def _check_pointer(count: int, history_length: int, path: str) -> None:
     """A version's pointer folds whole pairs and stays within the history."""
     if count % 2:
-        raise E(
+        raise TranscriptError(
             "odd_summary_pointer",
             f"summarized_message_count {count} is odd: a summary folds whole pairs.",
             f"{path}.summarized_message_count",
             count=count,
         )
     if count > history_length:
-        raise E(
+        raise TranscriptError(
             "summary_beyond_history",
             f"summarized_message_count {count} is beyond the {history_length} messages in history.",
             f"{path}.summarized_message_count",
@@ -538,7 +539,7 @@ def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger
     parts are the ledger's record of it, the newest reply's (not saved twice)."""
     for name, values in (("sources", entry.sources), ("message_tokens", entry.message_tokens)):
         if len(values) != len(messages):
-            raise E(
+            raise TranscriptError(
                 "bad_value",
                 f"last_request.{name} has {len(values)} entries for the {len(messages)} messages of last_context.",
                 f"last_request.{name}",
@@ -546,7 +547,9 @@ def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger
                 messages=len(messages),
             )
     if entry.sources and entry.sources[-1] != "current":
-        raise E("bad_value", "the last request's last message is its current message.", "last_request.sources", index=len(messages) - 1)
+        raise TranscriptError(
+            "bad_value", "the last request's last message is its current message.", "last_request.sources", index=len(messages) - 1
+        )
     return PreparedContext(
         entry.instructions,
         messages,
@@ -566,12 +569,12 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
         path, count = f"summary_versions[{i}]", v.summarized_message_count
         _check_pointer(count, history_length, path)
         if len(v.folded) != 2:
-            raise E("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
+            raise TranscriptError("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
         start, end = v.folded
         # Each version folds from where the previous one stopped, up to its own pointer;
         # a rewrite (the article's update_summary) folds nothing and keeps the pointer.
         if start != pointer or end != count or count < pointer:
-            raise E(
+            raise TranscriptError(
                 "summary_chain_broken",
                 f"folded {start}..{end} does not continue from message {pointer} up to {count}.",
                 f"{path}.folded",
@@ -582,7 +585,7 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
             )
         _check_turn(v.turn, history_length // 2 + 1, f"{path}.turn")
         if v.turn < last_turn:
-            raise E(
+            raise TranscriptError(
                 "summary_chain_broken",
                 f"turn {v.turn} comes before the previous version's turn {last_turn}.",
                 f"{path}.turn",
@@ -590,7 +593,7 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
                 previous=last_turn,
             )
         if v.clipped > end - start:
-            raise E(
+            raise TranscriptError(
                 "number_out_of_range",
                 f"{v.clipped} is outside 0..{end - start}.",
                 f"{path}.clipped",
@@ -619,7 +622,7 @@ def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tup
     for i, s in enumerate(entries):
         path, index = f"turn_stats[{i}]", s.assistant_index
         if index > max(1, history_length - 1):
-            raise E(
+            raise TranscriptError(
                 "number_out_of_range",
                 f"{index} is outside 1..{max(1, history_length - 1)}.",
                 f"{path}.assistant_index",
@@ -628,11 +631,11 @@ def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tup
                 maximum=max(1, history_length - 1),
             )
         if index % 2 == 0 or index >= history_length:
-            raise E(
+            raise TranscriptError(
                 "bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index
             )
         if index in seen:
-            raise E("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
+            raise TranscriptError("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
         seen.add(index)
         _check_turn(s.turn, history_length // 2 + 1, f"{path}.turn")
     return tuple((s.assistant_index, s) for s in entries)
