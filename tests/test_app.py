@@ -14,7 +14,7 @@ from memora.app.page import state as keys
 from memora.memory import ShortTermMemory
 from memora.memory.backend import BackendError
 from memora.memory.core import full_history_tokens
-from memora.memory.values import TurnStats
+from memora.teaching.story import story
 from tests.support.app import (
     APP,
     assert_alternating,
@@ -125,11 +125,11 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     open_turn_boxes(at, 5)  # a box draws its figures only when opened
     stats = expander(at, "Turn 5: tokens and context")
     table = stats.markdown[0].value
-    turn_stats = TurnStats.by_reply_index(memory.ledger)[9]
-    assert f"| Counted input tokens (local, before sending) | {turn_stats.record.counted_input_tokens:,} |" in table
+    turn_5 = story(memory).turn(5)
+    assert f"| Counted input tokens (local, before sending) | {turn_5.record.counted_input_tokens:,} |" in table
     # The page folded the first pair right after turn 4's reply (prefold): that fold served turn 5, and its box says so,
     # though turn 5's own request folded nothing.
-    assert turn_stats.newly_summarized_count == 0 and memory.conversation.versions[0].turn == 4
+    assert turn_5.record.newly_summarized == 0 and memory.conversation.versions[0].turn == 4
     assert "| Messages newly summarized | 2 |" in table
     assert any("summary v1, after reply 4, for turn 5" in c.value for c in stats.caption)
     assert "local o200k_base count" in stats.caption[-1].value

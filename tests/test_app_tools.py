@@ -22,9 +22,10 @@ from memora.app.page import state as keys
 from memora.app.page.i18n import t
 from memora.classroom.transcript.format import MAX_TRANSCRIPT_BYTES, dumps_transcript
 from memora.memory import ShortTermMemory
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply
 from memora.teaching.prices import cost_summary, format_usd
 from memora.teaching.probe import bundled_scenarios
+from memora.teaching.story import story
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 from tests.support.app import ledger_cards, new_app, send
@@ -138,8 +139,8 @@ def test_after_a_reply_the_page_prefolds_and_the_next_turn_sends_no_summary_requ
     # The ledger's order shows it: turn 3's reply had no summary request before it.
     assert [(r.turn, r.kind) for r in memory.ledger] == [(1, "reply"), (2, "reply"), (2, "summary"), (3, "reply"), (3, "summary")]
     assert backend.replies[2].messages[0] == Message("developer", SUMMARY_PREAMBLE + memory.conversation.versions[0].text)
-    stats = TurnStats.by_reply_index(memory.ledger)[5]
-    assert stats.newly_summarized_count == 0 and stats.summary_token_usage == 0
+    turn_3 = last_reply(memory)
+    assert turn_3.newly_summarized == 0 and turn_3.summary_tokens == 0
     assert backend.summaries[1].new_messages[0] == Message("user", "Second question.")
     assert not at.status, "the status is gone once the summary is updated"
 
@@ -168,7 +169,7 @@ def test_a_failed_prefold_changes_nothing_warns_and_the_next_turn_folds_instead(
     assert len(backend.summaries) == 3, "turn 3's prepare folded pair 1, then the prefold folded pair 2"
     assert backend.summaries[1].new_messages[0] == Message("user", B1)
     assert [(r.turn, r.kind) for r in memory.ledger][2:] == [(3, "summary"), (3, "reply"), (3, "summary")]
-    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
+    assert last_reply(memory).newly_summarized == 2
 
 
 # -- retention probe ---------------------------------------------------------------
@@ -306,7 +307,7 @@ def test_import_starts_a_new_memory_that_keeps_chatting_from_the_file(downloads)
     imported: ShortTermMemory = at.session_state[keys.MEMORY]
     assert imported is not current and imported.server.backend is backend
     assert imported.history == source.history and imported.conversation.versions == source.conversation.versions
-    assert imported.ledger == source.ledger and TurnStats.by_reply_index(imported.ledger) == TurnStats.by_reply_index(source.ledger)
+    assert imported.ledger == source.ledger and story(imported) == story(source)
     assert (imported.max_input_tokens, imported.max_recent_turns) == (1500, 1)
     assert at.number_input(key=keys.BUDGET_INPUT).value == 1500
     assert at.success[-1].value == "Imported lesson\\.json: 6 messages and 2 summary versions. Your next message continues from there."

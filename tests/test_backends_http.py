@@ -19,7 +19,7 @@ from memora.backends.openai_errors import ModelServerError
 from memora.backends.openai_responses import REASONING_ALLOWANCE, OpenAIResponsesBackend
 from memora.memory import ShortTermMemory
 from memora.memory.backend import BackendError
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import count_text
@@ -177,7 +177,7 @@ def test_chat_without_usage_counts_locally_and_marks_the_estimate() -> None:
     assert reply.input_tokens == reply.counted_input_tokens
     assert summary.input_tokens == summary.counted_input_tokens, "the estimate is the count the memory checked"
     assert reply.output_tokens > 0
-    assert TurnStats.by_reply_index(memory.ledger)[len(memory.history) - 1].record.estimated
+    assert last_reply(memory).estimated
 
 
 def test_chat_without_a_key_sends_the_placeholder() -> None:

@@ -13,8 +13,7 @@ import pytest
 
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
 from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
-from memora.memory.core import local_budget
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply, local_budget
 from memora.text.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
@@ -77,7 +76,7 @@ def test_a_reply_cut_at_its_cap_is_kept_and_marked_in_the_stats_and_the_ledger()
     memory = ShortTermMemory(backend)
     reply = chat(memory, "Write me a long story.")
     assert memory.history[-1] == Message("assistant", reply)
-    assert TurnStats.by_reply_index(memory.ledger)[1].record.cut and memory.ledger[-1].cut
+    assert last_reply(memory).cut and memory.ledger[-1].cut
 
 
 def test_the_budget_and_the_largest_output_must_fit_the_context_window(backend):
@@ -252,12 +251,12 @@ def test_a_request_the_server_counts_over_the_budget_is_shown_as_over_with_both_
     backend = ScriptedBackend(reported_input=1071)
     memory = ShortTermMemory(backend, max_input_tokens=1000)
     chat(memory, "Hi")
-    record, stats = memory.ledger[-1], TurnStats.by_reply_index(memory.ledger)[1]
-    assert record.over_budget and stats.record.over_budget
+    record = memory.ledger[-1]
+    assert record.over_budget and last_reply(memory).over_budget
     assert record.input_tokens == 1071 and record.input_budget == 1000 and record.counted_input_tokens < 1000
     # The page names the budget the request was planned for, also after the budget is changed.
     memory.configure(max_input_tokens=1200)
-    assert TurnStats.by_reply_index(memory.ledger)[1].record.input_budget == 1000
+    assert last_reply(memory).input_budget == 1000
 
 
 def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
@@ -266,7 +265,7 @@ def test_implausibly_low_usage_is_flagged_and_teaches_nothing():
     chat(memory, "Hi, I would like to practise travel English today, please.")
     record = memory.ledger[-1]
     assert record.implausible and not record.billed and not record.over_budget
-    assert TurnStats.by_reply_index(memory.ledger)[1].record.implausible
+    assert last_reply(memory).implausible
     assert memory.server.calibration.learned == ()
 
 

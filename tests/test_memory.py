@@ -10,8 +10,7 @@ import pytest
 from memora import ContextBudgetError, Message, ShortTermMemory
 from memora.memory import MAX_SUMMARY_TOKENS, SummaryError
 from memora.memory.backend import BackendError
-from memora.memory.core import full_history_tokens, minimum_budget
-from memora.memory.values import TurnStats
+from memora.memory.core import full_history_tokens, last_reply, minimum_budget
 from memora.text.prompts import SUMMARY_INSTRUCTIONS, SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter, count_text
 from tests.support.fakes import ScriptedBackend
@@ -225,8 +224,8 @@ def test_ledger_has_one_record_per_request(backend):
     assert reply.full_history_tokens == sent_everything
     assert memory.ledger[2].full_history_tokens is None
     assert memory.session_total_tokens == sum(r.total_tokens for r in memory.ledger)
-    assert TurnStats.by_reply_index(memory.ledger)[5].summary_token_usage == memory.ledger[2].total_tokens
-    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
+    assert last_reply(memory).summary_tokens == memory.ledger[2].total_tokens
+    assert last_reply(memory).newly_summarized == 2
 
 
 def test_api_counting_mode_asks_the_backend(backend):

@@ -25,7 +25,7 @@ from memora.classroom.job import ReplyJob
 from memora.classroom.limits import LimitReached, SessionLimits
 from memora.memory import ContextBudgetError, ShortTermMemory
 from memora.memory.backend import Completion, ReplyRequest, SummaryRequest
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply
 from tests.support.app import new_app, send
 from tests.support.fakes import ScriptedBackend
 
@@ -146,7 +146,7 @@ def test_a_turn_that_folds_in_its_own_prepare_reaches_the_summary_request_throug
     send(at, "Third question.")
 
     assert [kind for kind, _ in backend.stacks][:2] == ["summary", "reply"], "the turn's prepare folded, then sent"
-    assert TurnStats.by_reply_index(memory.ledger)[5].newly_summarized_count == 2
+    assert last_reply(memory).newly_summarized == 2
     [summary, *_] = paths(backend, job_starts, "summary")
     assert "memora/memory/core.py" in summary, "the summary request was sent from inside the turn (core.Turn)"
     assert len(summary) <= MAX_FILES, f"{len(summary)} files of memora/ from the chat input to the summary request: {sorted(summary)}"

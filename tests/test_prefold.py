@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from memora.memory import ContextBudgetError, ShortTermMemory, policies
 from memora.memory.backend import BackendError
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 from memora.text.tokens import LocalTokenCounter
@@ -37,7 +37,7 @@ def test_prefold_folds_the_pair_leaving_the_window_and_the_next_prepare_sends_no
     sent = backend.replies[-1].messages
     assert sent[0] == Message("developer", SUMMARY_PREAMBLE + "one | reply 1")
     assert [m.content for m in sent[1:]] == ["two", "reply 2", "three", "reply 3", "four", "reply 4", "five"]
-    assert TurnStats.by_reply_index(memory.ledger)[len(memory.history) - 1].newly_summarized_count == 0
+    assert last_reply(memory).newly_summarized == 0
 
 
 def test_prefold_sends_the_next_reply_what_prepare_alone_would_have_sent():

@@ -24,8 +24,7 @@ from benchmarks.harness.server_count import CONVERSATIONS, SENTENCES, backend_fo
 from memora.app.repl import counting_words
 from memora.backends.chat_completions import chat_messages
 from memora.memory import ContextBudgetError, ShortTermMemory
-from memora.memory.core import budget_in_force
-from memora.memory.values import TurnStats
+from memora.memory.core import budget_in_force, last_reply
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE
 from memora.text.tokens import LocalTokenCounter
@@ -100,9 +99,8 @@ def test_a_long_reply_stops_at_the_cap_is_kept_and_marked_cut(server):
     memory = ShortTermMemory(recorder, model="smollm2", max_reply_tokens=40, context_window=N_CTX)
     reply = chat(memory, "Write a very long essay of 3000 words about travelling in London.")
 
-    stats = TurnStats.by_reply_index(memory.ledger)[1]
     assert reply and memory.history[1].content == reply
-    assert stats.record.cut and memory.ledger[-1].cut
+    assert last_reply(memory).cut and memory.ledger[-1].cut
     assert recorder.replies[0].max_output_tokens == 40
     for turn in range(3):
         chat(memory, message(turn, 1))

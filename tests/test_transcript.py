@@ -13,7 +13,8 @@ from memora.classroom.transcript.format import (
     restore_memory,
 )
 from memora.memory import ShortTermMemory
-from memora.memory.values import TurnStats
+from memora.memory.core import last_reply
+from memora.teaching.story import story
 from tests.support.fakes import ScriptedBackend
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -42,8 +43,8 @@ def test_a_legacy_file_with_turn_stats_still_restores_them_from_the_list():
     ]
     data["turn_stats"] = [LEGACY_TURN_STATS | {"context_messages": 7, "newly_summarized_count": 2, "summary_token_usage": 33}]
     restored = restore_memory(parse_transcript(json.dumps(data)), OfflineBackend())
-    stats = TurnStats.by_reply_index(restored.ledger)[1]
-    assert (stats.context_messages, stats.newly_summarized_count, stats.summary_token_usage) == (7, 2, 33)
+    reply = last_reply(restored)
+    assert (reply.context_messages, reply.newly_summarized, reply.summary_tokens) == (7, 2, 33)
 
 
 def chatted(backend, *texts, **options) -> ShortTermMemory:
@@ -74,7 +75,7 @@ def test_round_trip_restores_the_whole_state():
     assert restored.conversation.versions == original.conversation.versions
     assert restored.summary == original.summary and restored.summarized_message_count == original.summarized_message_count > 0
     assert restored.ledger == original.ledger
-    assert TurnStats.by_reply_index(restored.ledger) == TurnStats.by_reply_index(original.ledger)
+    assert story(restored) == story(original)
     assert restored.last_context == original.last_context
     assert restored.get_status() == original.get_status()
     assert (restored.model, restored.max_input_tokens, restored.max_recent_turns) == ("gpt-5-mini", 1000, 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -178,14 +177,3 @@ class TurnStats:
     @property
     def summary_token_usage(self) -> int:
         return self.record.summary_tokens or 0
-
-    @classmethod
-    def by_reply_index(cls, ledger: Iterable[UsageRecord]) -> dict[int, TurnStats]:
-        """Each finished turn's stats in ``ledger``, keyed by the history index of its reply."""
-        stats = {}
-        total = 0
-        for record in ledger:
-            total += record.total_tokens
-            if record.kind == "reply":
-                stats[2 * record.turn - 1] = cls(record, total)
-        return stats
