@@ -66,7 +66,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "memora.classroom.transcript": (("untrusted",), ("format",), ("__init__",)),
     "memora.classroom.store": (
-        ("base", "room"),
+        ("base", "holders", "room"),  # the protocol; a booking holder's name and whether its process lives
         ("owner", "postgres_pool", "presence", "postgres", "sqlite"),
         ("__init__", "saved"),
         ("keeper",),

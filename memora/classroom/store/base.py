@@ -22,13 +22,11 @@ conversations, once no tab can still hold what they name.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -42,38 +40,7 @@ SWEEP_INTERVAL_S = 3600.0
 BOOKING_LEASE_S = 3600.0
 """How long a turn's room booking holds its bytes when nobody gives it back: longer than any reply runs, so a live turn
 never loses its room. A process that died mid-reply is found sooner: on PostgreSQL by its presence lock
-(``presence``), on SQLite, a file of one machine, by ``dead_holders``."""
-_MACHINE = socket.gethostname()
-
-
-def new_holder() -> str:
-    """A name for a new room-booking holder: this machine and process, then a random part. A process killed mid-reply
-    (SIGKILL, out of memory) cannot give its bookings back; the name lets the next booking made on this machine see
-    that its process is gone (``dead_holders``)."""
-    return f"{_MACHINE}:{os.getpid()}:{secrets.token_urlsafe(16)}"
-
-
-def dead_holders(holders: Iterable[str]) -> list[str]:
-    """The holders among ``holders`` named by ``new_holder`` on this machine for a process that has exited: their
-    bookings would otherwise hold room, and make the conversation look busy to its next turn, until the lease ends.
-    A holder of another machine, or with a name of another form, is never taken for dead: its lease decides."""
-    dead = []
-    for holder in holders:
-        machine, _, rest = holder.partition(":")
-        pid = rest.partition(":")[0]
-        if machine == _MACHINE and pid.isdigit() and not _running(int(pid)):
-            dead.append(holder)
-    return dead
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: alive
-    return True
+(``presence``), on SQLite, a file of one machine, by ``holders.dead_holders``."""
 
 
 class StoreError(RuntimeError):

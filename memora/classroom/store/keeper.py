@@ -37,8 +37,8 @@ from memora.classroom.store.base import (
     VersionConflict,
     is_conversation_id,
     new_conversation_id,
-    new_holder,
 )
+from memora.classroom.store.holders import new_holder
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.room import turn_growth
 from memora.classroom.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending

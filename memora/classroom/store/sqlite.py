@@ -31,8 +31,8 @@ from memora.classroom.store.base import (
     StoreError,
     Unreleased,
     admit_turn,
-    dead_holders,
 )
+from memora.classroom.store.holders import dead_holders
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
