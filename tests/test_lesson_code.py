@@ -1,8 +1,7 @@
-"""The lesson's code reads as written (issue 38): unpacked, formatted as the formatter writes it.
+"""The code reads as written (issues 38 and 45): unpacked, formatted as the formatter writes it.
 
-The memory (``memora/memory/``) and its text (``memora/text/``) are what a student reads line by line, so they are
-formatted at 100 columns by their own ``ruff.toml``, one statement to a line; nothing in ``memora/`` tells the
-formatter to look away.
+``memora/`` is what a student reads line by line, in the browser and on paper, so it is formatted at 100 columns by
+one setting (``memora/ruff.toml``), one statement to a line; nothing in it tells the formatter to look away.
 """
 
 from __future__ import annotations
@@ -15,7 +14,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "memora"
-LESSON = (PACKAGE / "memory", PACKAGE / "text")
+NOT_YET = (PACKAGE / "app" / "page", PACKAGE / "app" / "settings.py")
+"""TEMPORARY: being rewritten elsewhere, still at 140 columns (``memora/app/page/ruff.toml``, and ``app/settings.py``'s
+exceptions in ``memora/ruff.toml``); delete this and those exceptions once both are at 100."""
+
+
+def _code(path: Path) -> bool:
+    return not any(path == place or place in path.parents for place in NOT_YET)
 
 
 def test_nothing_in_memora_tells_the_formatter_to_look_away():
@@ -28,19 +33,21 @@ def test_nothing_in_memora_tells_the_formatter_to_look_away():
     assert pragmas == []
 
 
-def test_the_lesson_is_formatted_at_100_columns_by_its_own_setting():
-    for folder in LESSON:
-        setting = tomllib.loads((folder / "ruff.toml").read_text(encoding="utf-8"))
-        assert setting == {"extend": "../../pyproject.toml", "line-length": 100}
+def test_memora_is_formatted_at_100_columns_by_one_setting():
+    setting = tomllib.loads((PACKAGE / "ruff.toml").read_text(encoding="utf-8"))
+    assert (setting["extend"], setting["line-length"]) == ("../pyproject.toml", 100)
+    others = [path for path in PACKAGE.rglob("ruff.toml") if path != PACKAGE / "ruff.toml" and _code(path)]
+    assert others == [], "one setting for all of memora/"
+    code = [str(path) for path in sorted(PACKAGE.rglob("*.py")) if _code(path)]
     check = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--check", *map(str, LESSON)],
+        [sys.executable, "-m", "ruff", "format", "--check", *code],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
     long_lines = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--select", "E501,E701,E702", *map(str, LESSON)],
+        [sys.executable, "-m", "ruff", "check", "--select", "E501,E701,E702", *code],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -48,12 +55,12 @@ def test_the_lesson_is_formatted_at_100_columns_by_its_own_setting():
     assert long_lines.returncode == 0, long_lines.stdout
 
 
-def test_the_lesson_assigns_one_name_a_statement():
+def test_memora_assigns_one_name_a_statement():
     """``a, b = x, y`` packs two assignments into one line; unpacking a call's result (``a, b = f()``) is one."""
     packed = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
-        for folder in LESSON
-        for path in sorted(folder.rglob("*.py"))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if _code(path)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Assign)
         and isinstance(node.value, ast.Tuple)

@@ -53,14 +53,20 @@ def dies_with_parent() -> bool:
     return _PRCTL is not None
 
 
-def spawn(command: Sequence[str], environ: Mapping[str, str], **options: object) -> subprocess.Popen:
+def spawn(
+    command: Sequence[str], environ: Mapping[str, str], **options: object
+) -> subprocess.Popen:
     """``subprocess.Popen(command, env=environ, **options)`` in a session of its own, with SIGTERM when this process
     dies where the platform offers it. Raises RuntimeError outside the main thread (the death signal would follow
     that thread, not the process)."""
     if threading.current_thread() is not threading.main_thread():
-        raise RuntimeError("memora.app.children.spawn runs in the main thread only: the death signal follows the thread that forks")
+        raise RuntimeError(
+            "memora.app.children.spawn runs in the main thread only: the death signal follows the thread that forks"
+        )
     before_exec = _die_with(os.getpid()) if _PRCTL is not None else None
-    return subprocess.Popen(list(command), env=dict(environ), start_new_session=True, preexec_fn=before_exec, **options)
+    return subprocess.Popen(
+        list(command), env=dict(environ), start_new_session=True, preexec_fn=before_exec, **options
+    )
 
 
 def _die_with(parent: int) -> Callable[[], None]:
@@ -71,6 +77,8 @@ def _die_with(parent: int) -> Callable[[], None]:
     def arm() -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != parent:
-            os._exit(1)  # the parent died before the signal was armed: nothing would ever stop this child
+            os._exit(
+                1
+            )  # the parent died before the signal was armed: nothing would ever stop this child
 
     return arm

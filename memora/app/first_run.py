@@ -74,7 +74,9 @@ def _check(message: ForwardMsg) -> None:
     element = message.delta.new_element
     which = element.WhichOneof("type")
     if which == "exception":
-        raise FirstRunFailed(f"the page raised {element.exception.type}: {_first_line(element.exception.message)}")
+        raise FirstRunFailed(
+            f"the page raised {element.exception.type}: {_first_line(element.exception.message)}"
+        )
     if which == "alert" and element.alert.format == Alert.ERROR:
         raise FirstRunFailed(f"the page shows an error: {_first_line(element.alert.body)}")
 

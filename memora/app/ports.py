@@ -28,7 +28,9 @@ def taken(host: str, port: int) -> bool:
     """Whether a server could not listen on ``host``:``port`` now because something holds it. An empty ``host``
     means every address, IPv4 and IPv6, as Caddy's ``:8080`` does."""
     try:
-        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except (socket.gaierror, UnicodeError):
         return False
     for family, kind, protocol, _, address in addresses:
@@ -81,7 +83,11 @@ def _listening_sockets(port: int) -> set[int] | None:
             fields = row.split()
             # sl, local address (hex address:hex port), remote address, state, queues, timers, retransmits, uid,
             # timeout, inode
-            if len(fields) > 9 and fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+            if (
+                len(fields) > 9
+                and fields[3] == _LISTEN
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
                 inodes.add(int(fields[9]))
     return inodes
 

@@ -14,20 +14,39 @@ from collections.abc import Sequence
 
 from memora.app.settings import BACKENDS, SettingsError, build_backend, load_settings
 from memora.memory.backend import BackendError
-from memora.teaching.probe import SCHEMA_FILE, ScenarioError, bundled_scenarios, format_report, load_scenario, run_probe, scenario_schema
+from memora.teaching.probe import (
+    SCHEMA_FILE,
+    ScenarioError,
+    bundled_scenarios,
+    format_report,
+    load_scenario,
+    run_probe,
+    scenario_schema,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memora.app.probe", description="Checks which planted facts survive the summary.")
-    parser.add_argument("scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)")
+    parser = argparse.ArgumentParser(
+        prog="python -m memora.app.probe",
+        description="Checks which planted facts survive the summary.",
+    )
     parser.add_argument(
-        "--backend", choices=BACKENDS, help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)"
+        "scenarios", nargs="*", help="scenario ids or JSON files (default: every bundled scenario)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)",
     )
     parser.add_argument("--model", help="override MEMORA_MODEL")
-    parser.add_argument("--json", action="store_true", help="print the reports as JSON instead of tables")
+    parser.add_argument(
+        "--json", action="store_true", help="print the reports as JSON instead of tables"
+    )
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument(
-        "--schema", action="store_true", help=f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and exit"
+        "--schema",
+        action="store_true",
+        help=f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and exit",
     )
     args = parser.parse_args(argv)
 
@@ -39,7 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for scenario in bundled_scenarios():
                 print(f"{scenario.id}\t{scenario.language}\t{scenario.title}")
             return 0
-        scenarios = [load_scenario(s) for s in args.scenarios] if args.scenarios else list(bundled_scenarios())
+        scenarios = (
+            [load_scenario(s) for s in args.scenarios]
+            if args.scenarios
+            else list(bundled_scenarios())
+        )
         settings = load_settings()
         if args.backend:
             settings = settings.with_changes(backend=args.backend)

@@ -63,7 +63,9 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
     if record.input_tokens is None:
         actual = "not reported"
     elif offline:
-        actual = f"{record.input_tokens} (counted locally: the offline engine has no server to bill)"
+        actual = (
+            f"{record.input_tokens} (counted locally: the offline engine has no server to bill)"
+        )
     elif record.estimated:
         actual = f"{record.input_tokens} (estimated locally: the server reported no usage)"
     elif record.implausible:
@@ -78,9 +80,13 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
         gap = format_gap(record.counted_input_tokens, record.input_tokens, record.estimated)
     notes = []
     if record.cut:
-        notes.append("Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished.")
+        notes.append(
+            "Reply cut at its output cap (MEMORA_MAX_REPLY_TOKENS): the model had not finished."
+        )
     if record.over_budget:
-        notes.append(f"Over budget by the server's count: it counted {record.input_tokens} input tokens.")
+        notes.append(
+            f"Over budget by the server's count: it counted {record.input_tokens} input tokens."
+        )
     return "\n".join(
         [
             "\n--- Memory Status ---",
@@ -97,14 +103,19 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
             f"Output tokens: {record.output_tokens}",
             f"Summary update tokens: {account.summary_tokens}",
             f"Session total tokens: {account.session_total}",
-            *(t("en", "stats.fold", version=f.version, label=fold_label(f, "en"), count=f.count) for f in account.folds),
+            *(
+                t("en", "stats.fold", version=f.version, label=fold_label(f, "en"), count=f.count)
+                for f in account.folds
+            ),
             *notes,
             "---------------------",
         ]
     )
 
 
-def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions: Sequence[SummaryVersion] = ()) -> str:
+def format_usage(
+    records: Sequence[UsageRecord], offline: bool = False, versions: Sequence[SummaryVersion] = ()
+) -> str:
     """Every model request of the session: counted against billed input, and the rest of its usage. A summary
     request that made one of ``versions`` ends with its fold's label ("v3 after reply 6, for turn 7"), as the page's.
 
@@ -119,7 +130,11 @@ def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions
         fold = folds.get(position)
         label = "" if fold is None else f"  v{fold.version} {fold_label(fold, 'en')}"
         actual = "-" if r.input_tokens is None else f"{r.input_tokens}{'~' if r.estimated else ''}"
-        gap = "-" if r.input_tokens is None or r.estimated else f"{r.counted_input_tokens - r.input_tokens:+d}"
+        gap = (
+            "-"
+            if r.input_tokens is None or r.estimated
+            else f"{r.counted_input_tokens - r.input_tokens:+d}"
+        )
         output = "-" if r.output_tokens is None else str(r.output_tokens)
         rows.append(
             f"{r.turn:>4} {r.kind:<7} {r.counted_input_tokens:>7} {actual:>7} {gap:>6} {output:>6} "
@@ -131,7 +146,9 @@ def format_usage(records: Sequence[UsageRecord], offline: bool = False, versions
         note = "~ counted locally: the offline engine has no server to bill"
     else:
         note = "~ estimated locally: the server reported no usage"
-    return "\n".join(["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"])
+    return "\n".join(
+        ["\n--- Usage Ledger ---", header, *rows, *([note] if note else []), "--------------------"]
+    )
 
 
 def counting_words(server: ServerKnowledge) -> str:
@@ -157,10 +174,18 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "summary":
         return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
     if command == "usage":
-        return format_usage(memory.ledger, offline=memory.server.backend.offline, versions=memory.conversation.versions)
+        return format_usage(
+            memory.ledger,
+            offline=memory.server.backend.offline,
+            versions=memory.conversation.versions,
+        )
     if command == "status":
         told = story(memory)
-        status = {**memory.get_status(), "Budget counted by": counting_words(memory.server), "Folds": len(told.folds)}
+        status = {
+            **memory.get_status(),
+            "Budget counted by": counting_words(memory.server),
+            "Folds": len(told.folds),
+        }
         rows = "\n".join(f"{name}: {value}" for name, value in status.items())
         if told.folds:
             rows += "\nLast fold: " + fold_event(memory, told.folds[-1], "en")
@@ -287,7 +312,10 @@ def repl(
 
 
 def run_turn(
-    memory: ShortTermMemory, text: str, write: Callable[[str], None], write_part: Callable[[str], None] | None
+    memory: ShortTermMemory,
+    text: str,
+    write: Callable[[str], None],
+    write_part: Callable[[str], None] | None,
 ) -> TurnStats | None:
     """One turn, its reply written as plain text (streamed when ``write_part`` is given); None when it failed.
 
@@ -336,7 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory = configured_memory(load_settings())
     except SettingsError as error:
         problems = "\n".join(f"  - {problem}" for problem in error.problems)
-        print(f"Configuration error: Memora cannot start until these settings are fixed:\n{problems}", file=sys.stderr)
+        print(
+            f"Configuration error: Memora cannot start until these settings are fixed:\n{problems}",
+            file=sys.stderr,
+        )
         return 2
     try:
         repl(memory, write_part=_print_part)

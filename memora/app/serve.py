@@ -98,18 +98,33 @@ class ClassSetup:
 
 def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
     """The command line and the environment, checked; raises ServeError naming what is missing."""
-    parser = argparse.ArgumentParser(prog="python -m memora.serve", description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=2, help="Streamlit processes to run (default 2)")
-    parser.add_argument("--first-port", type=int, default=8501, help="the first process's port; the others follow, then the spare")
-    parser.add_argument("--listen", default=":8080", help="where Caddy listens for students (default :8080)")
+    parser = argparse.ArgumentParser(
+        prog="python -m memora.serve", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--processes", type=int, default=2, help="Streamlit processes to run (default 2)"
+    )
+    parser.add_argument(
+        "--first-port",
+        type=int,
+        default=8501,
+        help="the first process's port; the others follow, then the spare",
+    )
+    parser.add_argument(
+        "--listen", default=":8080", help="where Caddy listens for students (default :8080)"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.processes <= 64:
         raise ServeError("--processes must be between 1 and 64.")
     if not 1 <= args.first_port <= 65535 - args.processes:
-        raise ServeError(f"--first-port must leave room for {args.processes} process(es) and the spare port below 65536.")
+        raise ServeError(
+            f"--first-port must leave room for {args.processes} process(es) and the spare port below 65536."
+        )
     port = args.listen.rpartition(":")[2]
     if ":" not in args.listen or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ServeError(f"--listen must be [host]:port, such as :8080 or 127.0.0.1:8080, not {args.listen!r}.")
+        raise ServeError(
+            f"--listen must be [host]:port, such as :8080 or 127.0.0.1:8080, not {args.listen!r}."
+        )
     if not is_postgres(environ.get("MEMORA_STORE_URL", "").strip()):
         # The value may hold a password: the message never quotes it.
         raise ServeError(
@@ -130,10 +145,16 @@ def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
 def taken_ports(setup: ClassSetup) -> list[str]:
     """One line for each port of ``setup`` that something holds now, naming the port, what it is for and, where
     /proc tells, the process holding it; empty when every port is free."""
-    wanted = [("127.0.0.1", port, f"process {number}") for number, port in enumerate(setup.ports, 1)]
+    wanted = [
+        ("127.0.0.1", port, f"process {number}") for number, port in enumerate(setup.ports, 1)
+    ]
     wanted.append(("127.0.0.1", setup.spare, "the spare, for a rolling restart"))
     wanted.append((setup.listen_host, setup.listen_port, "Caddy's --listen"))
-    return [f"port {port} ({what}) is taken{_holders(port)}." for host, port, what in wanted if ports.taken(host, port)]
+    return [
+        f"port {port} ({what}) is taken{_holders(port)}."
+        for host, port, what in wanted
+        if ports.taken(host, port)
+    ]
 
 
 def _holders(port: int) -> str:
@@ -212,15 +233,25 @@ class Supervisor:
         for port in self.setup.ports:
             self._start_process(port)
         # http://: without a scheme Caddy would serve a host address over HTTPS, with a certificate of its own.
-        environ = {**self.environ, "MEMORA_UPSTREAMS": self.setup.upstreams, "MEMORA_LISTEN": "http://" + self.setup.listen}
+        environ = {
+            **self.environ,
+            "MEMORA_UPSTREAMS": self.setup.upstreams,
+            "MEMORA_LISTEN": "http://" + self.setup.listen,
+        }
         command = [self.setup.caddy, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"]
-        self.caddy = Child(spawn(command, environ), max(child.exit_within_s for child in self.processes.values()))
-        _say(f"Caddy (pid {self.caddy.pid}) on {self.setup.listen}, in front of {self.setup.upstreams}")
+        self.caddy = Child(
+            spawn(command, environ), max(child.exit_within_s for child in self.processes.values())
+        )
+        _say(
+            f"Caddy (pid {self.caddy.pid}) on {self.setup.listen}, in front of {self.setup.upstreams}"
+        )
         if not self._listening(self.caddy, self.setup.listen_port, f"Caddy (pid {self.caddy.pid})"):
             return False
         if not all(self._first_run(port) for port in self.setup.ports):
             return False
-        _say(f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor on the spare port first")
+        _say(
+            f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor on the spare port first"
+        )
         return True
 
     def watch(self) -> int:
@@ -251,18 +282,26 @@ class Supervisor:
             self._start_process(successor)
             if not self._first_run(successor):
                 self._retire(successor, self.processes.pop(successor))
-                _say(f"rolling restart stopped; the class stays on ports {' '.join(map(str, sorted(self.processes)))}")
+                _say(
+                    f"rolling restart stopped; the class stays on ports {' '.join(map(str, sorted(self.processes)))}"
+                )
                 return
             if not self._retire(old_port, self.processes.pop(old_port)):
                 return
             self.spare = old_port
-        _say(f"rolling restart done; the class is on ports {' '.join(map(str, sorted(self.processes)))}")
+        _say(
+            f"rolling restart done; the class is on ports {' '.join(map(str, sorted(self.processes)))}"
+        )
 
     def stop(self) -> None:
         """SIGTERM to Caddy and every process not yet sent one, then waits until all have exited, killing each past
         its own deadline (``exit_within_s`` of its grace). A SIGTERM or SIGINT received meanwhile is passed on to
         those still running, which then stop waiting for their replies (``memora.classroom.shutdown``)."""
-        everyone = [child for child in (*self.processes.values(), *self.leaving, self.caddy) if child is not None]
+        everyone = [
+            child
+            for child in (*self.processes.values(), *self.leaving, self.caddy)
+            if child is not None
+        ]
         for child in everyone:
             self._terminate(child)
         passed_on = 1  # the first signal is the stop itself
@@ -274,7 +313,9 @@ class Supervisor:
                     child.process.send_signal(signal.SIGTERM)
             for child in running:
                 if time.monotonic() > self.deadlines[child.pid]:
-                    _say(f"pid {child.pid} did not exit within {child.exit_within_s:.0f} s of its stop; killing it")
+                    _say(
+                        f"pid {child.pid} did not exit within {child.exit_within_s:.0f} s of its stop; killing it"
+                    )
                     child.process.kill()
                     self.deadlines[child.pid] = float("inf")
             time.sleep(POLL_S)
@@ -288,7 +329,9 @@ class Supervisor:
     def _start_exited(self) -> None:
         for port, child in list(self.processes.items()):
             if child.process.poll() is not None and not self.stopping:
-                _say(f"the process on port {port} (pid {child.pid}) exited with {child.process.returncode}; starting it again")
+                _say(
+                    f"the process on port {port} (pid {child.pid}) exited with {child.process.returncode}; starting it again"
+                )
                 time.sleep(RESTART_DELAY_S)
                 self._start_process(port)
                 self._first_run(port)
@@ -338,7 +381,9 @@ class Supervisor:
             if self.stopping:
                 return False
             if time.monotonic() > self.deadlines[child.pid]:
-                _say(f"{_where(port, child)} did not exit within {child.exit_within_s:.0f} s of its stop; killing it")
+                _say(
+                    f"{_where(port, child)} did not exit within {child.exit_within_s:.0f} s of its stop; killing it"
+                )
                 child.process.kill()
                 child.process.wait()
             time.sleep(POLL_S)
@@ -366,7 +411,11 @@ def _listens(child: Child, port: int) -> bool:
 
 def _held_by_another(port: int, child: Child) -> str:
     others = [(pid, name) for pid, name in ports.holders(port) or [] if pid != child.pid]
-    return "; it is held by " + ", ".join(f"pid {pid} ({name})" for pid, name in others) if others else ""
+    return (
+        "; it is held by " + ", ".join(f"pid {pid} ({name})" for pid, name in others)
+        if others
+        else ""
+    )
 
 
 def _say(line: str) -> None:

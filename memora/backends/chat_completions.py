@@ -29,7 +29,14 @@ import openai
 from memora.backends.base import SDKClientRetries
 from memora.backends.openai_errors import explain_error, stream_ended_early
 from memora.backends.server_tokenizer import ServerTokenizer, ServerTokenizerError, probed
-from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, Completion, ContextOverflowError, ReplyRequest, SummaryRequest
+from memora.memory.backend import (
+    CHAT_SERVER_PROFILE,
+    BackendError,
+    Completion,
+    ContextOverflowError,
+    ReplyRequest,
+    SummaryRequest,
+)
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text
 from memora.text.usage import Usage
@@ -46,7 +53,9 @@ def chat_messages(instructions: str, messages: Sequence[Message]) -> list[dict[s
     Empty instructions add no message.
     """
     leading = [{"role": "system", "content": instructions}] if instructions else []
-    return leading + [{"role": _ROLE_FOR_SERVER.get(m.role, m.role), "content": m.content} for m in messages]
+    return leading + [
+        {"role": _ROLE_FOR_SERVER.get(m.role, m.role), "content": m.content} for m in messages
+    ]
 
 
 def usage_of(usage: Any, estimate: Usage, *, by: str | None = None, teaches: bool = True) -> Usage:
@@ -109,7 +118,9 @@ class ChatCompletionsBackend(SDKClientRetries):
         tokenizer = self.server_tokenizer(model)
         return None if tokenizer is None else tokenizer.source
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+    def count_request(
+        self, model: str, instructions: str, messages: Sequence[Message]
+    ) -> int | None:
         """The server's own count of this request's prompt, as it will render it; None when it cannot count."""
         tokenizer = self.server_tokenizer(model)
         if tokenizer is None:
@@ -179,7 +190,9 @@ class ChatCompletionsBackend(SDKClientRetries):
                 self._diagnose(request)
             raise stream_ended_early()
         text = "".join(parts)
-        usage_read = usage_of(usage, estimate_usage(request.instructions, request.messages, text), by="the server")
+        usage_read = usage_of(
+            usage, estimate_usage(request.instructions, request.messages, text), by="the server"
+        )
         yield Completion(text, usage_read, cut=finished == "length")
 
     def summarize(self, request: SummaryRequest) -> Completion:
@@ -212,7 +225,9 @@ class ChatCompletionsBackend(SDKClientRetries):
             if isinstance(explained, ContextOverflowError):
                 raise explained from None
 
-    def _explain(self, error: Exception, during_stream: bool = False, answer_began: bool = False) -> BackendError:
+    def _explain(
+        self, error: Exception, during_stream: bool = False, answer_began: bool = False
+    ) -> BackendError:
         key = getattr(self.client, "api_key", None)
         return explain_error(
             error,

@@ -125,8 +125,16 @@ def describe_request(request: ReplyRequest, language: str = "en") -> str:
     else:
         usage_line = "- " + words.tokens_of_budget.format(tokens=tokens, budget=budget) + "\n"
     summary_text = summary.removeprefix(SUMMARY_PREAMBLE).strip() if summary else None
-    summary_block = "\n".join("> " + line for line in summary_text.splitlines()) if summary_text else words.no_summary
-    parts = (words.summary_one if summary else words.summary_none, words.recent(len(recent)), words.current)
+    summary_block = (
+        "\n".join("> " + line for line in summary_text.splitlines())
+        if summary_text
+        else words.no_summary
+    )
+    parts = (
+        words.summary_one if summary else words.summary_none,
+        words.recent(len(recent)),
+        words.current,
+    )
     return f"{words.heading}\n\n- {words.separator.join(parts)}\n{usage_line}\n{words.summary_sent}\n\n{summary_block}\n"
 
 
@@ -134,8 +142,40 @@ def describe_request(request: ReplyRequest, language: str = "en") -> str:
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _WORD = re.compile(r"[\w']+", re.UNICODE)
-_LEADING_FILLER = {"actually", "well", "oh", "no", "so", "now", "also", "and", "but", "sorry", "ok", "okay", "hi", "hello"}
-_VERBS = {"is", "am", "are", "was", "were", "'m", "want", "wants", "like", "likes", "need", "needs", "prefer", "live", "work", "study"}
+_LEADING_FILLER = {
+    "actually",
+    "well",
+    "oh",
+    "no",
+    "so",
+    "now",
+    "also",
+    "and",
+    "but",
+    "sorry",
+    "ok",
+    "okay",
+    "hi",
+    "hello",
+}
+_VERBS = {
+    "is",
+    "am",
+    "are",
+    "was",
+    "were",
+    "'m",
+    "want",
+    "wants",
+    "like",
+    "likes",
+    "need",
+    "needs",
+    "prefer",
+    "live",
+    "work",
+    "study",
+}
 _FIRST_PERSON = {"i", "'m", "my", "mine", "we", "our"}
 _GENERIC_KEY_WORDS = (
     _FIRST_PERSON
@@ -159,9 +199,33 @@ _GENERIC_KEY_WORDS = (
     }
 )
 # "Actually I'm B2, not B1": a cue that the sentence corrects something, then the retracted value.
-_CORRECTION_CUE = re.compile(r"\b(?:actually|correction|sorry|i mean|i meant|wait|oops)\b|其實|更正|不對|抱歉", re.IGNORECASE)
-_RETRACTED = re.compile(r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)([A-Za-z0-9][\w'-]*)", re.IGNORECASE)
-_NOT_A_VALUE = {"a", "an", "the", "really", "very", "sure", "so", "too", "that", "this", "it", "yet", "just", "to", "be", "at", "in", "on"}
+_CORRECTION_CUE = re.compile(
+    r"\b(?:actually|correction|sorry|i mean|i meant|wait|oops)\b|其實|更正|不對|抱歉", re.IGNORECASE
+)
+_RETRACTED = re.compile(
+    r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)([A-Za-z0-9][\w'-]*)",
+    re.IGNORECASE,
+)
+_NOT_A_VALUE = {
+    "a",
+    "an",
+    "the",
+    "really",
+    "very",
+    "sure",
+    "so",
+    "too",
+    "that",
+    "this",
+    "it",
+    "yet",
+    "just",
+    "to",
+    "be",
+    "at",
+    "in",
+    "on",
+}
 _CLAUSE_END = re.compile(r"(?<=[,;，；、])\s*|\s+(?=and\s|but\s)")
 _BULLET = "- "
 MAX_STATEMENT_WORDS = 40
@@ -175,7 +239,9 @@ def split_statements(text: str) -> list[str]:
 
 def _is_greeting(sentence: str) -> bool:
     words = [w.lower() for w in _WORD.findall(sentence)]
-    return bool(words) and all(w in _LEADING_FILLER | {"thanks", "thank", "you", "bye", "there"} for w in words)
+    return bool(words) and all(
+        w in _LEADING_FILLER | {"thanks", "thank", "you", "bye", "there"} for w in words
+    )
 
 
 def _words(sentence: str) -> list[str]:
@@ -224,7 +290,9 @@ def _retract(line: str, value: str) -> str:
     kept = [c for c in clauses if not pattern.search(c)]
     if not kept:
         return ""
-    text = re.sub(r"^(?:and|but|so)\s+", "", " ".join(c.strip() for c in kept), flags=re.IGNORECASE).rstrip(",;，；、 ")
+    text = re.sub(
+        r"^(?:and|but|so)\s+", "", " ".join(c.strip() for c in kept), flags=re.IGNORECASE
+    ).rstrip(",;，；、 ")
     return text if text.endswith((".", "!", "?", "。", "！", "？")) else text + "."
 
 
@@ -239,7 +307,11 @@ def _is_question(sentence: str) -> bool:
 
 def _clip(sentence: str) -> str:
     words = sentence.split()
-    return sentence if len(words) <= MAX_STATEMENT_WORDS else " ".join(words[:MAX_STATEMENT_WORDS]) + " …"
+    return (
+        sentence
+        if len(words) <= MAX_STATEMENT_WORDS
+        else " ".join(words[:MAX_STATEMENT_WORDS]) + " …"
+    )
 
 
 def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: int) -> str:
@@ -254,14 +326,20 @@ def merge_summary(existing: str, new_messages: Sequence[Message], word_limit: in
       neither about the user (first person) nor questions, then questions, then any.
     Returns ``existing`` unchanged when there is nothing new to keep.
     """
-    lines = [line[len(_BULLET) :] if line.startswith(_BULLET) else line for line in existing.splitlines() if line.strip()]
+    lines = [
+        line[len(_BULLET) :] if line.startswith(_BULLET) else line
+        for line in existing.splitlines()
+        if line.strip()
+    ]
     for message in new_messages:
         if message.role != "user":
             continue
         for sentence in split_statements(message.content):
             sentence = _clip(sentence)
             key = topic_key(sentence)
-            lines = [old for old in lines if old != sentence and (key is None or topic_key(old) != key)]
+            lines = [
+                old for old in lines if old != sentence and (key is None or topic_key(old) != key)
+            ]
             for value in retracted_values(sentence):
                 lines = [kept for kept in (_retract(old, value) for old in lines) if kept]
             lines.append(sentence)
@@ -273,7 +351,11 @@ def _fit(lines: list[str], word_limit: int) -> list[str]:
     def size(ls: list[str]) -> int:
         return sum(len(line.split()) for line in ls)
 
-    tiers = (lambda line: _is_about_user(line) or _is_question(line), _is_about_user, lambda line: False)
+    tiers = (
+        lambda line: _is_about_user(line) or _is_question(line),
+        _is_about_user,
+        lambda line: False,
+    )
     for keep_if in tiers:
         i = 0
         while size(lines) > word_limit and i < len(lines):

@@ -31,7 +31,15 @@ class ModelServerError(BackendError):
     openai SDK retries a request only before that, and so does ``memora.classroom.guard``.
     """
 
-    def __init__(self, message: str, kind: str, status_code: int | None = None, *, sent: bool = True, began: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        kind: str,
+        status_code: int | None = None,
+        *,
+        sent: bool = True,
+        began: bool = False,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
@@ -48,7 +56,9 @@ _OVERFLOW = re.compile(
 _PROMPT_FIGURES = (
     re.compile(r"Requested tokens \((\d+)\)"),  # llama-cpp-python: the prompt alone
     re.compile(r"request \((\d+) tokens\) exceeds", re.IGNORECASE),  # llama.cpp's server
-    re.compile(r"\((\d+) in the messages", re.IGNORECASE),  # vLLM: "you requested N tokens (P in the messages, C in the completion)"
+    re.compile(
+        r"\((\d+) in the messages", re.IGNORECASE
+    ),  # vLLM: "you requested N tokens (P in the messages, C in the completion)"
     re.compile(r"your request has (\d+) input tokens", re.IGNORECASE),  # vLLM, newer
     re.compile(r"messages resulted in (\d+) tokens", re.IGNORECASE),  # OpenAI Chat Completions
 )
@@ -72,7 +82,10 @@ def context_overflow(text: str, status_code: int | None = 400) -> ContextOverflo
         return None
 
     return ContextOverflowError(
-        "The request was longer than the model server's context window.", first(_PROMPT_FIGURES), first(_WINDOW_FIGURES), status_code
+        "The request was longer than the model server's context window.",
+        first(_PROMPT_FIGURES),
+        first(_WINDOW_FIGURES),
+        status_code,
     )
 
 
@@ -96,14 +109,20 @@ def explain_error(
     secrets = tuple(secrets)
     match error:
         case openai.AuthenticationError():
-            return ModelServerError(f"The model server rejected the API key (HTTP 401). Check {key_name}.", "auth", 401)
+            return ModelServerError(
+                f"The model server rejected the API key (HTTP 401). Check {key_name}.", "auth", 401
+            )
         case openai.PermissionDeniedError():
             return ModelServerError(
-                f"The model server refused access for this key (HTTP 403). Check {key_name} and the model's access.", "auth", 403
+                f"The model server refused access for this key (HTTP 403). Check {key_name} and the model's access.",
+                "auth",
+                403,
             )
         case openai.RateLimitError():
             return ModelServerError(
-                "The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and resend.", "rate_limit", 429
+                "The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and resend.",
+                "rate_limit",
+                429,
             )
         case openai.APITimeoutError():
             return ModelServerError(
@@ -126,19 +145,29 @@ def explain_error(
                 began=answer_began,
             )
         case openai.APIStatusError() if error.status_code >= 500:
-            return ModelServerError(f"The model server failed (HTTP {error.status_code}). Resend in a moment.", "server", error.status_code)
-        case openai.APIStatusError() if (overflow := context_overflow(_error_text(error), error.status_code)) is not None:
+            return ModelServerError(
+                f"The model server failed (HTTP {error.status_code}). Resend in a moment.",
+                "server",
+                error.status_code,
+            )
+        case openai.APIStatusError() if (
+            overflow := context_overflow(_error_text(error), error.status_code)
+        ) is not None:
             return overflow
         case openai.APIStatusError():
             detail = redact(error.message, secrets)[:_MAX_SERVER_TEXT]
             return ModelServerError(
-                f"The model server refused the request (HTTP {error.status_code}): {detail}", "refused", error.status_code
+                f"The model server refused the request (HTTP {error.status_code}): {detail}",
+                "refused",
+                error.status_code,
             )
         case openai.APIError():
             detail = redact(error.message, secrets)[:_MAX_SERVER_TEXT]
             return ModelServerError(f"The model server reported an error: {detail}", "stream")
         case _:
-            return ModelServerError(redact(f"The model request failed: {error}", secrets)[:_MAX_SERVER_TEXT], "other")
+            return ModelServerError(
+                redact(f"The model request failed: {error}", secrets)[:_MAX_SERVER_TEXT], "other"
+            )
 
 
 def _sent(error: openai.APIConnectionError) -> bool:
@@ -155,4 +184,7 @@ def _error_text(error: openai.APIStatusError) -> str:
 
 def stream_ended_early() -> ModelServerError:
     """The stream closed cleanly but before the model's final event."""
-    return ModelServerError("The model's stream ended before the reply was complete. Nothing was saved; resend.", "interrupted")
+    return ModelServerError(
+        "The model's stream ended before the reply was complete. Nothing was saved; resend.",
+        "interrupted",
+    )

@@ -17,7 +17,14 @@ import openai
 from memora.backends.base import SDKClientRetries
 from memora.backends.openai_errors import ModelServerError, explain_error, stream_ended_early
 from memora.backends.redaction import redact
-from memora.memory.backend import OPENAI_PROFILE, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
+from memora.memory.backend import (
+    OPENAI_PROFILE,
+    BackendError,
+    Completion,
+    ReplyRequest,
+    ServerProfile,
+    SummaryRequest,
+)
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text, summary_request_tokens
 from memora.text.usage import Usage
@@ -50,10 +57,19 @@ def is_reasoning_model(model: str) -> bool:
 
 def output_cap(model: str, max_output_tokens: int) -> int:
     """``max_output_tokens`` for the request: reasoning models spend part of it thinking first."""
-    return max_output_tokens + REASONING_ALLOWANCE if is_reasoning_model(model) else max_output_tokens
+    return (
+        max_output_tokens + REASONING_ALLOWANCE if is_reasoning_model(model) else max_output_tokens
+    )
 
 
-def usage_of(usage: Any, estimate: Usage | None = None, *, by: str | None = None, bills: bool = False, teaches: bool = True) -> Usage:
+def usage_of(
+    usage: Any,
+    estimate: Usage | None = None,
+    *,
+    by: str | None = None,
+    bills: bool = False,
+    teaches: bool = True,
+) -> Usage:
     """Reads a Responses ``usage`` object, reported ``by`` the server (billed when ``bills``).
 
     Without one, returns ``estimate`` (local counts, marked estimated), or zeros
@@ -77,7 +93,10 @@ def usage_of(usage: Any, estimate: Usage | None = None, *, by: str | None = None
 def stopped_at_cap(response: Any) -> bool:
     """Whether a response ended incomplete at its ``max_output_tokens``."""
     details = getattr(response, "incomplete_details", None)
-    return getattr(response, "status", None) == "incomplete" and getattr(details, "reason", None) == "max_output_tokens"
+    return (
+        getattr(response, "status", None) == "incomplete"
+        and getattr(details, "reason", None) == "max_output_tokens"
+    )
 
 
 def input_items(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -179,7 +198,11 @@ class OpenAIResponsesBackend(SDKClientRetries):
                     elif event.type in _FINAL:
                         text = "".join(parts)
                         # A proxy's streamed usage may be its own estimate (LiteLLM 1.108): shown, never learned from.
-                        usage = usage_of(event.response.usage, self._estimate(request, text), **self._reporter(streamed=True))
+                        usage = usage_of(
+                            event.response.usage,
+                            self._estimate(request, text),
+                            **self._reporter(streamed=True),
+                        )
                         yield Completion(text, usage, cut=stopped_at_cap(event.response))
                         return
                     elif event.type == "response.failed":
@@ -197,16 +220,28 @@ class OpenAIResponsesBackend(SDKClientRetries):
             raise self._explain(error) from None
         text = response.output_text
         # With no usage reported, the estimate is the count the memory checked the request by, not its two texts alone.
-        estimate = Usage(summary_request_tokens(request.instructions, request.input_text), count_text(text), estimated=True)
-        return Completion(text, usage_of(response.usage, estimate, **self._reporter(streamed=False)), cut=stopped_at_cap(response))
+        estimate = Usage(
+            summary_request_tokens(request.instructions, request.input_text),
+            count_text(text),
+            estimated=True,
+        )
+        return Completion(
+            text,
+            usage_of(response.usage, estimate, **self._reporter(streamed=False)),
+            cut=stopped_at_cap(response),
+        )
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+    def count_request(
+        self, model: str, instructions: str, messages: Sequence[Message]
+    ) -> int | None:
         """The server's count of this request's input (``responses.input_tokens.count``) where ``count_remotely``, a
         BackendError when it fails; None otherwise: OpenAI bills with o200k_base, the memory's own local count."""
         if not self.count_remotely:
             return None
         try:
-            counted = self.client.responses.input_tokens.count(**self.count_params(model, instructions, messages))
+            counted = self.client.responses.input_tokens.count(
+                **self.count_params(model, instructions, messages)
+            )
         except openai.OpenAIError as error:
             raise self._explain(error) from None
         return counted.input_tokens
@@ -226,12 +261,19 @@ class OpenAIResponsesBackend(SDKClientRetries):
         counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)
         return Usage(counted, count_text(text), estimated=True)
 
-    def _explain(self, error: Exception, during_stream: bool = False, answer_began: bool = False) -> BackendError:
-        return explain_error(error, secrets=(self._key(),), during_stream=during_stream, answer_began=answer_began)
+    def _explain(
+        self, error: Exception, during_stream: bool = False, answer_began: bool = False
+    ) -> BackendError:
+        return explain_error(
+            error, secrets=(self._key(),), during_stream=during_stream, answer_began=answer_began
+        )
 
     def _failed(self, error: Any) -> ModelServerError:
         detail = getattr(error, "message", None) or "no details"
-        return ModelServerError(f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}", "stream")
+        return ModelServerError(
+            f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}",
+            "stream",
+        )
 
     def _key(self) -> str | None:
         key = getattr(self.client, "api_key", None)

@@ -21,7 +21,9 @@ _MIN_SECRET = 4
 _REDACTED = "[redacted]"
 _KEY = re.compile(r"(sk-|Bearer\s+)[\w\-*.]+")
 # scheme://user:password@ in any scheme; the password stops at whitespace, so one URL never swallows a sentence.
-_URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s@\"'<>]*@", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(
+    r"\b([a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s@\"'<>]*@", re.IGNORECASE
+)
 # libpq's key=value form: password=secret or password='a secret'.
 _PASSWORD_SETTING = re.compile(r"\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+)", re.IGNORECASE)
 
@@ -66,7 +68,14 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     if not (at and colon and password):
         return ()
     decoded = unquote(password)
-    forms = {password, decoded, unquote_plus(password), quote(decoded, safe=""), quote_plus(decoded), quote(decoded)}
+    forms = {
+        password,
+        decoded,
+        unquote_plus(password),
+        quote(decoded, safe=""),
+        quote_plus(decoded),
+        quote(decoded),
+    }
     return tuple(sorted(form for form in forms if form))
 
 

@@ -79,7 +79,10 @@ class Endpoint:
             return json.loads(answer) if isinstance(answer, str) else answer
         except openai.APIStatusError as error:
             raise ServerTokenizerError(f"POST {path} failed (HTTP {error.status_code})") from None
-        except (openai.OpenAIError, ValueError):  # no connection, a timeout, an answer that is no JSON
+        except (
+            openai.OpenAIError,
+            ValueError,
+        ):  # no connection, a timeout, an answer that is no JSON
             raise ServerTokenizerError(f"POST {path} failed") from None
 
 
@@ -102,7 +105,9 @@ class LlamaCppTokenizer:
         if not isinstance(prompt, str):
             raise ServerTokenizerError("/apply-template gave no prompt")
         # The server tokenizes a chat prompt with its special tokens (BOS) and parses the template's own.
-        tokens = self.endpoint.post("/tokenize", {"content": prompt, "add_special": True, "parse_special": True}).get("tokens")
+        tokens = self.endpoint.post(
+            "/tokenize", {"content": prompt, "add_special": True, "parse_special": True}
+        ).get("tokens")
         if not isinstance(tokens, list):
             raise ServerTokenizerError("/tokenize gave no tokens")
         return len(tokens)
@@ -121,7 +126,9 @@ class MessagesTokenizer:
     def count(self, messages: Wire) -> int:
         body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
         if self.path == "/tokenize":
-            body["add_generation_prompt"] = True  # as the chat endpoint renders it: the assistant's turn opened
+            body["add_generation_prompt"] = (
+                True  # as the chat endpoint renders it: the assistant's turn opened
+            )
         answer = self.endpoint.post(self.path, body)
         # LiteLLM 1.108 says whose count it is: "provider" (the upstream's counting API) or "local_estimate"
         # (its own tokenizer, tiktoken by default, without the chat template): only the first is a count.
@@ -159,7 +166,10 @@ class LlamaCppPythonTokenizer:
         with self._lock:
             known = self._texts.get(text)
         if known is None:
-            known = _count(self.endpoint.post("/extras/tokenize/count", {"model": self.model, "input": text}), "count")
+            known = _count(
+                self.endpoint.post("/extras/tokenize/count", {"model": self.model, "input": text}),
+                "count",
+            )
             with self._lock:
                 if len(self._texts) >= TEXT_CACHE_ENTRIES:
                     self._texts.clear()  # a crude bound: a classroom's texts are counted again, never wrongly
@@ -168,7 +178,11 @@ class LlamaCppPythonTokenizer:
 
     def count(self, messages: Wire) -> int:
         texts = sum(self.count_text(m["content"]) for m in messages)
-        return self.overhead.fixed + len(messages) * (self.overhead.per_message + BOUNDARY_SLACK) + texts
+        return (
+            self.overhead.fixed
+            + len(messages) * (self.overhead.per_message + BOUNDARY_SLACK)
+            + texts
+        )
 
     @classmethod
     def measure_overhead(cls, endpoint: Endpoint, model: str) -> TemplateOverhead:
@@ -178,10 +192,19 @@ class LlamaCppPythonTokenizer:
         prompts = []
         chat = Endpoint(endpoint.root, endpoint.client, MEASURE_TIMEOUT_S)
         for n in (2, 4):
-            messages = [{"role": r, "content": c} for r, c in zip(roles[:n], contents[:n], strict=True)]
-            answer = chat.post("/v1/chat/completions", {"model": model, "messages": messages, "max_tokens": 1})
+            messages = [
+                {"role": r, "content": c} for r, c in zip(roles[:n], contents[:n], strict=True)
+            ]
+            answer = chat.post(
+                "/v1/chat/completions", {"model": model, "messages": messages, "max_tokens": 1}
+            )
             usage = answer.get("usage") if isinstance(answer, dict) else None
-            texts = sum(_count(endpoint.post("/extras/tokenize/count", {"model": model, "input": c}), "count") for c in contents[:n])
+            texts = sum(
+                _count(
+                    endpoint.post("/extras/tokenize/count", {"model": model, "input": c}), "count"
+                )
+                for c in contents[:n]
+            )
             prompts.append(_count(usage, "prompt_tokens") - texts)
         per_message = max(0, -(-(prompts[1] - prompts[0]) // 2))
         return TemplateOverhead(max(0, prompts[0] - 2 * per_message), per_message)
@@ -209,7 +232,9 @@ def probe(client: openai.OpenAI, model: str) -> ServerTokenizer | None:
     candidates: list[ServerTokenizer] = [
         LlamaCppTokenizer(endpoint),
         MessagesTokenizer(endpoint, model, "/tokenize", "count", "vLLM /tokenize"),
-        MessagesTokenizer(endpoint, model, "/utils/token_counter", "total_tokens", "LiteLLM /utils/token_counter"),
+        MessagesTokenizer(
+            endpoint, model, "/utils/token_counter", "total_tokens", "LiteLLM /utils/token_counter"
+        ),
     ]
     for candidate in candidates:
         try:
@@ -218,8 +243,12 @@ def probe(client: openai.OpenAI, model: str) -> ServerTokenizer | None:
         except ServerTokenizerError:
             continue
     try:
-        _count(endpoint.post("/extras/tokenize/count", {"model": model, "input": "Hello."}), "count")
-        return LlamaCppPythonTokenizer(endpoint, model, LlamaCppPythonTokenizer.measure_overhead(endpoint, model))
+        _count(
+            endpoint.post("/extras/tokenize/count", {"model": model, "input": "Hello."}), "count"
+        )
+        return LlamaCppPythonTokenizer(
+            endpoint, model, LlamaCppPythonTokenizer.measure_overhead(endpoint, model)
+        )
     except (ServerTokenizerError, AttributeError):
         return None
 

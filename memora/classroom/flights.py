@@ -73,7 +73,11 @@ class Flights:
             return None
         with self._lock:
             live = self._live()
-        matching = [f for f in live if f.keeper.conversation_id == conversation_id and f.keeper.owner == owner]
+        matching = [
+            f
+            for f in live
+            if f.keeper.conversation_id == conversation_id and f.keeper.owner == owner
+        ]
         return matching[-1] if matching else None
 
     def running(self) -> list[Flight]:
@@ -100,14 +104,21 @@ class Flights:
         be back); never waits for a turn. Returns how many are saved now."""
         return sum(1 for flight in self.unsaved() if flight.keeper.retry())
 
-    def forget_conversation(self, conversation_id: str, owner: str, deleted_by: ConversationKeeper | None = None) -> list[Flight]:
+    def forget_conversation(
+        self, conversation_id: str, owner: str, deleted_by: ConversationKeeper | None = None
+    ) -> list[Flight]:
         """Drops every flight of ``owner``'s ``conversation_id``, which was deleted: a reload of its old address
         is then given nothing of it, and the shutdown drain does not save it back. Their jobs are cancelled
         (a reply another tab was writing on it is not kept) and their keepers let go of their memories, so
         a late commit saves nothing. ``deleted_by`` is the keeper that deleted it: it holds a new id already,
         and its flights go too, or a job still running on the deleted memory would be handed to a reload of
         that new id. Returns the flights dropped."""
-        return self._drop(lambda f: f.keeper is deleted_by or (f.keeper.conversation_id == conversation_id and f.keeper.owner == owner))
+        return self._drop(
+            lambda f: (
+                f.keeper is deleted_by
+                or (f.keeper.conversation_id == conversation_id and f.keeper.owner == owner)
+            )
+        )
 
     def forget_owner(self, owner: str) -> list[Flight]:
         """As ``forget_conversation``, for every conversation of ``owner`` (a browser that is forgotten)."""
@@ -118,7 +129,9 @@ class Flights:
             dropped = [f for f in self._live() if matches(f)]
             self._flights = [f for f in self._flights if not matches(f)]
         for flight in dropped:
-            if flight.job is not None:  # a reload's handed-over copy has no job, only a keeper to let go
+            if (
+                flight.job is not None
+            ):  # a reload's handed-over copy has no job, only a keeper to let go
                 flight.job.cancel()
             flight.keeper.let_go()
         return dropped

@@ -31,9 +31,21 @@ from contextlib import closing
 from dataclasses import replace
 
 from memora.backends.redaction import redact
-from memora.classroom.server_budget import CappedSpend, Reservation, ServerBudgetReached, ServerBudgetUnavailable
+from memora.classroom.server_budget import (
+    CappedSpend,
+    Reservation,
+    ServerBudgetReached,
+    ServerBudgetUnavailable,
+)
 from memora.memory import MAX_REPLY_TOKENS
-from memora.memory.backend import Backend, BackendError, Completion, ReplyRequest, ServerProfile, SummaryRequest
+from memora.memory.backend import (
+    Backend,
+    BackendError,
+    Completion,
+    ReplyRequest,
+    ServerProfile,
+    SummaryRequest,
+)
 from memora.text.calibration import WORST_KNOWN_RATIO
 from memora.text.messages import Message
 from memora.text.tokens import LocalTokenCounter, count_text, summary_request_tokens
@@ -73,7 +85,12 @@ class GuardedBackend:
     """``inner`` with the safeguards above. It is a ``Backend``: every member of the Protocol is forwarded by name
     (counting a request by the server, ``count_request``, among them, never booked); nothing else passes through."""
 
-    def __init__(self, inner: Backend, secrets: Iterable[str | None] = (), server_ledger: CappedSpend | None = None) -> None:
+    def __init__(
+        self,
+        inner: Backend,
+        secrets: Iterable[str | None] = (),
+        server_ledger: CappedSpend | None = None,
+    ) -> None:
         self.inner = inner.inner if isinstance(inner, GuardedBackend) else inner
         self.secrets = tuple(s for s in secrets if s)
         self.server_ledger = server_ledger
@@ -95,7 +112,9 @@ class GuardedBackend:
         """Whether requests are booked in a server-wide ledger (never for the offline engine)."""
         return self.server_ledger is not None and not self.offline
 
-    def count_request(self, model: str, instructions: str, messages: Sequence[Message]) -> int | None:
+    def count_request(
+        self, model: str, instructions: str, messages: Sequence[Message]
+    ) -> int | None:
         # Counting is free (no model request), so it is never booked.
         return self.inner.count_request(model, instructions, messages)
 
@@ -119,8 +138,16 @@ class GuardedBackend:
             request = replace(request, max_output_tokens=MAX_REPLY_TOKENS)
         counted = request.counted_input_tokens
         if counted is None:
-            counted = LocalTokenCounter().count(request.model, request.instructions, request.messages)
-        yield from self._tries("reply", counted, request.model, request.max_output_tokens, lambda sender: sender.stream_reply(request))
+            counted = LocalTokenCounter().count(
+                request.model, request.instructions, request.messages
+            )
+        yield from self._tries(
+            "reply",
+            counted,
+            request.model,
+            request.max_output_tokens,
+            lambda sender: sender.stream_reply(request),
+        )
 
     def summarize(self, request: SummaryRequest) -> Completion:
         """The summary; each HTTP try booked on its own (``_tries``). A summary yields nothing before its answer,
@@ -130,13 +157,20 @@ class GuardedBackend:
         def send(sender: Backend) -> Iterator[Completion]:
             yield sender.summarize(request)
 
-        with closing(self._tries("summary", counted, request.model, request.max_output_tokens, send)) as tries:
+        with closing(
+            self._tries("summary", counted, request.model, request.max_output_tokens, send)
+        ) as tries:
             completion = next(tries)
         assert isinstance(completion, Completion)
         return completion
 
     def _tries(
-        self, kind: str, counted: int, model: str, max_output_tokens: int | None, send: Callable[[Backend], Iterator[str | Completion]]
+        self,
+        kind: str,
+        counted: int,
+        model: str,
+        max_output_tokens: int | None,
+        send: Callable[[Backend], Iterator[str | Completion]],
     ) -> Iterator[str | Completion]:
         """What ``send`` yields (a reply's deltas, then one Completion), each HTTP try of a ``kind`` request booked.
 
@@ -171,7 +205,11 @@ class GuardedBackend:
                         received.append(item)
                         yield item
             except BaseException as error:
-                self._settle(reservation, self._failed_cost(error, counted, received, largest), estimated=True)
+                self._settle(
+                    reservation,
+                    self._failed_cost(error, counted, received, largest),
+                    estimated=True,
+                )
                 if not isinstance(error, BackendError):
                     raise  # a stop (the generator closed), or a bug: never tried again
                 failed = self._redacted(error)
@@ -183,7 +221,9 @@ class GuardedBackend:
                 # The stream ended without its final event: the server may still bill what it read and wrote.
                 self._settle(reservation, counted + count_text("".join(received)), estimated=True)
                 return
-            self._settle(reservation, completion.usage.total_tokens, estimated=completion.usage.estimated)
+            self._settle(
+                reservation, completion.usage.total_tokens, estimated=completion.usage.estimated
+            )
             yield replace(completion, text=self.redact(completion.text))
             return
         raise AssertionError("unreachable: the last try returns or raises")
@@ -198,7 +238,9 @@ class GuardedBackend:
         return sending_once(), int(getattr(self.inner, "retries", 0))
 
     @staticmethod
-    def _failed_cost(error: BaseException, counted: int, received: Sequence[str], largest: int) -> int:
+    def _failed_cost(
+        error: BaseException, counted: int, received: Sequence[str], largest: int
+    ) -> int:
         """What a failed try is settled to. After some text: the counted input and that text, as the server wrote
         about that much before the stream broke or was closed. Before any: nothing when the server answered with
         an error (no provider bills a refusal) or the request was never sent; else its largest cost, since a
@@ -207,7 +249,9 @@ class GuardedBackend:
             return counted + count_text("".join(received))
         return largest if _may_be_billed(error) else 0
 
-    def _told(self, error: BackendError, kind: str, largest: int, unanswered: int, *, refused: int | None) -> BackendError:
+    def _told(
+        self, error: BackendError, kind: str, largest: int, unanswered: int, *, refused: int | None
+    ) -> BackendError:
         """``error``, its message followed by what was sent and booked: the page and the REPL show it as it is."""
         notes = []
         if self.budgeted and unanswered:
@@ -216,14 +260,20 @@ class GuardedBackend:
                 f"largest cost ({largest:,} tokens), since a server may bill a request it answered after Memora stopped waiting."
             )
         if refused is not None:
-            notes.append(f"Try {refused} was not sent: the class's token budget has no room for it.")
+            notes.append(
+                f"Try {refused} was not sent: the class's token budget has no room for it."
+            )
         if notes:
             error.args = (" ".join([str(error), *notes]),)
         return error
 
     def largest_cost(self, counted_input: int, model: str, max_output_tokens: int | None) -> int:
         """The most a request of ``counted_input`` local tokens, capped at ``max_output_tokens``, may be billed."""
-        ceiling = 1.0 if getattr(self.inner, "profile", None) is None or self.inner.profile.counts_like_o200k else FOREIGN_TOKENIZER_CEILING
+        ceiling = (
+            1.0
+            if getattr(self.inner, "profile", None) is None or self.inner.profile.counts_like_o200k
+            else FOREIGN_TOKENIZER_CEILING
+        )
         output = max_output_tokens or 0
         billed_cap = getattr(self.inner, "billed_output_cap", None)
         if callable(billed_cap) and output:

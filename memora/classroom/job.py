@@ -81,13 +81,21 @@ class ReplyJob:
     """
 
     def __init__(
-        self, memory: ShortTermMemory, user_text: str | None, after: AfterReply | None = None, on_end: Callable[[], object] | None = None
+        self,
+        memory: ShortTermMemory,
+        user_text: str | None,
+        after: AfterReply | None = None,
+        on_end: Callable[[], object] | None = None,
     ) -> None:
         self.memory = memory
         self._after, self._on_end = after, on_end
         self._cancelled = threading.Event()
         self._skip_after = threading.Event()
-        self._progress = Progress("replying" if user_text is not None else "summarizing", user_text, base=len(memory.history))
+        self._progress = Progress(
+            "replying" if user_text is not None else "summarizing",
+            user_text,
+            base=len(memory.history),
+        )
         self._thread = threading.Thread(target=self._run, name="memora-reply", daemon=True)
 
     def start(self) -> ReplyJob:

@@ -57,7 +57,14 @@ class PostgresServerLedger(CappedSpend):
     def _book(self, tokens: int, kind: str, extra: int) -> Booking:
         def book(c: Any) -> Booking:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (LEDGER_LOCK,))
-            total = int(c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests").fetchone()[0]) + extra
+            total = (
+                int(
+                    c.execute(
+                        "SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests"
+                    ).fetchone()[0]
+                )
+                + extra
+            )
             if total + tokens > self.max_tokens:
                 return Booking(None, total)
             row = c.execute(
@@ -82,7 +89,16 @@ class PostgresServerLedger(CappedSpend):
 
     def _rows(self) -> tuple[int, dict[int, int]]:
         def read(c: Any) -> tuple[int, dict[int, int]]:
-            spent = int(c.execute("SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests WHERE settled").fetchone()[0])
-            return spent, {int(i): int(t) for i, t in c.execute("SELECT id, tokens FROM memora_server_requests WHERE NOT settled")}
+            spent = int(
+                c.execute(
+                    "SELECT COALESCE(SUM(tokens), 0) FROM memora_server_requests WHERE settled"
+                ).fetchone()[0]
+            )
+            return spent, {
+                int(i): int(t)
+                for i, t in c.execute(
+                    "SELECT id, tokens FROM memora_server_requests WHERE NOT settled"
+                )
+            }
 
         return ledger_tables(self.url).run(read)

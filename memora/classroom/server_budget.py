@@ -170,7 +170,9 @@ class CappedSpend:
         try:
             booking = self._book(tokens, kind, extra)
         except StoreError as error:
-            raise ServerBudgetUnavailable(f"the classroom's shared budget could not be reached, so nothing was sent ({error})") from None
+            raise ServerBudgetUnavailable(
+                f"the classroom's shared budget could not be reached, so nothing was sent ({error})"
+            ) from None
         if booking.id is None:
             raise ServerBudgetReached(
                 "server_tokens",
@@ -264,12 +266,20 @@ class ServerLedger(CappedSpend):
             # IMMEDIATE takes the write lock before reading the total: no other process books in between.
             connection.execute("BEGIN IMMEDIATE")
             try:
-                total = int(connection.execute("SELECT COALESCE(SUM(tokens), 0) FROM requests").fetchone()[0]) + extra
+                total = (
+                    int(
+                        connection.execute(
+                            "SELECT COALESCE(SUM(tokens), 0) FROM requests"
+                        ).fetchone()[0]
+                    )
+                    + extra
+                )
                 if total + tokens > self.max_tokens:
                     connection.execute("ROLLBACK")
                     return Booking(None, total)
                 row = connection.execute(
-                    "INSERT INTO requests (at, kind, tokens, estimated, settled) VALUES (?, ?, ?, 0, 0)", (_now(), kind, tokens)
+                    "INSERT INTO requests (at, kind, tokens, estimated, settled) VALUES (?, ?, ?, 0, 0)",
+                    (_now(), kind, tokens),
                 )
                 connection.execute("COMMIT")
                 return Booking(row.lastrowid, total)
@@ -294,8 +304,14 @@ class ServerLedger(CappedSpend):
 
     def _rows(self) -> tuple[int, dict[int, int]]:
         with self._connect() as connection:
-            spent = int(connection.execute("SELECT COALESCE(SUM(tokens), 0) FROM requests WHERE settled = 1").fetchone()[0])
-            return spent, dict(connection.execute("SELECT id, tokens FROM requests WHERE settled = 0").fetchall())
+            spent = int(
+                connection.execute(
+                    "SELECT COALESCE(SUM(tokens), 0) FROM requests WHERE settled = 1"
+                ).fetchone()[0]
+            )
+            return spent, dict(
+                connection.execute("SELECT id, tokens FROM requests WHERE settled = 0").fetchall()
+            )
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -303,13 +319,19 @@ class ServerLedger(CappedSpend):
         connection = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():  # deleted for a new term while the server runs: its table is made again
+            if (
+                not self.path.exists()
+            ):  # deleted for a new term while the server runs: its table is made again
                 _READY.discard(self.path)
             # 30 s: other sessions' writes are single bookings, so a wait this long means something is wrong.
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            if self.path not in _READY:  # once per file and process: the Status panel reads it on every run
+            if (
+                self.path not in _READY
+            ):  # once per file and process: the Status panel reads it on every run
                 connection.execute(_SCHEMA)
-                if "settled" not in {row[1] for row in connection.execute("PRAGMA table_info(requests)")}:
+                if "settled" not in {
+                    row[1] for row in connection.execute("PRAGMA table_info(requests)")
+                }:
                     connection.execute(_MIGRATION)
                 _READY.add(self.path)
             yield connection

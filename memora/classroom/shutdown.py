@@ -81,7 +81,11 @@ def drain(
         _write_held(ledger)
         return Drained()
     if running:
-        log.warning("Memora: waiting up to %.0f s for %d reply(ies) to finish (Ctrl-C again to stop waiting).", grace_s, len(running))
+        log.warning(
+            "Memora: waiting up to %.0f s for %d reply(ies) to finish (Ctrl-C again to stop waiting).",
+            grace_s,
+            len(running),
+        )
     for flight in running:
         flight.job.skip_after()
     _wait(running, began + grace_s, interrupted)
@@ -94,7 +98,9 @@ def drain(
         text = _unanswered(flight)
         if text is None:
             continue
-        if flight.keeper.memory is flight.job.memory and flight.keeper.save_pending(text, timeout_s=LOCK_WAIT_S):
+        if flight.keeper.memory is flight.job.memory and flight.keeper.save_pending(
+            text, timeout_s=LOCK_WAIT_S
+        ):
             kept += 1
         else:
             lost += 1
@@ -139,12 +145,16 @@ def _log(drained: Drained) -> None:
 
 def _write_held(ledger: CappedSpend | None) -> None:
     if ledger is not None and not ledger.write_held():
-        log.warning("Memora: the server budget's held spend could not be written; those requests stay booked at their largest cost.")
+        log.warning(
+            "Memora: the server budget's held spend could not be written; those requests stay booked at their largest cost."
+        )
 
 
 def _wait(flights: list[Flight], deadline: float, interrupted: threading.Event) -> None:
     for flight in flights:
-        while not interrupted.is_set() and not flight.job.wait(max(0.0, min(POLL_S, deadline - time.monotonic()))):
+        while not interrupted.is_set() and not flight.job.wait(
+            max(0.0, min(POLL_S, deadline - time.monotonic()))
+        ):
             if time.monotonic() >= deadline:
                 return
 

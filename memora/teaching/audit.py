@@ -100,7 +100,9 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
     ``same`` and ``removed`` segments gives back ``old`` up to whitespace.
     """
     old_tokens, new_tokens = tokenize(old), tokenize(new)
-    matcher = difflib.SequenceMatcher(a=[t.strip() for t in old_tokens], b=[t.strip() for t in new_tokens], autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        a=[t.strip() for t in old_tokens], b=[t.strip() for t in new_tokens], autojunk=False
+    )
     segments: list[DiffSegment] = []
 
     def add(kind: DiffKind, tokens: Sequence[str]) -> None:
@@ -119,14 +121,22 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
             removed = old_tokens[a0:a1]
             # A same-run ends with the new text's spacing; when the new text ends
             # there but the old one went on, the old space comes back here.
-            if removed and a0 and old_tokens[a0 - 1][-1:].isspace() and segments and not segments[-1].text[-1:].isspace():
+            if (
+                removed
+                and a0
+                and old_tokens[a0 - 1][-1:].isspace()
+                and segments
+                and not segments[-1].text[-1:].isspace()
+            ):
                 removed = [" ", *removed]
             add("removed", removed)
             add("added", new_tokens[b0:b1])
     return tuple(segments)
 
 
-def audit_summaries(summary_versions: Sequence, history: Sequence[Message], *, last: int | None = None) -> tuple[SummaryAudit, ...]:
+def audit_summaries(
+    summary_versions: Sequence, history: Sequence[Message], *, last: int | None = None
+) -> tuple[SummaryAudit, ...]:
     """One ``SummaryAudit`` per version, oldest first.
 
     ``summary_versions`` are ``memory.conversation.versions`` and ``history`` is
@@ -197,6 +207,8 @@ def diff_markdown(segments: Sequence[DiffSegment]) -> str:
                 continue
             lead = piece[: len(piece) - len(piece.lstrip())]
             trail = piece[len(piece.rstrip()) :]
-            lines[-1] += (" " if lead else "") + mark + escape_markdown(core) + mark + (" " if trail else "")
+            lines[-1] += (
+                (" " if lead else "") + mark + escape_markdown(core) + mark + (" " if trail else "")
+            )
     # Two trailing spaces make a hard line break; blank lines separate paragraphs.
     return "  \n".join(line.strip() for line in lines if line.strip())

@@ -73,4 +73,8 @@ def ledger_csv(frame: pd.DataFrame) -> str:
 def _inert_text(column: pd.Series) -> pd.Series:
     if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
         return column
-    return column.map(lambda cell: "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell)
+    return column.map(
+        lambda cell: (
+            "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_STARTS) else cell
+        )
+    )

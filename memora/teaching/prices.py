@@ -53,14 +53,23 @@ class ModelPrice:
             raise ValueError("a price needs a model name")
         for name in ("input", "cached_input", "output"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{self.model}: the {name} price must be a finite number of 0 or more, not {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(
+                    f"{self.model}: the {name} price must be a finite number of 0 or more, not {value!r}"
+                )
 
 
 DEFAULT_PRICES: tuple[ModelPrice, ...] = (
     ModelPrice("gpt-5-mini", 0.25, 0.025, 2.00, "OpenAI model page, gpt-5-mini"),
     ModelPrice("gpt-5-nano", 0.05, 0.005, 0.40, "OpenAI model page, gpt-5-nano"),
-    ModelPrice("gpt-5", 1.25, 0.125, 10.00, "third-party tables citing OpenAI pricing (2026); unverified"),
+    ModelPrice(
+        "gpt-5", 1.25, 0.125, 10.00, "third-party tables citing OpenAI pricing (2026); unverified"
+    ),
 )
 
 
@@ -72,7 +81,9 @@ class PriceTable(Mapping[str, ModelPrice]):
     ``price_for`` returns None.
     """
 
-    def __init__(self, prices: Iterable[ModelPrice] = DEFAULT_PRICES, note: str = PRICES_NOTE) -> None:
+    def __init__(
+        self, prices: Iterable[ModelPrice] = DEFAULT_PRICES, note: str = PRICES_NOTE
+    ) -> None:
         self._prices = {price.model.strip().lower(): price for price in prices}
         self.note = note
 
@@ -104,11 +115,15 @@ def request_cost(record: UsageRecord, prices: PriceTable) -> tuple[float, float]
     if price is None or record.input_tokens is None or record.output_tokens is None:
         return None
     cached = min(record.cached_tokens, record.input_tokens)
-    input_cost = ((record.input_tokens - cached) * price.input + cached * price.cached_input) / 1_000_000
+    input_cost = (
+        (record.input_tokens - cached) * price.input + cached * price.cached_input
+    ) / 1_000_000
     return input_cost, record.output_tokens * price.output / 1_000_000
 
 
-def ledger_cost_frame(records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False) -> pd.DataFrame:
+def ledger_cost_frame(
+    records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False
+) -> pd.DataFrame:
     """``ledger.ledger_frame`` plus ``input_cost_usd``, ``output_cost_usd``, ``cost_usd``
     and ``full_history_cost_usd`` (what the reply's input would have cost with the
     whole history, uncached; replies only).
@@ -128,7 +143,9 @@ def ledger_cost_frame(records: Iterable[UsageRecord], prices: PriceTable | None 
         columns["output_cost_usd"].append(output_cost)
         columns["cost_usd"].append(input_cost + output_cost)
         full = record.full_history_tokens
-        columns["full_history_cost_usd"].append(full * price.input / 1_000_000 if price and full is not None else math.nan)
+        columns["full_history_cost_usd"].append(
+            full * price.input / 1_000_000 if price and full is not None else math.nan
+        )
     for name, values in columns.items():
         frame[name] = pd.Series(values, index=frame.index, dtype="float64")
     return frame
@@ -154,7 +171,9 @@ class CostSummary:
     unpriced_requests: int
 
 
-def cost_summary(records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False) -> CostSummary:
+def cost_summary(
+    records: Iterable[UsageRecord], prices: PriceTable | None = None, *, offline: bool = False
+) -> CostSummary:
     """Totals for the ledger; see ``CostSummary``. An empty ledger gives None figures."""
     records = list(records)
     prices = PriceTable() if prices is None else prices
@@ -180,7 +199,9 @@ def cost_summary(records: Iterable[UsageRecord], prices: PriceTable | None = Non
             used_instead += sum(cost)
     if not priced:
         return CostSummary(None, None, None, tuple(unpriced_models), len(records))
-    return CostSummary(spent, full, full - used_instead, tuple(unpriced_models), len(records) - priced)
+    return CostSummary(
+        spent, full, full - used_instead, tuple(unpriced_models), len(records) - priced
+    )
 
 
 def format_usd(value: float | None) -> str:

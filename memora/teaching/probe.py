@@ -159,7 +159,14 @@ def _share(flags: Any) -> float:
 
 # The file format. Each model checks its own values; parse_scenario adds the rules across facts.
 
-Id = Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9][a-z0-9-]{0,63}$", description="Lowercase letters, digits and dashes.")]
+Id = Annotated[
+    str,
+    Field(
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,63}$",
+        description="Lowercase letters, digits and dashes.",
+    ),
+]
 Keyword = Annotated[str, Field(min_length=1, max_length=100), NotBlank]
 TurnText = Annotated[str, Field(min_length=1, max_length=MAX_TURN_CHARS), NotBlank]
 
@@ -169,7 +176,9 @@ def _as_alternatives(item: Any) -> Any:
 
 
 KeywordList = Annotated[list[Keyword], Field(min_length=1, max_length=10)]
-Alternatives = Annotated[KeywordList, BeforeValidator(_as_alternatives, json_schema_input_type=Keyword | KeywordList)]
+Alternatives = Annotated[
+    KeywordList, BeforeValidator(_as_alternatives, json_schema_input_type=Keyword | KeywordList)
+]
 """A keyword, or a list of alternative keywords; read as a list either way."""
 
 
@@ -185,7 +194,9 @@ class FactEntry(untrusted.StrictModel):
 
     id: Id
     kind: FactKind
-    description: Annotated[str, Field(max_length=200, description="The fact in a few words, for the report's table.")]
+    description: Annotated[
+        str, Field(max_length=200, description="The fact in a few words, for the report's table.")
+    ]
     expect: Annotated[
         list[Alternatives],
         Field(
@@ -212,11 +223,24 @@ class ScenarioFile(untrusted.StrictModel):
     id: Id
     title: Annotated[str, Field(min_length=1, max_length=200), NotBlank]
     description: Annotated[str, Field(max_length=1000)] = ""
-    language: Annotated[str, Field(min_length=1, max_length=16, description="The language of the turns, e.g. en or zh-TW."), NotBlank]
-    plant: Annotated[list[TurnText], Field(min_length=1, max_length=20, description="The user turns that plant the facts.")]
+    language: Annotated[
+        str,
+        Field(
+            min_length=1, max_length=16, description="The language of the turns, e.g. en or zh-TW."
+        ),
+        NotBlank,
+    ]
+    plant: Annotated[
+        list[TurnText],
+        Field(min_length=1, max_length=20, description="The user turns that plant the facts."),
+    ]
     filler: Annotated[
         list[TurnText],
-        Field(min_length=1, max_length=50, description="Turns sent, in a cycle, until the planted turns are folded into the summary."),
+        Field(
+            min_length=1,
+            max_length=50,
+            description="Turns sent, in a cycle, until the planted turns are folded into the summary.",
+        ),
     ]
     final_question: TurnText
     facts: Annotated[list[FactEntry], Field(min_length=1, max_length=50)]
@@ -232,31 +256,66 @@ def parse_scenario(raw: bytes | str) -> Scenario:
     without stale values, and files over 256 KiB are all errors.
     """
     data = untrusted.parse_json(raw, ScenarioError, max_bytes=MAX_SCENARIO_BYTES)
-    untrusted.check_header(data, ScenarioError, format=SCENARIO_FORMAT, version=SCENARIO_VERSION, what="a probe scenario")
+    untrusted.check_header(
+        data,
+        ScenarioError,
+        format=SCENARIO_FORMAT,
+        version=SCENARIO_VERSION,
+        what="a probe scenario",
+    )
     file = untrusted.validate(ScenarioFile, data, ScenarioError)
     seen: set[str] = set()
     for i, fact in enumerate(file.facts):
         if fact.kind == "correction" and not fact.stale:
-            raise ScenarioError("missing_key", "a correction needs the stale values it replaced.", f"facts[{i}].stale", key="stale")
+            raise ScenarioError(
+                "missing_key",
+                "a correction needs the stale values it replaced.",
+                f"facts[{i}].stale",
+                key="stale",
+            )
         if fact.id in seen:
-            raise ScenarioError("duplicate_id", f"the fact id {fact.id!r} is used twice.", f"facts[{i}].id", id=fact.id)
+            raise ScenarioError(
+                "duplicate_id",
+                f"the fact id {fact.id!r} is used twice.",
+                f"facts[{i}].id",
+                id=fact.id,
+            )
         seen.add(fact.id)
-    facts = tuple(Fact(f.id, f.kind, f.description, tuple(tuple(k) for k in f.expect), tuple(f.stale)) for f in file.facts)
+    facts = tuple(
+        Fact(f.id, f.kind, f.description, tuple(tuple(k) for k in f.expect), tuple(f.stale))
+        for f in file.facts
+    )
     fields = file.model_dump(
-        include={"id", "title", "description", "language", "final_question", "max_recent_turns", "max_input_tokens", "max_filler_turns"}
+        include={
+            "id",
+            "title",
+            "description",
+            "language",
+            "final_question",
+            "max_recent_turns",
+            "max_input_tokens",
+            "max_filler_turns",
+        }
     )
     return Scenario(**fields, plant=tuple(file.plant), filler=tuple(file.filler), facts=facts)
 
 
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema for scenario authors; ``memora/teaching/scenarios/scenario.schema.json`` holds it."""
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ScenarioFile.model_json_schema()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **ScenarioFile.model_json_schema(),
+    }
 
 
 def bundled_scenarios() -> tuple[Scenario, ...]:
     """Every scenario shipped in ``memora/teaching/scenarios``, sorted by id."""
     folder = resources.files("memora.teaching") / "scenarios"
-    found = [parse_scenario(entry.read_bytes()) for entry in folder.iterdir() if entry.name.endswith(".json") and entry.name != SCHEMA_FILE]
+    found = [
+        parse_scenario(entry.read_bytes())
+        for entry in folder.iterdir()
+        if entry.name.endswith(".json") and entry.name != SCHEMA_FILE
+    ]
     return tuple(sorted(found, key=lambda s: s.id))
 
 
@@ -268,10 +327,16 @@ def load_scenario(name_or_path: str) -> Scenario:
     path = Path(name_or_path)
     if path.is_file():
         if path.stat().st_size > MAX_SCENARIO_BYTES:
-            raise ScenarioError("too_large", f"The file is over {MAX_SCENARIO_BYTES:,} bytes.", limit=MAX_SCENARIO_BYTES)
+            raise ScenarioError(
+                "too_large",
+                f"The file is over {MAX_SCENARIO_BYTES:,} bytes.",
+                limit=MAX_SCENARIO_BYTES,
+            )
         return parse_scenario(path.read_bytes())
     ids = ", ".join(s.id for s in bundled_scenarios())
-    raise ScenarioError("unknown_scenario", f"No scenario {name_or_path!r}; bundled: {ids}.", name=name_or_path)
+    raise ScenarioError(
+        "unknown_scenario", f"No scenario {name_or_path!r}; bundled: {ids}.", name=name_or_path
+    )
 
 
 # -- checking -----------------------------------------------------------------
@@ -296,7 +361,11 @@ def check_fact(fact: Fact, text: str) -> Recall:
         else:
             found.append(hit)
     stale_found = tuple(
-        k for k in fact.stale if any(not _NEGATION_BEFORE.search(text[max(0, at - 24) : at]) for at in _occurrences(text, k))
+        k
+        for k in fact.stale
+        if any(
+            not _NEGATION_BEFORE.search(text[max(0, at - 24) : at]) for at in _occurrences(text, k)
+        )
     )
     if complete and not stale_found:
         status: Status = "kept"
@@ -326,7 +395,12 @@ def run_probe(
     could not finish has no result. The fresh memory uses the scenario's window
     and budget, so the caller's own conversation is never touched.
     """
-    memory = ShortTermMemory(backend, model=model, max_input_tokens=scenario.max_input_tokens, max_recent_turns=scenario.max_recent_turns)
+    memory = ShortTermMemory(
+        backend,
+        model=model,
+        max_input_tokens=scenario.max_input_tokens,
+        max_recent_turns=scenario.max_recent_turns,
+    )
     number = 0
 
     def say(text: str) -> str:
@@ -357,7 +431,9 @@ def run_probe(
         folded=memory.summarized_message_count >= planted_end,
         summary=summary,
         answer=answer,
-        facts=tuple(FactResult(f, check_fact(f, summary), check_fact(f, answer)) for f in scenario.facts),
+        facts=tuple(
+            FactResult(f, check_fact(f, summary), check_fact(f, answer)) for f in scenario.facts
+        ),
         summary_versions=len(memory.conversation.versions),
         session_total_tokens=memory.session_total_tokens,
     )
@@ -378,12 +454,20 @@ def format_report(report: ProbeReport) -> str:
         f"{report.summary_versions} summary versions · {report.session_total_tokens} tokens",
     ]
     if report.offline:
-        lines.append("Offline: the answer column checks the context the offline engine describes, not a model's reply.")
+        lines.append(
+            "Offline: the answer column checks the context the offline engine describes, not a model's reply."
+        )
     if not report.folded:
-        lines.append("INCONCLUSIVE: the planted turns were never folded into the summary; raise max_filler_turns.")
+        lines.append(
+            "INCONCLUSIVE: the planted turns were never folded into the summary; raise max_filler_turns."
+        )
     lines.append("")
     for k, row in enumerate(rows):
-        lines.append("  ".join(cell + " " * (w - _width(cell)) for cell, w in zip(row, widths, strict=True)).rstrip())
+        lines.append(
+            "  ".join(
+                cell + " " * (w - _width(cell)) for cell, w in zip(row, widths, strict=True)
+            ).rstrip()
+        )
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")

@@ -170,10 +170,15 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
     and the reply's priming. A reply over ``budget`` is marked, not refused. Raises ValueError for an odd count.
     """
     _check_pairs(counts)
-    requests, history = [], 0  # the tokens of every message before this turn's, added up as the turns go
+    requests, history = (
+        [],
+        0,
+    )  # the tokens of every message before this turn's, added up as the turns go
     for index in range(0, len(counts), 2):
         tokens = request_tokens(fixed, 0, (history,), counts[index])
-        requests.append(ReplayedRequest(index // 2 + 1, "reply", tokens, fits=within_budget(tokens, budget)))
+        requests.append(
+            ReplayedRequest(index // 2 + 1, "reply", tokens, fits=within_budget(tokens, budget))
+        )
         history += counts[index] + counts[index + 1]
     return Replay(FULL_HISTORY, len(counts) // 2, tuple(requests))
 
@@ -237,7 +242,9 @@ class _Run:
         self.built: ReplayedRequest | None = None  # the reply request built last
 
     def plan(self, at_least: int) -> TurnPlan:
-        sizes = PlanSizes(self.sizes.fixed, self.sizes.full_summary, self.sizes.fold_room, self.budget)
+        sizes = PlanSizes(
+            self.sizes.fixed, self.sizes.full_summary, self.sizes.fold_room, self.budget
+        )
         return plan_turn(
             self.counts[self.folded : self.current],
             message=self.message,
@@ -303,7 +310,9 @@ class _Run:
         if self.real and self.real[0].span == span:
             fold = self.real.pop(0)
             self.summary = fold.summary_tokens
-            return ReplayedRequest(self.turn, "summary", fold.input_tokens, fold.output_tokens, span)
+            return ReplayedRequest(
+                self.turn, "summary", fold.input_tokens, fold.output_tokens, span
+            )
         # Once the replay folds otherwise, no later real summary is the one it would have had.
         self.real.clear()
         old = max(0, self.summary - self.sizes.preamble)
@@ -328,7 +337,9 @@ def replay_sizes(memory: ShortTermMemory) -> PolicySizes:
     cap = sizes.max_summary_tokens
     # A replay adds each summary's real (or estimated) text to the request's frame.
     frame = sizes.summary_frame
-    return PolicySizes(sizes.fixed, sizes.preamble, cap, frame, sizes.fold_room(local_budget(memory)))
+    return PolicySizes(
+        sizes.fixed, sizes.preamble, cap, frame, sizes.fold_room(local_budget(memory))
+    )
 
 
 def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
@@ -345,6 +356,13 @@ def real_folds(memory: ShortTermMemory) -> tuple[RealFold, ...]:
         record = memory.ledger[fold.request]
         text = versions[fold.version - 1].text
         folds.append(
-            RealFold(fold.span, record.counted_input_tokens, record.output_tokens or 0, summary_tokens(text), record.turn, fold.ahead)
+            RealFold(
+                fold.span,
+                record.counted_input_tokens,
+                record.output_tokens or 0,
+                summary_tokens(text),
+                record.turn,
+                fold.ahead,
+            )
         )
     return tuple(folds)

@@ -158,11 +158,22 @@ def made(record: UsageRecord, number: int, version: SummaryVersion) -> bool:
     Its turn and tokens must be the version's, and its parts must name that version (a record saved before records
     kept their parts is matched by turn and tokens alone). A summary request that came back empty has a record, with
     the version number it would have made, but no version: its tokens are not the next version's."""
-    if record.kind != "summary" or record.turn != version.turn or record.total_tokens != version.tokens:
+    if (
+        record.kind != "summary"
+        or record.turn != version.turn
+        or record.total_tokens != version.tokens
+    ):
         return False
     return record.parts is None or record.parts.version == number
 
 
-def _fold(versions: Sequence[SummaryVersion], index: int, after: int, total: int, ahead: bool, request: int | None) -> Fold:
+def _fold(
+    versions: Sequence[SummaryVersion],
+    index: int,
+    after: int,
+    total: int,
+    ahead: bool,
+    request: int | None,
+) -> Fold:
     version = versions[index]
     return Fold(index + 1, version.folded, version.tokens, after, after + 1, total, ahead, request)

@@ -21,7 +21,14 @@ from itertools import accumulate
 from memora.memory import ShortTermMemory, policies
 from memora.memory.core import local_budget
 from memora.teaching.prices import ModelPrice, PriceTable
-from memora.teaching.replay import FULL_HISTORY, Replay, Strategy, replay, replay_full_history, replay_sizes
+from memora.teaching.replay import (
+    FULL_HISTORY,
+    Replay,
+    Strategy,
+    replay,
+    replay_full_history,
+    replay_sizes,
+)
 from memora.text.usage import UsageRecord
 
 ROWS = (
@@ -90,7 +97,9 @@ class Column:
         return getattr(self, row)
 
 
-def column_cost(input_tokens: int, summaries_written: int, price: ModelPrice | None) -> float | None:
+def column_cost(
+    input_tokens: int, summaries_written: int, price: ModelPrice | None
+) -> float | None:
     """USD of ``input_tokens`` at the input price and ``summaries_written`` at the output price, with no prompt cache
     (a replay cannot know what would have hit it); None for no price."""
     if price is None:
@@ -98,7 +107,9 @@ def column_cost(input_tokens: int, summaries_written: int, price: ModelPrice | N
     return (input_tokens * price.input + summaries_written * price.output) / 1_000_000
 
 
-def ledger_column(strategy: Strategy, records: Sequence[UsageRecord], turns: int, price: ModelPrice | None = None) -> Column:
+def ledger_column(
+    strategy: Strategy, records: Sequence[UsageRecord], turns: int, price: ModelPrice | None = None
+) -> Column:
     """The live policy's column: the ledger's ``records`` summed, every one of them, as they were sent.
 
     ``turns`` is the number of finished turns; ``tokens_per_turn`` has that many entries. A record of a later turn
@@ -191,11 +202,22 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
     live = memory.limits.fold_policy
     sizes = replay_sizes(memory)
     runs = (
-        *(replay(counts, other, sizes, budget=budget, max_recent_turns=recent) for other in policies.names() if other != live),
+        *(
+            replay(counts, other, sizes, budget=budget, max_recent_turns=recent)
+            for other in policies.names()
+            if other != live
+        ),
         replay_full_history(counts, sizes.fixed, budget=budget),
     )
-    price = None if memory.server.backend.offline else (PriceTable() if prices is None else prices).price_for(memory.model)
-    columns = (ledger_column(live, memory.ledger, turns, price), *(replay_column(run, price) for run in runs))
+    price = (
+        None
+        if memory.server.backend.offline
+        else (PriceTable() if prices is None else prices).price_for(memory.model)
+    )
+    columns = (
+        ledger_column(live, memory.ledger, turns, price),
+        *(replay_column(run, price) for run in runs),
+    )
     return WhatIf(turns, columns, runs, price.model if price else None, sizes.summary_cap)
 
 
@@ -236,7 +258,9 @@ class Payoff:
 def payoff(column: Column, full: Column) -> Payoff:
     """``column`` against ``full`` (the full history's), from their ``tokens_per_turn``: the running totals are only
     read to find the turn; every figure is the table's. Raises ValueError for columns of different lengths."""
-    running = list(zip(accumulate(column.tokens_per_turn), accumulate(full.tokens_per_turn), strict=True))
+    running = list(
+        zip(accumulate(column.tokens_per_turn), accumulate(full.tokens_per_turn), strict=True)
+    )
     since = None
     for turn, (memory_total, full_total) in enumerate(running, start=1):
         if memory_total >= full_total:
@@ -244,7 +268,15 @@ def payoff(column: Column, full: Column) -> Payoff:
         elif since is None:
             since = turn
     turns = len(running)
-    return Payoff(column.strategy, since, column.total_tokens, full.total_tokens, turns, column.summaries_cost, column.summary_requests)
+    return Payoff(
+        column.strategy,
+        since,
+        column.total_tokens,
+        full.total_tokens,
+        turns,
+        column.summaries_cost,
+        column.summary_requests,
+    )
 
 
 def payoffs(comparison: WhatIf) -> tuple[Payoff, ...]:

@@ -47,10 +47,14 @@ def check_store_url(url: str) -> str:
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         return url
     # The value may hold a password: the message names only the forms that are accepted.
-    raise StoreURLError("MEMORA_STORE_URL must be off, sqlite:///<path> or postgresql://user:password@host/db")
+    raise StoreURLError(
+        "MEMORA_STORE_URL must be off, sqlite:///<path> or postgresql://user:password@host/db"
+    )
 
 
-def open_store(url: str, caps: StoreCaps | None = None, grace_s: float = DEFAULT_SHUTDOWN_GRACE_S) -> ConversationStore | None:
+def open_store(
+    url: str, caps: StoreCaps | None = None, grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+) -> ConversationStore | None:
     """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the first load or save.
     ``grace_s`` is the process's shutdown grace: after a PostgreSQL restart, a turn's holder is taken for alive that
     long and its unwind (``grace.turn_outlives_stop_s``), as a stopping process may still save its reply."""

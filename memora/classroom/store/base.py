@@ -98,7 +98,9 @@ class StoreCaps:
             store_total=store_total,
         )
 
-    def check(self, *, size: int, old_size: int, new_this_hour: int | None, store_total: int) -> None:
+    def check(
+        self, *, size: int, old_size: int, new_this_hour: int | None, store_total: int
+    ) -> None:
         """Raises CapReached for a save of ``size`` bytes over a row of ``old_size`` (0 for a new one).
 
         ``new_this_hour`` is the owner's conversations created in the last hour, for a new row (None for
@@ -107,9 +109,17 @@ class StoreCaps:
         """
         if self.conversation_bytes is not None and size > self.conversation_bytes:
             raise CapReached("conversation", self.conversation_bytes)
-        if self.new_per_hour is not None and new_this_hour is not None and new_this_hour >= self.new_per_hour:
+        if (
+            self.new_per_hour is not None
+            and new_this_hour is not None
+            and new_this_hour >= self.new_per_hour
+        ):
             raise CapReached("browser", self.new_per_hour)
-        if self.store_bytes is not None and size > old_size and store_total - old_size + size > self.store_bytes:
+        if (
+            self.store_bytes is not None
+            and size > old_size
+            and store_total - old_size + size > self.store_bytes
+        ):
             raise CapReached("store", self.store_bytes)
 
 
@@ -226,19 +236,28 @@ def admit_turn(
     live booking, so turns on several processes are never admitted on the same last bytes.
     """
     sending = any(b.conversation_id == request.conversation_id for b in others)
-    fork = request.version > 0 and (found is None or found[0] != request.version or found[1] != request.owner or sending)
+    fork = request.version > 0 and (
+        found is None or found[0] != request.version or found[1] != request.owner or sending
+    )
     ours = found is not None and found[1] == request.owner
     behind = fork and ours and found[0] > request.version and not sending
     busy = request.version > 0 and ours and sending
     new = request.version == 0 or fork
     size = request.after if fork else max(1, request.after - request.stored)
     if caps.conversation_bytes is not None and request.after > caps.conversation_bytes:
-        return Admission(CapReached("conversation", caps.conversation_bytes), fork, new, behind=behind, busy=busy)
+        return Admission(
+            CapReached("conversation", caps.conversation_bytes), fork, new, behind=behind, busy=busy
+        )
     if new and caps.new_per_hour is not None:
         booked_new = sum(1 for b in others if b.new and b.owner == request.owner)
         if new_this_hour() + booked_new >= caps.new_per_hour:
-            return Admission(CapReached("browser", caps.new_per_hour), fork, new, behind=behind, busy=busy)
-    if caps.store_bytes is not None and store_total + sum(b.size for b in others) + size > caps.store_bytes:
+            return Admission(
+                CapReached("browser", caps.new_per_hour), fork, new, behind=behind, busy=busy
+            )
+    if (
+        caps.store_bytes is not None
+        and store_total + sum(b.size for b in others) + size > caps.store_bytes
+    ):
         return Admission(CapReached("store", caps.store_bytes), fork, new, behind=behind, busy=busy)
     return Admission(None, fork, new, size, behind, busy)
 
@@ -263,7 +282,13 @@ class ConversationStore(Protocol):
         ...
 
     def save(
-        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+        self,
+        conversation_id: str,
+        payload: str,
+        expected_version: int,
+        owner: str,
+        *,
+        forked_from: str | None = None,
     ) -> StoredConversation:
         """Replaces the payload in one transaction and returns the new row (version ``expected_version + 1``).
 
@@ -326,7 +351,9 @@ class IdleSweep:
     A failed sweep is retried at the next due call; it never fails the save that triggered it.
     """
 
-    def __init__(self, store: ConversationStore, idle_for: timedelta, interval_s: float = SWEEP_INTERVAL_S) -> None:
+    def __init__(
+        self, store: ConversationStore, idle_for: timedelta, interval_s: float = SWEEP_INTERVAL_S
+    ) -> None:
         self.store, self.idle_for, self.interval_s = store, idle_for, interval_s
         self._next = time.monotonic()
         self._lock = threading.Lock()

@@ -41,7 +41,14 @@ from memora.classroom.store.base import (
 from memora.classroom.store.holders import new_holder
 from memora.classroom.store.owner import new_owner
 from memora.classroom.store.room import turn_growth
-from memora.classroom.store.saved import MAX_SAVED_BYTES, SavedConversationError, dumps_saved, parse_saved, restore_saved, with_pending
+from memora.classroom.store.saved import (
+    MAX_SAVED_BYTES,
+    SavedConversationError,
+    dumps_saved,
+    parse_saved,
+    restore_saved,
+    with_pending,
+)
 from memora.classroom.transcript.format import committed_request
 from memora.memory import ShortTermMemory
 from memora.memory.hook import Change
@@ -153,26 +160,39 @@ class ConversationKeeper:
                 row = self.store.load(self.conversation_id, self.owner)
                 if row is None or row.version != self.version:
                     return False
-                stored = self.store.save(self.conversation_id, with_pending(row.payload, text), self.version, self.owner)
+                stored = self.store.save(
+                    self.conversation_id, with_pending(row.payload, text), self.version, self.owner
+                )
             except (StoreError, SavedConversationError):
                 return False
             self.version, self.stored_bytes = stored.version, len(stored.payload.encode())
             return True
 
-    def _save(self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None) -> bool:
+    def _save(
+        self, memory: ShortTermMemory, fork: bool = True, pending_message: str | None = None
+    ) -> bool:
         with self._lock:
             if self.gone is not None:
                 return False  # deleted or forgotten elsewhere: nothing of it is ever saved again
             self.request = committed_request(memory, self.request)
-            payload = dumps_saved(memory, self.language, pending_message=pending_message, last_request=self.request)
+            payload = dumps_saved(
+                memory, self.language, pending_message=pending_message, last_request=self.request
+            )
             self.size = len(payload.encode())
             if self.size > MAX_SAVED_BYTES:
                 # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
-                self.failure, self.dirty = StoreError(f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"), False
+                self.failure, self.dirty = (
+                    StoreError(
+                        f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"
+                    ),
+                    False,
+                )
                 return False
             try:
                 row = self._write(memory, payload, fork)
-                if row is None:  # no unsaved work, and a later version stored: nothing to retry, the next turn opens it
+                if (
+                    row is None
+                ):  # no unsaved work, and a later version stored: nothing to retry, the next turn opens it
                     self.failure, self.dirty = None, False
                     return False
             except Gone as gone:
@@ -185,14 +205,20 @@ class ConversationKeeper:
                 self.failure, self.dirty = error, True
                 return False
             self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
-            self.saved_choices, self.stored_bytes, self.stored_requests = self.choices(memory), self.size, len(memory.ledger)
+            self.saved_choices, self.stored_bytes, self.stored_requests = (
+                self.choices(memory),
+                self.size,
+                len(memory.ledger),
+            )
             self.stored_messages = len(memory.history)
             self.unsaved_choices = None
         if self.sweep is not None:
             self.sweep.maybe_run()
         return True
 
-    def _write(self, memory: ShortTermMemory, payload: str, fork: bool) -> StoredConversation | None:
+    def _write(
+        self, memory: ShortTermMemory, payload: str, fork: bool
+    ) -> StoredConversation | None:
         """Saves ``payload`` under this id, or as a copy when ``room`` said so or on a version conflict; None when a
         save that holds no unsaved work (the choices alone, ``fork`` False; a fold) conflicts: the next turn opens the
         newer version and re-applies them (``room``, ``carry_choices``). Raises Gone, CapReached and StoreError as the
@@ -206,7 +232,11 @@ class ConversationKeeper:
                     return None
         forked = new_conversation_id()
         row = self.store.save(forked, payload, 0, self.owner, forked_from=self.conversation_id)
-        self.fork, self.conversation_id, self._fork_next = Fork(self.conversation_id, forked), forked, False
+        self.fork, self.conversation_id, self._fork_next = (
+            Fork(self.conversation_id, forked),
+            forked,
+            False,
+        )
         return row
 
     def unsaved_tokens(self) -> int:
@@ -218,12 +248,21 @@ class ConversationKeeper:
 
     def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
         """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
-        return (self.language, memory.max_input_tokens, memory.max_recent_turns, memory.limits.fold_policy)
+        return (
+            self.language,
+            memory.max_input_tokens,
+            memory.max_recent_turns,
+            memory.limits.fold_policy,
+        )
 
     def save_changed_choices(self) -> bool:
         """Saves when a saved conversation's choices changed since its last save (no turn would save them
         before a reload); never waits for a running turn. True when nothing is left unsaved."""
-        if self.memory is None or not self.saved or self.choices(self.memory) in (self.saved_choices, self.unsaved_choices):
+        if (
+            self.memory is None
+            or not self.saved
+            or self.choices(self.memory) in (self.saved_choices, self.unsaved_choices)
+        ):
             return True
         return self.save(self.memory, wait=False, fork=False)
 
@@ -235,7 +274,9 @@ class ConversationKeeper:
             return not self.dirty
         return self.save(self.memory, wait=False)
 
-    def room(self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None) -> CapReached | Gone | None:
+    def room(
+        self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None
+    ) -> CapReached | Gone | None:
         """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
         sent, so that no reply is billed for a turn that cannot be kept: in a new conversation, a saved one, or the copy
         a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
@@ -262,11 +303,19 @@ class ConversationKeeper:
         if refusal is not None and refusal.cap == "conversation":
             return refusal  # a conversation only grows: its next save would be refused too
         if self.size is None:
-            self.size = len(dumps_saved(memory, self.language, last_request=committed_request(memory, self.request)).encode())
+            self.size = len(
+                dumps_saved(
+                    memory, self.language, last_request=committed_request(memory, self.request)
+                ).encode()
+            )
         after = self.size + turn_growth(memory, message)
         if after > MAX_SAVED_BYTES:
-            return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
-        request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
+            return CapReached(
+                "conversation", MAX_SAVED_BYTES
+            )  # stored, it could never be restored (parse_saved)
+        request = RoomRequest(
+            self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after
+        )
         try:
             admission = self.store.book(request)
             waiting = False
@@ -276,9 +325,13 @@ class ConversationKeeper:
                 if not waiting and on_wait is not None:
                     on_wait()
                 waiting = True
-                while self.store.running(self.conversation_id, self.holder):  # reads only: no booking, no lock
+                while self.store.running(
+                    self.conversation_id, self.holder
+                ):  # reads only: no booking, no lock
                     time.sleep(BUSY_POLL_S)
-                admission = self.store.book(request)  # once it has ended; busy again if another turn began meanwhile
+                admission = self.store.book(
+                    request
+                )  # once it has ended; busy again if another turn began meanwhile
         except StoreError:
             return None
         if catch_up and admission.behind and not self._unsaved_work(memory):
@@ -351,7 +404,9 @@ class ConversationKeeper:
     def _new_id(self) -> None:
         """A new id, not saved yet, with nothing stored, refused, failed or gone."""
         self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
-        self.unsaved_choices: tuple[object, ...] | None = None  # choices another tab's save kept out of the store
+        self.unsaved_choices: tuple[object, ...] | None = (
+            None  # choices another tab's save kept out of the store
+        )
         self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
         self.gone: Gone | None = None
         self.would_fork = self._fork_next = self.behind = False
@@ -382,7 +437,11 @@ def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReach
     conversation_id = new_conversation_id()
     try:
         try:
-            admission = keeper.store.book(RoomRequest(keeper.holder, keeper.owner, conversation_id, 0, 0, len(payload.encode())))
+            admission = keeper.store.book(
+                RoomRequest(
+                    keeper.holder, keeper.owner, conversation_id, 0, 0, len(payload.encode())
+                )
+            )
             if admission.refusal is not None:
                 return admission.refusal
             row = keeper.store.save(conversation_id, payload, 0, keeper.owner)
@@ -396,7 +455,11 @@ def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReach
         return None
     keeper.start_new(memory)
     with keeper._lock:
-        keeper.conversation_id, keeper.version, keeper.saved_choices = conversation_id, row.version, keeper.choices(memory)
+        keeper.conversation_id, keeper.version, keeper.saved_choices = (
+            conversation_id,
+            row.version,
+            keeper.choices(memory),
+        )
         keeper.request = request
         keeper.stored_bytes = keeper.size = len(payload.encode())
         keeper.stored_requests, keeper.stored_messages = len(memory.ledger), len(memory.history)
@@ -454,13 +517,24 @@ def reopen(
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
-    keeper.language, keeper.stored_bytes, keeper.stored_requests = saved.language, len(row.payload.encode()), len(memory.ledger)
+    keeper.language, keeper.stored_bytes, keeper.stored_requests = (
+        saved.language,
+        len(row.payload.encode()),
+        len(memory.ledger),
+    )
     keeper.stored_messages = len(memory.history)
     keeper.request = memory.last_prepared
     # The stored copy's choices: the page saves only choices changed since (a reopened conversation is not written
     # again merely for being opened, which would make another tab's next save, or a stopping process's, a fork).
     keeper.saved_choices = keeper.choices(memory)
-    return Reopened("restored", keeper, memory, saved.language, requested_id, pending_message=saved.pending_message)
+    return Reopened(
+        "restored",
+        keeper,
+        memory,
+        saved.language,
+        requested_id,
+        pending_message=saved.pending_message,
+    )
 
 
 def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reopened) -> Reopened:
@@ -490,7 +564,9 @@ def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reope
     return replace(newer, language=language)
 
 
-def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, wait_s: float = 5.0) -> Reopened | None:
+def reopen_live(
+    live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, wait_s: float = 5.0
+) -> Reopened | None:
     """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``; sends no request.
 
     For a reload while the conversation is newer here than in the store (a reply just committed, or a
@@ -506,9 +582,21 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
         return None
     try:
         with live._lock:
-            payload = dumps_saved(memory, live.language, last_request=committed_request(memory, live.request))
-            conversation_id, version, failure, refusal, dirty = live.conversation_id, live.version, live.failure, live.refusal, live.dirty
-            stored_bytes, stored_requests, stored_messages = live.stored_bytes, live.stored_requests, live.stored_messages
+            payload = dumps_saved(
+                memory, live.language, last_request=committed_request(memory, live.request)
+            )
+            conversation_id, version, failure, refusal, dirty = (
+                live.conversation_id,
+                live.version,
+                live.failure,
+                live.refusal,
+                live.dirty,
+            )
+            stored_bytes, stored_requests, stored_messages = (
+                live.stored_bytes,
+                live.stored_requests,
+                live.stored_messages,
+            )
     finally:
         memory.lock.release()
     try:
@@ -516,9 +604,20 @@ def reopen_live(live: ConversationKeeper, session: ShortTermMemory, *, locked: b
         restored = restore_saved(saved, session, locked=locked)
     except SavedConversationError:
         return None
-    keeper = ConversationKeeper(live.store, conversation_id, version, owner=live.owner, sweep=live.sweep)
-    keeper.language, keeper.failure, keeper.refusal, keeper.dirty = saved.language, failure, refusal, dirty
-    keeper.stored_bytes, keeper.size, keeper.stored_requests = stored_bytes, len(payload.encode()), stored_requests
+    keeper = ConversationKeeper(
+        live.store, conversation_id, version, owner=live.owner, sweep=live.sweep
+    )
+    keeper.language, keeper.failure, keeper.refusal, keeper.dirty = (
+        saved.language,
+        failure,
+        refusal,
+        dirty,
+    )
+    keeper.stored_bytes, keeper.size, keeper.stored_requests = (
+        stored_bytes,
+        len(payload.encode()),
+        stored_requests,
+    )
     keeper.stored_messages = stored_messages
     keeper.request = restored.last_prepared
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

@@ -79,7 +79,9 @@ same race, for a browser forgotten while one of its conversations is first saved
 class PostgresStore:
     """``ConversationStore`` on a PostgreSQL database (``postgresql://user:password@host:port/db``)."""
 
-    def __init__(self, url: str, caps: StoreCaps | None = None, *, settle_s: float = RESTART_SETTLE_S) -> None:
+    def __init__(
+        self, url: str, caps: StoreCaps | None = None, *, settle_s: float = RESTART_SETTLE_S
+    ) -> None:
         """``settle_s``: how long after a database restart a booking without its holder's lock still counts
         (``presence.RESTART_SETTLE_S``)."""
         self.db = PostgresTables(url, _SCHEMA)
@@ -102,11 +104,19 @@ class PostgresStore:
             "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s AND NOT EXISTS "
             "(SELECT 1 FROM memora_tombstones WHERE (kind = 'conversation' AND key = %s) OR (kind = 'owner' AND key = %s))"
         )
-        row = self._run(lambda c: c.execute(query, (conversation_id, owner, conversation_id, owner)).fetchone())
+        row = self._run(
+            lambda c: c.execute(query, (conversation_id, owner, conversation_id, owner)).fetchone()
+        )
         return None if row is None else StoredConversation(*row)
 
     def save(
-        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+        self,
+        conversation_id: str,
+        payload: str,
+        expected_version: int,
+        owner: str,
+        *,
+        forked_from: str | None = None,
     ) -> StoredConversation:
         size = len(payload.encode())
 
@@ -117,11 +127,16 @@ class PostgresStore:
             # save nor a copy outlives the deletion of its conversation or its browser.
             c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner))
             for key in sorted({conversation_id, forked_from} - {None}):
-                c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CONVERSATION_LOCK, key))
+                c.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CONVERSATION_LOCK, key)
+                )
             gone = _tombstone(c, owner, conversation_id, forked_from)
             if gone is not None:
                 raise gone
-            row = c.execute("SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE", (conversation_id,)).fetchone()
+            row = c.execute(
+                "SELECT version, owner, size FROM memora_conversations WHERE id = %s FOR UPDATE",
+                (conversation_id,),
+            ).fetchone()
             self.caps.admit(
                 conversation_id,
                 expected_version,
@@ -143,7 +158,9 @@ class PostgresStore:
                     "WHERE id = %s AND version = %s RETURNING updated_at",
                     (payload, size, conversation_id, expected_version),
                 ).fetchone()
-            if written is None:  # another process inserted this id between the SELECT and the INSERT
+            if (
+                written is None
+            ):  # another process inserted this id between the SELECT and the INSERT
                 raise VersionConflict(conversation_id, expected_version, None)
             return StoredConversation(conversation_id, expected_version + 1, payload, written[0])
 
@@ -154,16 +171,23 @@ class PostgresStore:
         presence = shared_presence(self.db.url).key()
 
         def book(c: Any) -> Admission:
-            c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))  # every process books one turn at a time
+            c.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,)
+            )  # every process books one turn at a time
             if unreleased:
                 c.execute("DELETE FROM memora_room_bookings WHERE holder = ANY(%s)", (unreleased,))
-            gone = _tombstone(c, request.owner, request.conversation_id if request.version else None, None)
+            gone = _tombstone(
+                c, request.owner, request.conversation_id if request.version else None, None
+            )
             if gone is not None:
                 return Admission(gone)
             query = "SELECT version, owner, size FROM memora_conversations WHERE id = %s"
             found = c.execute(query, (request.conversation_id,)).fetchone()
             # A booking whose process is gone (exited, killed, its machine lost) holds no room and runs no turn.
-            c.execute(f"DELETE FROM memora_room_bookings b WHERE NOT {holder_alive('b')}", (self.settle_s,))
+            c.execute(
+                f"DELETE FROM memora_room_bookings b WHERE NOT {holder_alive('b')}",
+                (self.settle_s,),
+            )
             others = [
                 Booked(*row)
                 for row in c.execute(
@@ -186,7 +210,15 @@ class PostgresStore:
                     "VALUES (%s, %s, %s, %s, %s, now() + %s, %s) ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
                     "conversation_id = excluded.conversation_id, size = excluded.size, new = excluded.new, "
                     "expires_at = excluded.expires_at, presence = excluded.presence",
-                    (request.holder, request.owner, request.conversation_id, admission.size, admission.new, lease, presence),
+                    (
+                        request.holder,
+                        request.owner,
+                        request.conversation_id,
+                        admission.size,
+                        admission.new,
+                        lease,
+                        presence,
+                    ),
                 )
             return admission
 
@@ -195,8 +227,12 @@ class PostgresStore:
         return admission
 
     def release(self, holder: str) -> None:
-        self._unreleased.add(holder)  # until the deletion is written: then the next booking drops it
-        self._run(lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,)))
+        self._unreleased.add(
+            holder
+        )  # until the deletion is written: then the next booking drops it
+        self._run(
+            lambda c: c.execute("DELETE FROM memora_room_bookings WHERE holder = %s", (holder,))
+        )
         self._unreleased.dropped([holder])
 
     def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
@@ -209,18 +245,35 @@ class PostgresStore:
 
     def delete(self, conversation_id: str, owner: str) -> bool:
         def delete(c: Any) -> bool:
-            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CONVERSATION_LOCK, conversation_id))  # see its docstring
-            deleted = c.execute("DELETE FROM memora_conversations WHERE id = %s AND owner = %s", (conversation_id, owner)).rowcount
-            if c.execute("SELECT 1 FROM memora_conversations WHERE id = %s", (conversation_id,)).fetchone() is None:
-                _bury(c, "conversation", conversation_id)  # never for another owner's row: nobody may bury what is not theirs
+            c.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (CONVERSATION_LOCK, conversation_id),
+            )  # see its docstring
+            deleted = c.execute(
+                "DELETE FROM memora_conversations WHERE id = %s AND owner = %s",
+                (conversation_id, owner),
+            ).rowcount
+            if (
+                c.execute(
+                    "SELECT 1 FROM memora_conversations WHERE id = %s", (conversation_id,)
+                ).fetchone()
+                is None
+            ):
+                _bury(
+                    c, "conversation", conversation_id
+                )  # never for another owner's row: nobody may bury what is not theirs
             return bool(deleted)
 
         return bool(self._run(delete))
 
     def delete_owner(self, owner: str) -> int:
         def delete(c: Any) -> int:
-            c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner))  # see its docstring
-            deleted = int(c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount)
+            c.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner)
+            )  # see its docstring
+            deleted = int(
+                c.execute("DELETE FROM memora_conversations WHERE owner = %s", (owner,)).rowcount
+            )
             _bury(c, "owner", owner)
             return deleted
 
@@ -230,7 +283,11 @@ class PostgresStore:
         def sweep(c: Any) -> int:
             c.execute("DELETE FROM memora_tombstones WHERE deleted_at < now() - %s", (idle_for,))
             c.execute("DELETE FROM memora_room_bookings WHERE expires_at < now()")
-            return int(c.execute("DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)).rowcount)
+            return int(
+                c.execute(
+                    "DELETE FROM memora_conversations WHERE updated_at < now() - %s", (idle_for,)
+                ).rowcount
+            )
 
         return self._run(sweep)
 
@@ -246,20 +303,32 @@ class PostgresStore:
     def _total(self, c: Any) -> int:
         if self.caps.store_bytes is None:
             return 0
-        return int(c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_conversations").fetchone()[0])
+        return int(
+            c.execute("SELECT COALESCE(SUM(size), 0) FROM memora_conversations").fetchone()[0]
+        )
 
 
 def _bury(c: Any, kind: str, key: str) -> None:
     c.execute(
-        "INSERT INTO memora_tombstones (kind, key) VALUES (%s, %s) ON CONFLICT (kind, key) DO UPDATE SET deleted_at = now()", (kind, key)
+        "INSERT INTO memora_tombstones (kind, key) VALUES (%s, %s) ON CONFLICT (kind, key) DO UPDATE SET deleted_at = now()",
+        (kind, key),
     )
 
 
-def _tombstone(c: Any, owner: str, conversation_id: str | None, forked_from: str | None) -> Gone | None:
+def _tombstone(
+    c: Any, owner: str, conversation_id: str | None, forked_from: str | None
+) -> Gone | None:
     """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
-    if c.execute("SELECT 1 FROM memora_tombstones WHERE kind = 'owner' AND key = %s", (owner,)).fetchone():
+    if c.execute(
+        "SELECT 1 FROM memora_tombstones WHERE kind = 'owner' AND key = %s", (owner,)
+    ).fetchone():
         return Gone("browser")
     keys = [key for key in (conversation_id, forked_from) if key is not None]
-    if keys and c.execute("SELECT 1 FROM memora_tombstones WHERE kind = 'conversation' AND key = ANY(%s)", (keys,)).fetchone():
+    if (
+        keys
+        and c.execute(
+            "SELECT 1 FROM memora_tombstones WHERE kind = 'conversation' AND key = ANY(%s)", (keys,)
+        ).fetchone()
+    ):
         return Gone("conversation")
     return None

@@ -78,17 +78,28 @@ class PostgresPool:
                         with connection.transaction():
                             return work(connection)
                     except psycopg.Error:
-                        broken = connection.broken  # read before the pool discards it: closed, it no longer says
+                        broken = (
+                            connection.broken
+                        )  # read before the pool discards it: closed, it no longer says
                         raise
             except psycopg.Error as error:
                 if broken:
                     with self._lock:
-                        self._down = True  # the next transaction probes the database and makes a new pool
+                        self._down = (
+                            True  # the next transaction probes the database and makes a new pool
+                        )
                 if attempt == 1 and broken:
                     continue
                 # libpq's text names the host, port, role and database: the teacher's log only, never a page.
-                log.warning("Memora: PostgreSQL at %s (role %s) failed: %s", self.place, self._role, self._safe(error))
-                raise StoreError(f"PostgreSQL: {_reason(error)}; the server's log says where and why") from None
+                log.warning(
+                    "Memora: PostgreSQL at %s (role %s) failed: %s",
+                    self.place,
+                    self._role,
+                    self._safe(error),
+                )
+                raise StoreError(
+                    f"PostgreSQL: {_reason(error)}; the server's log says where and why"
+                ) from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -116,14 +127,26 @@ class PostgresPool:
     def _probe(self) -> None:
         import psycopg
 
-        psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S, **connection_names(self.url, "probe")).close()
+        psycopg.connect(
+            self.url, connect_timeout=CONNECT_TIMEOUT_S, **connection_names(self.url, "probe")
+        ).close()
 
     def _open(self) -> Any:
         from psycopg_pool import ConnectionPool
 
-        kwargs = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, **connection_names(self.url, "pool")}
+        kwargs = {
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            **connection_names(self.url, "pool"),
+        }
         return ConnectionPool(
-            self.url, kwargs=kwargs, min_size=1, max_size=POOL_SIZE, timeout=POOL_WAIT_S, name=f"memora {self.place}", open=True
+            self.url,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=POOL_SIZE,
+            timeout=POOL_WAIT_S,
+            name=f"memora {self.place}",
+            open=True,
         )
 
     @functools.cached_property

@@ -72,7 +72,9 @@ class Presence:
         that its first turn's booking finds the lock held already."""
         with self._start:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._hold, name="memora-presence", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._hold, name="memora-presence", daemon=True
+                )
                 self._thread.start()
 
     def key(self) -> int:
@@ -80,7 +82,9 @@ class Presence:
         Raises StoreError when the database did not answer by then. During a reconnection it answers at once."""
         self.start()
         if not self._held.wait(CONNECT_TIMEOUT_S) or self._key is None:
-            raise StoreError("PostgreSQL: this process could not take its presence lock; the server's log says why")
+            raise StoreError(
+                "PostgreSQL: this process could not take its presence lock; the server's log says why"
+            )
         return self._key
 
     def close(self) -> None:
@@ -96,7 +100,10 @@ class Presence:
         while not self._closing.is_set():
             try:
                 with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **connection_names(self.url, "presence")
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=CONNECT_TIMEOUT_S,
+                    **connection_names(self.url, "presence"),
                 ) as connection:
                     self._key = self._take(connection, self._key)
                     self.backend_pid = connection.info.backend_pid
@@ -105,9 +112,14 @@ class Presence:
                         # Returns after WATCH_S with no traffic; raises at once when the connection breaks.
                         for _ in connection.notifies(timeout=WATCH_S):
                             pass
-                    connection.execute("SELECT pg_advisory_unlock(%s, %s)", (PRESENCE_LOCK, self._key))
+                    connection.execute(
+                        "SELECT pg_advisory_unlock(%s, %s)", (PRESENCE_LOCK, self._key)
+                    )
             except psycopg.Error as error:
-                log.info("Memora: the presence lock's connection failed (%s); taking it again", type(error).__name__)
+                log.info(
+                    "Memora: the presence lock's connection failed (%s); taking it again",
+                    type(error).__name__,
+                )
             self._closing.wait(RETRY_S)
 
     @staticmethod
@@ -116,7 +128,9 @@ class Presence:
         while True:
             if key is None:
                 key = 1 + secrets.randbelow(2**31 - 1)
-            if connection.execute("SELECT pg_try_advisory_lock(%s, %s)", (PRESENCE_LOCK, key)).fetchone()[0]:  # type: ignore[attr-defined]
+            if connection.execute(
+                "SELECT pg_try_advisory_lock(%s, %s)", (PRESENCE_LOCK, key)
+            ).fetchone()[0]:  # type: ignore[attr-defined]
                 return key
             key = None
 

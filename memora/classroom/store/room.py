@@ -40,7 +40,9 @@ from memora.text.usage import RequestParts, SentMessage, UsageRecord
 BYTES_PER_TOKEN = 128
 """The most saved bytes one o200k_base token can take: its longest token (128 spaces); no token needs a JSON escape
 that makes it longer (tests/test_store_room.py checks the whole vocabulary)."""
-_MESSAGE_FRAME = len(json.dumps({"role": "assistant", "content": ""}, separators=(",", ":"))) + 1  # and its comma
+_MESSAGE_FRAME = (
+    len(json.dumps({"role": "assistant", "content": ""}, separators=(",", ":"))) + 1
+)  # and its comma
 _VERSION_FRAME = 200
 """A summary version's saved fields but its text: the keys, four counts, two flags and the folded range."""
 _REQUEST_FRAME = 300
@@ -68,11 +70,17 @@ def turn_growth(memory: ShortTermMemory, message: str) -> int:
     # A request's parts number each message it carries: at most every unfolded message and this turn's two.
     ledger_row = _ledger_row(memory, len(unfolded) + 2)
     sent = 2 * (escaped(message) + _MESSAGE_FRAME)
-    reply = (memory.limits.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN + _MESSAGE_FRAME + ledger_row
+    reply = (
+        (memory.limits.max_reply_tokens or MAX_REPLY_TOKENS) * BYTES_PER_TOKEN
+        + _MESSAGE_FRAME
+        + ledger_row
+    )
     folds = (len(unfolded) // 2 + 1) * (summary + _VERSION_FRAME + ledger_row)
     context = summary + _MESSAGE_FRAME + sum(escaped(m.content) + _MESSAGE_FRAME for m in unfolded)
     # Instructions travel as the request's own field or inside its system message: either way at most the prompt.
-    request = _REQUEST_FRAME + escaped(memory.system_prompt) + (len(unfolded) + 2) * _PER_CONTEXT_MESSAGE
+    request = (
+        _REQUEST_FRAME + escaped(memory.system_prompt) + (len(unfolded) + 2) * _PER_CONTEXT_MESSAGE
+    )
     return sent + reply + folds + context + request
 
 
@@ -82,7 +90,9 @@ def _ledger_row(memory: ShortTermMemory, messages: int) -> int:
     Every count at 16 digits and every text field at its longest: one row as saved, not an estimate of one."""
     model = max(memory.model, served_by(memory), key=len)
     largest = SentMessage(_LARGE, _LARGE)
-    parts = RequestParts(_LARGE, _LARGE, (largest,) * messages, largest, _LARGE, _LARGE, "high_water")
+    parts = RequestParts(
+        _LARGE, _LARGE, (largest,) * messages, largest, _LARGE, _LARGE, "high_water"
+    )
     row = UsageRecord(
         turn=_LARGE,
         kind="summary",

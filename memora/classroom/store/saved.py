@@ -26,7 +26,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from memora.classroom.transcript import untrusted
-from memora.classroom.transcript.format import Transcript, TranscriptError, continue_in_session, export_transcript, transcript_from_data
+from memora.classroom.transcript.format import (
+    Transcript,
+    TranscriptError,
+    continue_in_session,
+    export_transcript,
+    transcript_from_data,
+)
 from memora.classroom.transcript.untrusted import StrictModel
 from memora.memory import FoldPolicy, ShortTermMemory, policies
 from memora.memory.values import PreparedContext
@@ -47,7 +53,9 @@ class SavedFile(StrictModel):
     format: Literal["memora-conversation"]
     version: Literal[1]
     language: Annotated[str, Field(min_length=1, max_length=16)]
-    fold_policy: Annotated[FoldPolicy, AfterValidator(lambda name: policies.policy(name).name), Field(max_length=64)]
+    fold_policy: Annotated[
+        FoldPolicy, AfterValidator(lambda name: policies.policy(name).name), Field(max_length=64)
+    ]
     """A registered policy's name (``memora.memory.policies``): an unknown one is refused, naming the choices."""
     transcript: dict[str, Any]
     pending_message: Annotated[str, Field(max_length=MAX_PENDING_CHARS)] | None = None
@@ -104,22 +112,38 @@ def with_pending(payload: str, pending_message: str) -> str:
 def parse_saved(raw: str | bytes) -> SavedConversation:
     """Validates a stored payload; raises SavedConversationError with the transcript's codes (``too_large``, ...)."""
     data = untrusted.parse_json(raw, SavedConversationError, max_bytes=MAX_SAVED_BYTES)
-    untrusted.check_header(data, SavedConversationError, format=SAVED_FORMAT, version=SAVED_VERSION, what="a saved Memora conversation")
+    untrusted.check_header(
+        data,
+        SavedConversationError,
+        format=SAVED_FORMAT,
+        version=SAVED_VERSION,
+        what="a saved Memora conversation",
+    )
     file = untrusted.validate(SavedFile, data, SavedConversationError)
     try:
         transcript = transcript_from_data(file.transcript)
     except TranscriptError as error:
-        raise SavedConversationError(error.code, str(error), f"transcript.{error.path}".rstrip("."), **error.details) from None
+        raise SavedConversationError(
+            error.code, str(error), f"transcript.{error.path}".rstrip("."), **error.details
+        ) from None
     return SavedConversation(transcript, file.language, file.fold_policy, file.pending_message)
 
 
-def restore_saved(saved: SavedConversation, session: ShortTermMemory, *, locked: bool) -> ShortTermMemory:
+def restore_saved(
+    saved: SavedConversation, session: ShortTermMemory, *, locked: bool
+) -> ShortTermMemory:
     """The saved conversation as a memory continuing ``session`` (its backend, model and caps); sends no request.
 
     The import caps are not checked (see the module docstring); the session's caps apply to its next turn.
     Raises SavedConversationError when it cannot continue here at all (``bad_settings``).
     """
     try:
-        return continue_in_session(saved.transcript, session, locked=locked, fold_policy=saved.fold_policy, from_outside=False)
+        return continue_in_session(
+            saved.transcript,
+            session,
+            locked=locked,
+            fold_policy=saved.fold_policy,
+            from_outside=False,
+        )
     except TranscriptError as error:
         raise SavedConversationError(error.code, str(error), error.path, **error.details) from None

@@ -82,11 +82,25 @@ class SqliteStore:
                 "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ? AND NOT EXISTS "
                 "(SELECT 1 FROM tombstones WHERE (kind = 'conversation' AND key = ?) OR (kind = 'owner' AND key = ?))"
             )
-            row = self._connect().execute(query, (conversation_id, owner, conversation_id, owner)).fetchone()
-        return None if row is None else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
+            row = (
+                self._connect()
+                .execute(query, (conversation_id, owner, conversation_id, owner))
+                .fetchone()
+            )
+        return (
+            None
+            if row is None
+            else StoredConversation(row[0], row[1], row[2], datetime.fromtimestamp(row[3], UTC))
+        )
 
     def save(
-        self, conversation_id: str, payload: str, expected_version: int, owner: str, *, forked_from: str | None = None
+        self,
+        conversation_id: str,
+        payload: str,
+        expected_version: int,
+        owner: str,
+        *,
+        forked_from: str | None = None,
     ) -> StoredConversation:
         now = datetime.now(UTC)
         size = len(payload.encode())
@@ -96,7 +110,10 @@ class SqliteStore:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 _check_tombstones(connection, owner, conversation_id, forked_from)
-                row = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+                row = connection.execute(
+                    "SELECT version, owner, size FROM conversations WHERE id = ?",
+                    (conversation_id,),
+                ).fetchone()
                 self.caps.admit(
                     conversation_id,
                     expected_version,
@@ -110,7 +127,15 @@ class SqliteStore:
                     "INSERT INTO conversations (id, version, payload, updated_at, owner, created_at, size) VALUES (?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (id) DO UPDATE SET "
                     "version = excluded.version, payload = excluded.payload, updated_at = excluded.updated_at, size = excluded.size",
-                    (conversation_id, expected_version + 1, payload, now.timestamp(), owner, now.timestamp(), size),
+                    (
+                        conversation_id,
+                        expected_version + 1,
+                        payload,
+                        now.timestamp(),
+                        owner,
+                        now.timestamp(),
+                        size,
+                    ),
                 )
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -122,17 +147,29 @@ class SqliteStore:
         now = datetime.now(UTC)
         with self._lock, _errors():
             connection = self._connect()
-            connection.execute("BEGIN IMMEDIATE")  # every booking and save waits: no two turns weigh the same bytes
+            connection.execute(
+                "BEGIN IMMEDIATE"
+            )  # every booking and save waits: no two turns weigh the same bytes
             unreleased = self._unreleased.pending()
             try:
-                connection.executemany("DELETE FROM room_bookings WHERE holder = ?", [(holder,) for holder in unreleased])
+                connection.executemany(
+                    "DELETE FROM room_bookings WHERE holder = ?",
+                    [(holder,) for holder in unreleased],
+                )
                 admission = self._admit(connection, request, now)
                 if admission.refusal is None:
                     expires = now.timestamp() + BOOKING_LEASE_S
                     connection.execute(
                         "INSERT OR REPLACE INTO room_bookings (holder, owner, conversation_id, size, new, expires_at) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        (request.holder, request.owner, request.conversation_id, admission.size, int(admission.new), expires),
+                        (
+                            request.holder,
+                            request.owner,
+                            request.conversation_id,
+                            admission.size,
+                            int(admission.new),
+                            expires,
+                        ),
                     )
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -141,16 +178,27 @@ class SqliteStore:
         self._unreleased.dropped(unreleased)
         return admission
 
-    def _admit(self, connection: sqlite3.Connection, request: RoomRequest, now: datetime) -> Admission:
-        gone = _tombstone(connection, request.owner, request.conversation_id if request.version else None, None)
+    def _admit(
+        self, connection: sqlite3.Connection, request: RoomRequest, now: datetime
+    ) -> Admission:
+        gone = _tombstone(
+            connection, request.owner, request.conversation_id if request.version else None, None
+        )
         if gone is not None:
             return Admission(gone)
-        found = connection.execute("SELECT version, owner, size FROM conversations WHERE id = ?", (request.conversation_id,)).fetchone()
+        found = connection.execute(
+            "SELECT version, owner, size FROM conversations WHERE id = ?",
+            (request.conversation_id,),
+        ).fetchone()
         query = "SELECT conversation_id, owner, size, new, holder FROM room_bookings WHERE holder != ? AND expires_at > ?"
         rows = connection.execute(query, (request.holder, now.timestamp()))
         others = [Booked(c, o, size, bool(new), holder) for c, o, size, new, holder in rows]
-        if dead := dead_holders(b.holder for b in others):  # left by a process of this machine that was killed
-            connection.executemany("DELETE FROM room_bookings WHERE holder = ?", [(holder,) for holder in dead])
+        if dead := dead_holders(
+            b.holder for b in others
+        ):  # left by a process of this machine that was killed
+            connection.executemany(
+                "DELETE FROM room_bookings WHERE holder = ?", [(holder,) for holder in dead]
+            )
             others = [b for b in others if b.holder not in dead]
         return admit_turn(
             self.caps,
@@ -162,7 +210,9 @@ class SqliteStore:
         )
 
     def release(self, holder: str) -> None:
-        self._unreleased.add(holder)  # until the deletion is written: then the next booking drops it
+        self._unreleased.add(
+            holder
+        )  # until the deletion is written: then the next booking drops it
         with self._lock, _errors():
             self._connect().execute("DELETE FROM room_bookings WHERE holder = ?", (holder,))
         self._unreleased.dropped([holder])
@@ -174,7 +224,12 @@ class SqliteStore:
                 "SELECT holder FROM room_bookings WHERE conversation_id = ? AND holder != ? AND (? IS NULL OR owner = ?) "
                 "AND expires_at > ?"
             )
-            holders = [row[0] for row in self._connect().execute(query, (conversation_id, holder, owner, owner, now))]
+            holders = [
+                row[0]
+                for row in self._connect().execute(
+                    query, (conversation_id, holder, owner, owner, now)
+                )
+            ]
         return bool(set(holders) - set(dead_holders(holders)))
 
     def delete(self, conversation_id: str, owner: str) -> bool:
@@ -182,9 +237,15 @@ class SqliteStore:
             connection = self._connect()
             connection.execute("BEGIN IMMEDIATE")
             try:
-                deleted = connection.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)).rowcount
-                theirs = connection.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
-                if theirs is None:  # another owner's row keeps its id alive: nobody may tombstone what is not theirs
+                deleted = connection.execute(
+                    "DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)
+                ).rowcount
+                theirs = connection.execute(
+                    "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
+                ).fetchone()
+                if (
+                    theirs is None
+                ):  # another owner's row keeps its id alive: nobody may tombstone what is not theirs
                     _bury(connection, "conversation", conversation_id)
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -199,7 +260,11 @@ class SqliteStore:
             connection = self._connect()
             connection.execute("BEGIN IMMEDIATE")
             try:
-                deleted = int(connection.execute("DELETE FROM conversations WHERE owner = ?", (owner,)).rowcount)
+                deleted = int(
+                    connection.execute(
+                        "DELETE FROM conversations WHERE owner = ?", (owner,)
+                    ).rowcount
+                )
                 _bury(connection, "owner", owner)
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -216,7 +281,9 @@ class SqliteStore:
             connection = self._connect()
             connection.execute("DELETE FROM tombstones WHERE deleted_at < ?", (cutoff,))
             connection.execute("DELETE FROM room_bookings WHERE expires_at < ?", (now.timestamp(),))
-            return connection.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,)).rowcount
+            return connection.execute(
+                "DELETE FROM conversations WHERE updated_at < ?", (cutoff,)
+            ).rowcount
 
     def close(self) -> None:
         with self._lock:
@@ -233,13 +300,17 @@ class SqliteStore:
     def _total(self, connection: sqlite3.Connection) -> int:
         if self.caps.store_bytes is None:
             return 0
-        return int(connection.execute("SELECT COALESCE(SUM(size), 0) FROM conversations").fetchone()[0])
+        return int(
+            connection.execute("SELECT COALESCE(SUM(size), 0) FROM conversations").fetchone()[0]
+        )
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # check_same_thread=False: the lock above serialises every use; replies may commit in a worker thread.
-            connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            connection = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
             connection.execute("PRAGMA journal_mode=WAL")
             # Freed pages are zeroed, so a deleted conversation's text is not left in the file (Debian's build
             # does this by default, other builds do not).
@@ -267,20 +338,34 @@ def _migrate(connection: sqlite3.Connection) -> None:
 
 def _bury(connection: sqlite3.Connection, kind: str, key: str) -> None:
     now = datetime.now(UTC).timestamp()
-    connection.execute("INSERT OR REPLACE INTO tombstones (kind, key, deleted_at) VALUES (?, ?, ?)", (kind, key, now))
+    connection.execute(
+        "INSERT OR REPLACE INTO tombstones (kind, key, deleted_at) VALUES (?, ?, ?)",
+        (kind, key, now),
+    )
 
 
-def _tombstone(connection: sqlite3.Connection, owner: str, conversation_id: str | None, forked_from: str | None) -> Gone | None:
+def _tombstone(
+    connection: sqlite3.Connection, owner: str, conversation_id: str | None, forked_from: str | None
+) -> Gone | None:
     """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
-    if connection.execute("SELECT 1 FROM tombstones WHERE kind = 'owner' AND key = ?", (owner,)).fetchone():
+    if connection.execute(
+        "SELECT 1 FROM tombstones WHERE kind = 'owner' AND key = ?", (owner,)
+    ).fetchone():
         return Gone("browser")
     for key in (conversation_id, forked_from):
-        if key is not None and connection.execute("SELECT 1 FROM tombstones WHERE kind = 'conversation' AND key = ?", (key,)).fetchone():
+        if (
+            key is not None
+            and connection.execute(
+                "SELECT 1 FROM tombstones WHERE kind = 'conversation' AND key = ?", (key,)
+            ).fetchone()
+        ):
             return Gone("conversation")
     return None
 
 
-def _check_tombstones(connection: sqlite3.Connection, owner: str, conversation_id: str, forked_from: str | None) -> None:
+def _check_tombstones(
+    connection: sqlite3.Connection, owner: str, conversation_id: str, forked_from: str | None
+) -> None:
     gone = _tombstone(connection, owner, conversation_id, forked_from)
     if gone is not None:
         raise gone
@@ -300,6 +385,10 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _tb: object
+    ) -> None:
         if isinstance(error, sqlite3.Error | OSError):
-            raise StoreError(f"the conversation store failed: {type(error).__name__}: {error}") from error
+            raise StoreError(
+                f"the conversation store failed: {type(error).__name__}: {error}"
+            ) from error

@@ -81,7 +81,9 @@ def _iso_datetime(value: str) -> str:
     try:
         datetime.fromisoformat(value)
     except ValueError:
-        raise PydanticCustomError("bad_value", "created_at is not an ISO 8601 date and time.") from None
+        raise PydanticCustomError(
+            "bad_value", "created_at is not an ISO 8601 date and time."
+        ) from None
     return value
 
 
@@ -206,12 +208,16 @@ class TranscriptFile(StrictModel):
 
     format: Literal["memora-transcript"]
     version: Literal[1]
-    created_at: Annotated[str, Field(min_length=1, max_length=40), NotBlank, AfterValidator(_iso_datetime)]
+    created_at: Annotated[
+        str, Field(min_length=1, max_length=40), NotBlank, AfterValidator(_iso_datetime)
+    ]
     settings: TranscriptSettings
     history: Annotated[list[HistoryMessage], Field(max_length=MAX_MESSAGES)]
     summary_versions: Annotated[list[SummaryVersionEntry], Field(max_length=MAX_MESSAGES)]
     ledger: Annotated[list[LedgerEntry], Field(max_length=MAX_LEDGER_ROWS)]
-    turn_stats: Annotated[list[TurnStatsEntry], Field(max_length=MAX_MESSAGES, default_factory=list)]
+    turn_stats: Annotated[
+        list[TurnStatsEntry], Field(max_length=MAX_MESSAGES, default_factory=list)
+    ]
     last_context: Annotated[list[ContextMessage], Field(max_length=MAX_MESSAGES)]
     last_request: LastRequestEntry | None = None
 
@@ -235,7 +241,9 @@ class Transcript:
 # -- export -------------------------------------------------------------------
 
 
-def committed_request(memory: ShortTermMemory, earlier: PreparedContext | None = None) -> PreparedContext | None:
+def committed_request(
+    memory: ShortTermMemory, earlier: PreparedContext | None = None
+) -> PreparedContext | None:
     """The request of the memory's last finished turn: the one whose messages are ``last_context``.
 
     ``memory.last_prepared`` is the last request prepared, which is another one while a turn is under way (or None
@@ -250,7 +258,10 @@ def committed_request(memory: ShortTermMemory, earlier: PreparedContext | None =
 
 
 def export_transcript(
-    memory: ShortTermMemory, *, now: datetime | None = None, last_request: PreparedContext | None = None
+    memory: ShortTermMemory,
+    *,
+    now: datetime | None = None,
+    last_request: PreparedContext | None = None,
 ) -> dict[str, Any]:
     """The memory as a JSON-ready dict.
 
@@ -273,7 +284,9 @@ def export_transcript(
             "offline": bool(getattr(memory.server.backend, "offline", False)),
         },
         "history": [_message(m) for m in memory.history[:completed]],
-        "summary_versions": [{**asdict(v), "folded": list(v.folded)} for v in memory.conversation.versions],
+        "summary_versions": [
+            {**asdict(v), "folded": list(v.folded)} for v in memory.conversation.versions
+        ],
         "ledger": [asdict(record) for record in memory.ledger],
         "last_context": [_message(m) for m in memory.last_context],
         **({} if request is None else {"last_request": _request(request)}),
@@ -282,7 +295,9 @@ def export_transcript(
 
 def dumps_transcript(memory: ShortTermMemory, *, now: datetime | None = None) -> bytes:
     """The transcript as UTF-8 JSON bytes, ready for a download button."""
-    return json.dumps(export_transcript(memory, now=now), ensure_ascii=False, indent=1, allow_nan=False).encode("utf-8")
+    return json.dumps(
+        export_transcript(memory, now=now), ensure_ascii=False, indent=1, allow_nan=False
+    ).encode("utf-8")
 
 
 def _message(message: Message) -> dict[str, str]:
@@ -316,7 +331,13 @@ def transcript_from_data(data: Any) -> Transcript:
     For a transcript that arrives already parsed, inside another document (a saved conversation):
     it gets exactly the checks an imported file gets. Raises TranscriptError.
     """
-    untrusted.check_header(data, TranscriptError, format=TRANSCRIPT_FORMAT, version=TRANSCRIPT_VERSION, what="a Memora transcript")
+    untrusted.check_header(
+        data,
+        TranscriptError,
+        format=TRANSCRIPT_FORMAT,
+        version=TRANSCRIPT_VERSION,
+        what="a Memora transcript",
+    )
     file = untrusted.validate(TranscriptFile, data, TranscriptError)
     history = tuple(Message(m.role, m.content) for m in file.history)
     _check_pairs(history)
@@ -333,7 +354,9 @@ def transcript_from_data(data: Any) -> Transcript:
         ledger=ledger,
         turn_stats=_turn_stats(file.turn_stats, len(history)),
         last_context=last_context,
-        last_request=None if file.last_request is None else _last_request(file.last_request, last_context, ledger),
+        last_request=None
+        if file.last_request is None
+        else _last_request(file.last_request, last_context, ledger),
     )
 
 
@@ -361,7 +384,9 @@ def restore_memory(
     Raises TranscriptError ``bad_settings`` when the budget cannot hold
     this installation's instructions and summary.
     """
-    s: TranscriptSettings | Limits = transcript.settings if settings_from is None else settings_from.limits
+    s: TranscriptSettings | Limits = (
+        transcript.settings if settings_from is None else settings_from.limits
+    )
     model = settings_from.model if settings_from is not None else model or transcript.settings.model
     try:
         memory = ShortTermMemory(
@@ -373,7 +398,9 @@ def restore_memory(
             **memory_options,
         )
     except ValueError as problem:
-        raise TranscriptError("bad_settings", f"the transcript's settings do not fit here: {problem}", "settings") from None
+        raise TranscriptError(
+            "bad_settings", f"the transcript's settings do not fit here: {problem}", "settings"
+        ) from None
     # The last request comes back too: the page draws it again, as it was sent.
     memory.restore(
         transcript.history,
@@ -405,7 +432,11 @@ def continue_in_session(
     """
     if from_outside:
         # A memory built without caps (not the page's: its caps come from the settings) holds an import to none.
-        check_caps(transcript, session.limits.caps or SessionLimits(None), session.limits.max_summary_tokens)
+        check_caps(
+            transcript,
+            session.limits.caps or SessionLimits(None),
+            session.limits.max_summary_tokens,
+        )
     return restore_memory(
         transcript,
         session.server.backend,
@@ -495,7 +526,14 @@ def with_turn_stats(transcript: Transcript) -> tuple[UsageRecord, ...]:
 
 def _check_turn(turn: int, turns: int, path: str) -> None:
     if turn > turns:
-        raise TranscriptError("number_out_of_range", f"{turn} is outside 1..{turns}.", path, value=str(turn), minimum=1, maximum=turns)
+        raise TranscriptError(
+            "number_out_of_range",
+            f"{turn} is outside 1..{turns}.",
+            path,
+            value=str(turn),
+            minimum=1,
+            maximum=turns,
+        )
 
 
 def _check_pairs(history: tuple[Message, ...]) -> None:
@@ -511,7 +549,10 @@ def _check_pairs(history: tuple[Message, ...]) -> None:
             )
     if len(history) % 2:
         raise TranscriptError(
-            "unpaired_message", "the last user message has no reply.", f"history[{len(history) - 1}]", index=len(history) - 1
+            "unpaired_message",
+            "the last user message has no reply.",
+            f"history[{len(history) - 1}]",
+            index=len(history) - 1,
         )
 
 
@@ -534,7 +575,9 @@ def _check_pointer(count: int, history_length: int, path: str) -> None:
         )
 
 
-def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger: Sequence[UsageRecord]) -> PreparedContext:
+def _last_request(
+    entry: LastRequestEntry, messages: tuple[Message, ...], ledger: Sequence[UsageRecord]
+) -> PreparedContext:
     """The request whose messages are ``messages``: one source and one count for each, the current message last. Its
     parts are the ledger's record of it, the newest reply's (not saved twice)."""
     for name, values in (("sources", entry.sources), ("message_tokens", entry.message_tokens)):
@@ -548,7 +591,10 @@ def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger
             )
     if entry.sources and entry.sources[-1] != "current":
         raise TranscriptError(
-            "bad_value", "the last request's last message is its current message.", "last_request.sources", index=len(messages) - 1
+            "bad_value",
+            "the last request's last message is its current message.",
+            "last_request.sources",
+            index=len(messages) - 1,
         )
     return PreparedContext(
         entry.instructions,
@@ -563,13 +609,20 @@ def _last_request(entry: LastRequestEntry, messages: tuple[Message, ...], ledger
     )
 
 
-def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> tuple[SummaryVersion, ...]:
+def _summary_chain(
+    entries: list[SummaryVersionEntry], history_length: int
+) -> tuple[SummaryVersion, ...]:
     pointer, last_turn = 0, 1
     for i, v in enumerate(entries):
         path, count = f"summary_versions[{i}]", v.summarized_message_count
         _check_pointer(count, history_length, path)
         if len(v.folded) != 2:
-            raise TranscriptError("wrong_type", "folded is a [start, end] pair.", f"{path}.folded", expected="[start, end]")
+            raise TranscriptError(
+                "wrong_type",
+                "folded is a [start, end] pair.",
+                f"{path}.folded",
+                expected="[start, end]",
+            )
         start, end = v.folded
         # Each version folds from where the previous one stopped, up to its own pointer;
         # a rewrite (the article's update_summary) folds nothing and keeps the pointer.
@@ -617,7 +670,9 @@ def _summary_chain(entries: list[SummaryVersionEntry], history_length: int) -> t
     )
 
 
-def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tuple[int, TurnStatsEntry], ...]:
+def _turn_stats(
+    entries: list[TurnStatsEntry], history_length: int
+) -> tuple[tuple[int, TurnStatsEntry], ...]:
     seen: set[int] = set()
     for i, s in enumerate(entries):
         path, index = f"turn_stats[{i}]", s.assistant_index
@@ -632,10 +687,18 @@ def _turn_stats(entries: list[TurnStatsEntry], history_length: int) -> tuple[tup
             )
         if index % 2 == 0 or index >= history_length:
             raise TranscriptError(
-                "bad_value", f"assistant_index {index} is not an assistant message of the history.", f"{path}.assistant_index", index=index
+                "bad_value",
+                f"assistant_index {index} is not an assistant message of the history.",
+                f"{path}.assistant_index",
+                index=index,
             )
         if index in seen:
-            raise TranscriptError("duplicate_id", f"assistant_index {index} has two entries.", f"{path}.assistant_index", index=index)
+            raise TranscriptError(
+                "duplicate_id",
+                f"assistant_index {index} has two entries.",
+                f"{path}.assistant_index",
+                index=index,
+            )
         seen.add(index)
         _check_turn(s.turn, history_length // 2 + 1, f"{path}.turn")
     return tuple((s.assistant_index, s) for s in entries)

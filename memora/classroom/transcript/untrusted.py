@@ -69,13 +69,22 @@ def _decoded(raw: bytes | str, error: type[UntrustedJSONError], max_bytes: int) 
     """``raw`` as text, once its size is known to be within ``max_bytes``; a UTF-8 BOM is dropped."""
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise error("too_large", f"The file is {size:,} bytes; the limit is {max_bytes:,} bytes.", size=size, limit=max_bytes)
+        raise error(
+            "too_large",
+            f"The file is {size:,} bytes; the limit is {max_bytes:,} bytes.",
+            size=size,
+            limit=max_bytes,
+        )
     if not isinstance(raw, bytes):
         return raw.removeprefix("\ufeff")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as problem:
-        raise error("bad_encoding", f"The file is not UTF-8 text (byte {problem.start}).", position=problem.start) from None
+        raise error(
+            "bad_encoding",
+            f"The file is not UTF-8 text (byte {problem.start}).",
+            position=problem.start,
+        ) from None
 
 
 def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: int) -> Any:
@@ -95,19 +104,30 @@ def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: 
     def finite_float(literal: str) -> float:
         value = float(literal)
         if not math.isfinite(value):
-            raise error("bad_number", f"The number {literal[:40]} is too large.", value=literal[:40])
+            raise error(
+                "bad_number", f"The number {literal[:40]} is too large.", value=literal[:40]
+            )
         return value
 
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, value in pairs:
             if key in result:
-                raise error("duplicate_key", f"The key {key[:40]!r} appears twice in one object.", key=key[:40])
+                raise error(
+                    "duplicate_key",
+                    f"The key {key[:40]!r} appears twice in one object.",
+                    key=key[:40],
+                )
             result[key] = value
         return result
 
     try:
-        return json.loads(text, parse_constant=no_constant, parse_float=finite_float, object_pairs_hook=unique_keys)
+        return json.loads(
+            text,
+            parse_constant=no_constant,
+            parse_float=finite_float,
+            object_pairs_hook=unique_keys,
+        )
     except UntrustedJSONError:
         raise
     except RecursionError:
@@ -120,23 +140,42 @@ def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: 
             column=problem.colno,
         ) from None
     except ValueError as problem:  # int() beyond Python's digit limit
-        raise error("bad_number", f"A number in the file cannot be read: {str(problem)[:80]}") from None
+        raise error(
+            "bad_number", f"A number in the file cannot be read: {str(problem)[:80]}"
+        ) from None
 
 
-def check_header(data: Any, error: type[UntrustedJSONError], *, format: str, version: int, what: str) -> dict[str, Any]:
+def check_header(
+    data: Any, error: type[UntrustedJSONError], *, format: str, version: int, what: str
+) -> dict[str, Any]:
     """``data`` as an object whose ``format`` is ``format`` and whose ``version`` is ``version``."""
     if not isinstance(data, dict):
-        raise error("wrong_type", f"{what} is a JSON object.", "", expected="object", found=_json_type(data))
+        raise error(
+            "wrong_type", f"{what} is a JSON object.", "", expected="object", found=_json_type(data)
+        )
     if data.get("format") != format:
-        raise error("wrong_format", f"this is not {what} (format {str(data.get('format'))[:40]!r}).", "format")
+        raise error(
+            "wrong_format",
+            f"this is not {what} (format {str(data.get('format'))[:40]!r}).",
+            "format",
+        )
     found = data.get("version")
     if isinstance(found, bool) or not isinstance(found, int):
         raise error(
-            "wrong_type", f"expected a whole number, found {_json_type(found)}.", "version", expected="integer", found=_json_type(found)
+            "wrong_type",
+            f"expected a whole number, found {_json_type(found)}.",
+            "version",
+            expected="integer",
+            found=_json_type(found),
         )
     if not 0 <= found <= 10**6:
         raise error(
-            "number_out_of_range", f"{_short(found)} is outside 0..{10**6}.", "version", value=_short(found), minimum=0, maximum=10**6
+            "number_out_of_range",
+            f"{_short(found)} is outside 0..{10**6}.",
+            "version",
+            value=_short(found),
+            minimum=0,
+            maximum=10**6,
         )
     if found != version:
         raise error(
@@ -167,13 +206,20 @@ def _first(errors: list[ErrorDetails]) -> ErrorDetails:
     in a key would otherwise be reported as missing the key it meant.
     """
     first = errors[0]
-    about_keys = [e for e in errors if e["type"] in ("extra_forbidden", "missing") and first["loc"][: len(e["loc"]) - 1] == e["loc"][:-1]]
+    about_keys = [
+        e
+        for e in errors
+        if e["type"] in ("extra_forbidden", "missing")
+        and first["loc"][: len(e["loc"]) - 1] == e["loc"][:-1]
+    ]
     return min(about_keys, key=lambda e: (len(e["loc"]), e["type"] == "missing"), default=first)
 
 
 def json_path(loc: Sequence[int | str]) -> str:
     """pydantic's ``loc`` as the path a reader of the file knows: ``("history", 3, "role")`` is ``history[3].role``."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).removeprefix(".")
+    return "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc
+    ).removeprefix(".")
 
 
 _EXPECTED = {
@@ -193,28 +239,56 @@ def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJS
     kind, loc, ctx, value = e["type"], e["loc"], e.get("ctx", {}), e.get("input")
     path = json_path(loc)
     if kind == "missing":
-        return error("missing_key", f"the key {loc[-1]!r} is missing.", json_path(loc[:-1]), key=loc[-1])
+        return error(
+            "missing_key", f"the key {loc[-1]!r} is missing.", json_path(loc[:-1]), key=loc[-1]
+        )
     if kind == "extra_forbidden":
         key = str(loc[-1])[:40]
         return error("unknown_key", f"unknown key {key!r}.", json_path(loc[:-1]), key=key)
     if kind in _EXPECTED:
         expected, found = _EXPECTED[kind], _json_type(value)
-        return error("wrong_type", f"expected {expected}, found {found}.", path, expected=expected, found=found)
-    if kind == "string_unicode":  # a lone surrogate escape (\ud800) parses but cannot be shown or saved again
+        return error(
+            "wrong_type",
+            f"expected {expected}, found {found}.",
+            path,
+            expected=expected,
+            found=found,
+        )
+    if (
+        kind == "string_unicode"
+    ):  # a lone surrogate escape (\ud800) parses but cannot be shown or saved again
         return error("bad_encoding", "contains an unpaired surrogate character.", path)
     if kind == "string_too_long":
         limit = ctx["max_length"]
-        return error("string_too_long", f"{len(value):,} characters; at most {limit:,} are allowed.", path, length=len(value), limit=limit)
+        return error(
+            "string_too_long",
+            f"{len(value):,} characters; at most {limit:,} are allowed.",
+            path,
+            length=len(value),
+            limit=limit,
+        )
     if kind == "too_long":
         count, limit = ctx["actual_length"], ctx["max_length"]
-        return error("too_many_items", f"{count:,} items; at most {limit:,} are allowed.", path, count=count, limit=limit)
+        return error(
+            "too_many_items",
+            f"{count:,} items; at most {limit:,} are allowed.",
+            path,
+            count=count,
+            limit=limit,
+        )
     if kind in ("too_short", "string_too_short"):
         code = "empty_list" if kind == "too_short" else "empty_string"
         return error(code, "must not be empty.", path)
     if kind in ("greater_than_equal", "less_than_equal"):
         name, bound = ("minimum", ctx["ge"]) if "ge" in ctx else ("maximum", ctx["le"])
         side = "below" if name == "minimum" else "above"
-        return error("number_out_of_range", f"{_short(value)} is {side} the {name} {bound:,}.", path, value=_short(value), **{name: bound})
+        return error(
+            "number_out_of_range",
+            f"{_short(value)} is {side} the {name} {bound:,}.",
+            path,
+            value=_short(value),
+            **{name: bound},
+        )
     if kind == "literal_error":
         return error(
             "bad_role" if loc[-1] == "role" else "bad_value",
@@ -233,7 +307,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "text", list: "list", dict: "object"}
+_JSON_TYPES = {
+    type(None): "null",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "text",
+    list: "list",
+    dict: "object",
+}
 
 
 def _json_type(value: Any) -> str:
