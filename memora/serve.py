@@ -1,4 +1,5 @@
-"""``python -m memora.serve --processes N``: a big class, N Streamlit processes behind Caddy (``memora.app.serve``)."""
+"""``python -m memora.serve --processes N``: a big class, N Streamlit processes behind Caddy
+(``memora.app.serve``)."""
 
 import sys
 

@@ -178,8 +178,9 @@ def loaded_by(module: str) -> set[str]:
 
 
 def test_memora_has_six_parts():
-    commands = ("__init__.py", "__main__.py", "serve.py", "__pycache__")  # the package's face and its two commands
-    found = {p.stem for p in (ROOT / "memora").iterdir() if p.name not in commands}
+    # the package's face, its two commands, and its formatter's setting (and the caches, hidden)
+    commands = ("__init__.py", "__main__.py", "serve.py", "ruff.toml", "__pycache__")
+    found = {p.stem for p in (ROOT / "memora").iterdir() if p.name not in commands and not p.name.startswith(".")}
     assert found == set(PARTS), f"memora/ holds {sorted(found)}; the parts are {PARTS}"
 
 

@@ -1,19 +1,21 @@
 """A new process runs the page once, as a visitor would, before ``memora.serve`` sends it students.
 
-A Streamlit process answers its health check as soon as it listens, but it imports the page's modules (pandas, the
-SDK, the tokenizer, the store's driver) only in its first run: about a CPU-second on the machine we measure on. A
-rolling restart that stopped an old process as soon as its successor answered would send the old one's students to
-a process that then pays that second with all of them waiting. ``run_page_once`` opens the page on the process's own
-port (not through Caddy, so no student's cookie is pinned to it), as a browser tab with no cookies: one full run, then
-the websocket closes. Such a visit saves nothing: a conversation is stored only once it has a message.
+A Streamlit process answers its health check as soon as it listens, but it imports the page's
+modules (pandas, the SDK, the tokenizer, the store's driver) only in its first run: about a
+CPU-second on the machine we measure on. A rolling restart that stopped an old process as soon as
+its successor answered would send the old one's students to a process that then pays that second
+with all of them waiting. ``run_page_once`` opens the page on the process's own port (not through
+Caddy, so no student's cookie is pinned to it), as a browser tab with no cookies: one full run, then
+the websocket closes. Such a visit saves nothing: a conversation is stored only once it has a
+message.
 
-It also checks what the process would show a student. A page that draws an error (bad settings, a store it cannot
-open) or raises fails the visit with ``FirstRunFailed``, whose text is the first line of what the page showed; the
-page never shows a key or a password, so it is safe to log.
+It also checks what the process would show a student. A page that draws an error (bad settings, a
+store it cannot open) or raises fails the visit with ``FirstRunFailed``, whose text is the first
+line of what the page showed; the page never shows a key or a password, so it is safe to log.
 
-It checks the page, not who serves it: whatever answers on the port is visited. ``memora.serve`` first checks that
-the process it started holds that port itself (``memora.app.ports.listens``), so an orphan of an earlier start that
-answers there is never taken for its own.
+It checks the page, not who serves it: whatever answers on the port is visited. ``memora.serve``
+first checks that the process it started holds that port itself (``memora.app.ports.listens``), so
+an orphan of an earlier start that answers there is never taken for its own.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ class FirstRunFailed(RuntimeError):
 
 
 def run_page_once(port: int, limit_s: float = RUN_WAIT_S) -> float:
-    """Opens the page of the Streamlit process on 127.0.0.1:``port`` and waits for its first full run; returns the
-    seconds it took. Raises ``FirstRunFailed`` when the process cannot be reached, the run does not finish within
-    ``limit_s``, or the page draws an error or an exception."""
+    """Opens the page of the Streamlit process on 127.0.0.1:``port`` and waits for its first full
+    run; returns the seconds it took. Raises ``FirstRunFailed`` when the process cannot be reached,
+    the run does not finish within ``limit_s``, or the page draws an error or an exception."""
     began = time.monotonic()
     request = BackMsg()
     request.rerun_script.query_string = ""
@@ -68,7 +70,8 @@ def run_page_once(port: int, limit_s: float = RUN_WAIT_S) -> float:
 
 
 def _check(message: ForwardMsg) -> None:
-    """Raises when ``message`` draws an error or an exception, which no student should meet on a fresh page."""
+    """Raises when ``message`` draws an error or an exception, which no student should meet on a
+    fresh page."""
     if message.WhichOneof("type") != "delta" or message.delta.WhichOneof("type") != "new_element":
         return
     element = message.delta.new_element

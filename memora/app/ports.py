@@ -1,15 +1,16 @@
-"""Who holds a TCP port: whether a server could listen there now, and which process listens there (Linux's /proc).
+"""Who holds a TCP port: whether a server could listen there now, and which process listens there
+(Linux's /proc).
 
-``memora.serve`` asks both. Before it starts anything, each of its ports must be free (``taken``), or it refuses,
-naming what holds the port (``holders``). A process it started is called ready only once that process itself holds
-the listening socket (``listens``): whoever else answers on the port (an orphan of an earlier start, say) does not
-count.
+``memora.serve`` asks both. Before it starts anything, each of its ports must be free (``taken``),
+or it refuses, naming what holds the port (``holders``). A process it started is called ready only
+once that process itself holds the listening socket (``listens``): whoever else answers on the port
+(an orphan of an earlier start, say) does not count.
 
-Edge cases: ``taken`` probes with ``SO_REUSEADDR``, as Streamlit's and Caddy's listeners bind, so a stopped
-server's connections lingering in TIME_WAIT do not count as taken, while a listening socket, or one bound without
-that option, does. An address that cannot be resolved or bound for another reason (an address this machine lacks) is
-not called taken: the server's own start reports it. Where /proc has no socket tables (not Linux), ``listens`` and
-``holders`` return None: they cannot say.
+Edge cases: ``taken`` probes with ``SO_REUSEADDR``, as Streamlit's and Caddy's listeners bind, so a
+stopped server's connections lingering in TIME_WAIT do not count as taken, while a listening socket,
+or one bound without that option, does. An address that cannot be resolved or bound for another
+reason (an address this machine lacks) is not called taken: the server's own start reports it. Where
+/proc has no socket tables (not Linux), ``listens`` and ``holders`` return None: they cannot say.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ _LISTEN = "0A"
 
 
 def taken(host: str, port: int) -> bool:
-    """Whether a server could not listen on ``host``:``port`` now because something holds it. An empty ``host``
-    means every address, IPv4 and IPv6, as Caddy's ``:8080`` does."""
+    """Whether a server could not listen on ``host``:``port`` now because something holds it. An
+    empty ``host`` means every address, IPv4 and IPv6, as Caddy's ``:8080`` does."""
     try:
         addresses = socket.getaddrinfo(
             host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -47,8 +48,8 @@ def taken(host: str, port: int) -> bool:
 
 
 def listens(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` itself holds a socket listening on TCP ``port`` (any address); None where /proc
-    cannot say. False for a process that has exited."""
+    """Whether process ``pid`` itself holds a socket listening on TCP ``port`` (any address); None
+    where /proc cannot say. False for a process that has exited."""
     sockets = _listening_sockets(port)
     if sockets is None:
         return None
@@ -56,8 +57,8 @@ def listens(pid: int, port: int) -> bool | None:
 
 
 def holders(port: int) -> list[tuple[int, str]] | None:
-    """The processes holding a socket listening on TCP ``port``, as (pid, command name), that this user may see;
-    None where /proc cannot say."""
+    """The processes holding a socket listening on TCP ``port``, as (pid, command name), that this
+    user may see; None where /proc cannot say."""
     sockets = _listening_sockets(port)
     if sockets is None:
         return None
@@ -81,8 +82,8 @@ def _listening_sockets(port: int) -> set[int] | None:
             continue
         for row in rows:
             fields = row.split()
-            # sl, local address (hex address:hex port), remote address, state, queues, timers, retransmits, uid,
-            # timeout, inode
+            # sl, local address (hex address:hex port), remote address, state, queues, timers,
+            # retransmits, uid, timeout, inode
             if (
                 len(fields) > 9
                 and fields[3] == _LISTEN
@@ -93,7 +94,8 @@ def _listening_sockets(port: int) -> set[int] | None:
 
 
 def _sockets_of(pid: int) -> set[int]:
-    """The inodes of the sockets process ``pid`` has open; empty for a process that is gone or not this user's."""
+    """The inodes of the sockets process ``pid`` has open; empty for a process that is gone or not
+    this user's."""
     folder = PROC / str(pid) / "fd"
     inodes = set()
     try:

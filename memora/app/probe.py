@@ -1,8 +1,10 @@
-"""The retention probe in a terminal: ``python -m memora.app.probe`` (``memora.teaching.probe`` is the probe itself).
+"""The retention probe in a terminal: ``python -m memora.app.probe`` (``memora.teaching.probe`` is
+the probe itself).
 
-The settings pick the backend, as for the page and the REPL (``MEMORA_BACKEND``, ``MEMORA_MODEL``), and
-``--backend`` / ``--model`` override them. Exit status: 0 when every scenario ran, 1 when a request failed
-(the reports of the scenarios before it are not printed), 2 for a scenario file or setting that is refused.
+The settings pick the backend, as for the page and the REPL (``MEMORA_BACKEND``, ``MEMORA_MODEL``),
+and ``--backend`` / ``--model`` override them. Exit status: 0 when every scenario ran, 1 when a
+request failed (the reports of the scenarios before it are not printed), 2 for a scenario file or
+setting that is refused.
 """
 
 from __future__ import annotations

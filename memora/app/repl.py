@@ -54,8 +54,9 @@ def format_gap(counted: int, actual: int | None, estimated: bool) -> str:
 
 
 def format_stats(account: TurnAccount, offline: bool = False) -> str:
-    """The article's per-turn block, plus the gap between counted and billed input. Its folds and session total are
-    the story's (``memora.teaching.story``): a fold ahead, made after the previous reply, counts for the turn it served.
+    """The article's per-turn block, plus the gap between counted and billed input. Its folds and
+    session total are the story's (``memora.teaching.story``): a fold ahead, made after the previous
+    reply, counts for the turn it served.
 
     ``offline`` says the offline engine answered: no server billed anything then.
     """
@@ -71,8 +72,8 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
     elif record.implausible:
         actual = f"{record.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
     else:
-        # Billed only by a provider that bills by the figure; anything else says who reported it, and whether
-        # the server tokenizer's own count contradicts it.
+        # Billed only by a provider that bills by the figure; anything else says who reported it,
+        # and whether the server tokenizer's own count contradicts it.
         actual = f"{record.input_tokens} ({record.input_label or ('billed by the server' if record.billed else 'reported by the server')})"
     if offline:
         gap = "none to show (offline: both figures are local counts)"
@@ -116,10 +117,12 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
 def format_usage(
     records: Sequence[UsageRecord], offline: bool = False, versions: Sequence[SummaryVersion] = ()
 ) -> str:
-    """Every model request of the session: counted against billed input, and the rest of its usage. A summary
-    request that made one of ``versions`` ends with its fold's label ("v3 after reply 6, for turn 7"), as the page's.
+    """Every model request of the session: counted against billed input, and the rest of its usage.
+    A summary request that made one of ``versions`` ends with its fold's label ("v3 after reply 6,
+    for turn 7"), as the page's.
 
-    ``offline`` says the offline engine answered: its figures are local counts, with no server behind them.
+    ``offline`` says the offline engine answered: its figures are local counts, with no server
+    behind them.
     """
     if not records:
         return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
@@ -153,8 +156,8 @@ def format_usage(
 
 def counting_words(server: ServerKnowledge) -> str:
     """Which count the budget uses, in words: the offline engine's local count (nothing is billed),
-    the server's own tokenizer (exact), o200k_base where it is the server's own, or local counts with
-    a learned margin."""
+    the server's own tokenizer (exact), o200k_base where it is the server's own, or local counts
+    with a learned margin."""
     if server.backend.offline:
         return "local o200k_base (offline: nothing is billed)"
     source = server.source()
@@ -228,7 +231,8 @@ class PlainText:
 
 
 def fold_report(job: ReplyJob) -> str | None:
-    """Waits for ``job``; None when its fold succeeded or had nothing to do, else what to tell the user."""
+    """Waits for ``job``; None when its fold succeeded or had nothing to do, else what to tell the
+    user."""
     job.wait()
     error = job.progress.after_error
     if error is None:
@@ -237,12 +241,13 @@ def fold_report(job: ReplyJob) -> str | None:
 
 
 def fold_ahead_notice(memory: ShortTermMemory) -> str | None:
-    """What the terminal says while the fold ahead runs, from the memory's plan for the next turn: "Folding
-    messages 3–4 into the summary ahead of the next turn…". None when that plan folds nothing, or when the memory
-    refuses to plan one (a budget too small for any message): ``fold_ahead`` folds nothing then either.
+    """What the terminal says while the fold ahead runs, from the memory's plan for the next turn:
+    "Folding messages 3–4 into the summary ahead of the next turn…". None when that plan folds
+    nothing, or when the memory refuses to plan one (a budget too small for any message):
+    ``fold_ahead`` folds nothing then either.
 
-    A session cap is checked only by the fold itself (``ShortTermMemory.prefold``): a session at its cap is told
-    the notice, then no fold, and its next message is refused with the cap's reason.
+    A session cap is checked only by the fold itself (``ShortTermMemory.prefold``): a session at its
+    cap is told the notice, then no fold, and its next message is refused with the cap's reason.
     """
     try:
         ahead = memory.plan()
@@ -255,12 +260,13 @@ def fold_ahead_notice(memory: ShortTermMemory) -> str | None:
 
 
 def fold_after_reply(memory: ShortTermMemory, write: Callable[[str], None]) -> None:
-    """Folds ahead of the next turn, as the page does, and waits for it: the notice while it runs, then each fold it
-    made as its one event (``fold_event``, the words the page and ``status`` use), or why it failed.
+    """Folds ahead of the next turn, as the page does, and waits for it: the notice while it runs,
+    then each fold it made as its one event (``fold_event``, the words the page and ``status`` use),
+    or why it failed.
 
-    Waiting here, not after the next input, tells a fold under the reply that caused it. The price, with a model: the
-    next prompt comes once the summary request is done, where the learner could have typed during it; the next turn
-    would have waited for it all the same.
+    Waiting here, not after the next input, tells a fold under the reply that caused it. The price,
+    with a model: the next prompt comes once the summary request is done, where the learner could
+    have typed during it; the next turn would have waited for it all the same.
     """
     notice = fold_ahead_notice(memory)
     if notice is not None:
@@ -317,7 +323,8 @@ def run_turn(
     write: Callable[[str], None],
     write_part: Callable[[str], None] | None,
 ) -> TurnStats | None:
-    """One turn, its reply written as plain text (streamed when ``write_part`` is given); None when it failed.
+    """One turn, its reply written as plain text (streamed when ``write_part`` is given); None when
+    it failed.
 
     A failure is reported with ``write`` after ending a half-written line; the turn is rolled back.
     """
@@ -347,7 +354,8 @@ def _print_part(text: str) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """``--help`` and ``--version``; the REPL takes no other arguments, its settings come from the environment."""
+    """``--help`` and ``--version``; the REPL takes no other arguments, its settings come from the
+    environment."""
     parser = argparse.ArgumentParser(
         prog="python -m memora",
         description="Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "

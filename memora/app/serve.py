@@ -1,39 +1,43 @@
-"""One command for a class too big for one process: N ``streamlit run`` processes and Caddy in front of them.
+"""One command for a class too big for one process: N ``streamlit run`` processes and Caddy in front
+of them.
 
-``python -m memora.serve --processes 2`` checks what a big class needs before it starts anything: Caddy on the
-PATH (Debian: ``apt-get install caddy``) and ``MEMORA_STORE_URL`` naming a PostgreSQL database, which every
-process shares (conversations, room for turns, deletions and the server budget). Without either it exits with 2
-and says what to do. Then it starts the processes on 127.0.0.1 (ports from ``--first-port``) and Caddy with the
-repository's ``Caddyfile`` (sticky cookie, health checks on ``/_stcore/health``, retries and passive failure
-marking), listening on ``--listen``. Each process runs the page once (``memora.app.first_run``) before the class is
+``python -m memora.serve --processes 2`` checks what a big class needs before it starts anything:
+Caddy on the PATH (Debian: ``apt-get install caddy``) and ``MEMORA_STORE_URL`` naming a PostgreSQL
+database, which every process shares (conversations, room for turns, deletions and the server
+budget). Without either it exits with 2 and says what to do. Then it starts the processes on
+127.0.0.1 (ports from ``--first-port``) and Caddy with the repository's ``Caddyfile`` (sticky
+cookie, health checks on ``/_stcore/health``, retries and passive failure marking), listening on
+``--listen``. Each process runs the page once (``memora.app.first_run``) before the class is
 announced as ready.
 
 It keeps them running:
 
-- A Streamlit process that exits (crashed, or stopped by hand) is started again on its port, while Caddy sends its
-  students to the others.
-- SIGHUP (``kill -HUP <pid>``, the pid it prints) restarts the processes one at a time, for new code or new
-  settings, with no student waiting on a cold process: each successor starts on the *spare* port (the one after
-  the last process; Caddy knows it, and its health check keeps it out of the pool while nothing listens there),
-  runs the page once, and only then is the old process stopped, whose students Caddy spreads over the live ones.
-  The old process's port is the next spare. A successor whose page fails (bad settings, say) is stopped, the
-  restart ends there, and the class stays on the processes it had. A restart also evens out a class that a crash
-  moved onto fewer processes, since Caddy pins a moved student to a live process at random.
-- Ctrl-C or SIGTERM stops Caddy and every process and exits 0; Caddy exiting on its own stops the rest. Each
-  process gets its own shutdown grace (``MEMORA_SHUTDOWN_GRACE_S``, read before it was started, as its page reads
-  it: ``memora.app.served_grace``), and is killed only past ``exit_within_s`` of that grace
-  (``memora.classroom.grace``): the grace, the unwind and a margin. A second Ctrl-C or SIGTERM is passed on, and the
-  processes stop waiting for their replies. A signal only sets a flag; the main loop acts on it.
+- A Streamlit process that exits (crashed, or stopped by hand) is started again on its port, while
+  Caddy sends its students to the others.
+- SIGHUP (``kill -HUP <pid>``, the pid it prints) restarts the processes one at a time, for new code
+  or new settings, with no student waiting on a cold process: each successor starts on the *spare*
+  port (the one after the last process; Caddy knows it, and its health check keeps it out of the
+  pool while nothing listens there), runs the page once, and only then is the old process stopped,
+  whose students Caddy spreads over the live ones. The old process's port is the next spare. A
+  successor whose page fails (bad settings, say) is stopped, the restart ends there, and the class
+  stays on the processes it had. A restart also evens out a class that a crash moved onto fewer
+  processes, since Caddy pins a moved student to a live process at random.
+- Ctrl-C or SIGTERM stops Caddy and every process and exits 0; Caddy exiting on its own stops the
+  rest. Each process gets its own shutdown grace (``MEMORA_SHUTDOWN_GRACE_S``, read before it was
+  started, as its page reads it: ``memora.app.served_grace``), and is killed only past
+  ``exit_within_s`` of that grace (``memora.classroom.grace``): the grace, the unwind and a margin.
+  A second Ctrl-C or SIGTERM is passed on, and the processes stop waiting for their replies. A
+  signal only sets a flag; the main loop acts on it.
 
 It leaves nothing behind, and trusts no process it did not start:
 
-- Before anything starts, every port it needs (the processes', the spare, Caddy's ``--listen``) must be free;
-  otherwise it exits with 2, naming each port and what holds it (``memora.app.ports``).
-- Each child dies with it (SIGTERM from the kernel when it dies, even by SIGKILL) and has a session of its own, out
-  of reach of the terminal's SIGHUP and Ctrl-C (``memora.app.children``).
-- A process is ready once it holds its own listening socket (its pid, by /proc) and has run the page; whoever else
-  answers on its port does not count. The class is announced ready only when all of them are; otherwise it stops
-  what it started and exits with 1.
+- Before anything starts, every port it needs (the processes', the spare, Caddy's ``--listen``) must
+  be free; otherwise it exits with 2, naming each port and what holds it (``memora.app.ports``).
+- Each child dies with it (SIGTERM from the kernel when it dies, even by SIGKILL) and has a session
+  of its own, out of reach of the terminal's SIGHUP and Ctrl-C (``memora.app.children``).
+- A process is ready once it holds its own listening socket (its pid, by /proc) and has run the
+  page; whoever else answers on its port does not count. The class is announced ready only when all
+  of them are; otherwise it stops what it started and exits with 1.
 """
 
 from __future__ import annotations
@@ -61,9 +65,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CADDYFILE = ROOT / "Caddyfile"
 APP = ROOT / "streamlit_app.py"
 RESTART_DELAY_S = 1.0
-"""How long a process that exited waits before it is started again: a crash loop costs a second, not a core."""
+"""How long a process that exited waits before it is started again: a crash loop costs a second, not
+a core."""
 LISTEN_WAIT_S = 60.0
-"""How long a new process may take to listen on its port before the start or restart that started it gives up on it."""
+"""How long a new process may take to listen on its port before the start or restart that started it
+gives up on it."""
 POLL_S = 0.1
 
 
@@ -73,8 +79,8 @@ class ServeError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClassSetup:
-    """What to start: Streamlit servers on ``ports``, a ``spare`` port for a rolling restart's successors, and Caddy
-    (``caddy``) on ``listen`` (``[host]:port``; no host is every address)."""
+    """What to start: Streamlit servers on ``ports``, a ``spare`` port for a rolling restart's
+    successors, and Caddy (``caddy``) on ``listen`` (``[host]:port``; no host is every address)."""
 
     caddy: str
     ports: tuple[int, ...]
@@ -83,8 +89,8 @@ class ClassSetup:
 
     @property
     def upstreams(self) -> str:
-        """Every port Caddy may send a student to: the processes' and the spare, which its health check keeps out
-        of the pool while nothing listens there."""
+        """Every port Caddy may send a student to: the processes' and the spare, which its health
+        check keeps out of the pool while nothing listens there."""
         return " ".join(f"127.0.0.1:{port}" for port in (*self.ports, self.spare))
 
     @property
@@ -143,8 +149,8 @@ def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
 
 
 def taken_ports(setup: ClassSetup) -> list[str]:
-    """One line for each port of ``setup`` that something holds now, naming the port, what it is for and, where
-    /proc tells, the process holding it; empty when every port is free."""
+    """One line for each port of ``setup`` that something holds now, naming the port, what it is for
+    and, where /proc tells, the process holding it; empty when every port is free."""
     wanted = [
         ("127.0.0.1", port, f"process {number}") for number, port in enumerate(setup.ports, 1)
     ]
@@ -182,8 +188,8 @@ def streamlit_command(port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Child:
-    """A process this command started, and how long it may take to exit once stopped (``exit_within_s`` of the grace
-    it was started with) before it is killed."""
+    """A process this command started, and how long it may take to exit once stopped
+    (``exit_within_s`` of the grace it was started with) before it is killed."""
 
     process: subprocess.Popen
     exit_within_s: float
@@ -194,10 +200,12 @@ class Child:
 
 
 class Supervisor:
-    """The running processes and Caddy: started, restarted when a process exits or on SIGHUP, and stopped together.
+    """The running processes and Caddy: started, restarted when a process exits or on SIGHUP, and
+    stopped together.
 
-    The signal handlers (``ask_stop``, ``ask_restart``) only set flags; ``watch``, the main loop, acts on them, and so
-    do the waits of a start or a rolling restart, which give up when a stop is asked."""
+    The signal handlers (``ask_stop``, ``ask_restart``) only set flags; ``watch``, the main loop,
+    acts on them, and so do the waits of a start or a rolling restart, which give up when a stop is
+    asked."""
 
     def __init__(self, setup: ClassSetup, environ: dict[str, str]) -> None:
         self.setup = setup
@@ -206,11 +214,12 @@ class Supervisor:
         """The processes students are sent to, by port."""
         self.spare = setup.spare
         self.leaving: list[Child] = []
-        """Processes that are not the class's (stopped by a rolling restart, or a successor that failed), until
-        they have exited: a stop waits for them too."""
+        """Processes that are not the class's (stopped by a rolling restart, or a successor that
+        failed), until they have exited: a stop waits for them too."""
         self.caddy: Child | None = None
         self.stop_signals = 0
-        """SIGTERMs and SIGINTs received: the first asks for a stop, each later one is passed on to the processes."""
+        """SIGTERMs and SIGINTs received: the first asks for a stop, each later one is passed on to
+        the processes."""
         self.restart_asked = False
         self.deadlines: dict[int, float] = {}
         """By pid: when a child sent SIGTERM must have exited, past which it is killed."""
@@ -228,11 +237,13 @@ class Supervisor:
         self.restart_asked = True
 
     def start(self) -> bool:
-        """Starts the processes and Caddy and waits until each is ready; says "ready" and returns True only when all
-        are, else says which was not and returns False (the caller stops the class)."""
+        """Starts the processes and Caddy and waits until each is ready; says "ready" and returns
+        True only when all are, else says which was not and returns False (the caller stops the
+        class)."""
         for port in self.setup.ports:
             self._start_process(port)
-        # http://: without a scheme Caddy would serve a host address over HTTPS, with a certificate of its own.
+        # http://: without a scheme Caddy would serve a host address over HTTPS, with a certificate
+        # of its own.
         environ = {
             **self.environ,
             "MEMORA_UPSTREAMS": self.setup.upstreams,
@@ -255,8 +266,8 @@ class Supervisor:
         return True
 
     def watch(self) -> int:
-        """Restarts processes that exit, and all of them on SIGHUP, until a stop is asked or Caddy exits; returns
-        the exit status. The caller then stops the class."""
+        """Restarts processes that exit, and all of them on SIGHUP, until a stop is asked or Caddy
+        exits; returns the exit status. The caller then stops the class."""
         assert self.caddy is not None
         while not self.stopping:
             if (code := self.caddy.process.poll()) is not None:
@@ -270,9 +281,10 @@ class Supervisor:
         return 0
 
     def roll(self) -> None:
-        """Restarts every process in turn: its successor starts on the spare port and runs the page once, then the
-        process is stopped (its students go to the live ones) and, once it has exited, its port is the next spare.
-        A successor that does not run the page cleanly is stopped, and the restart ends there; so does a stop."""
+        """Restarts every process in turn: its successor starts on the spare port and runs the page
+        once, then the process is stopped (its students go to the live ones) and, once it has
+        exited, its port is the next spare. A successor that does not run the page cleanly is
+        stopped, and the restart ends there; so does a stop."""
         ports = sorted(self.processes)
         _say(f"rolling restart of {len(ports)} process(es)")
         for old_port in ports:
@@ -294,9 +306,10 @@ class Supervisor:
         )
 
     def stop(self) -> None:
-        """SIGTERM to Caddy and every process not yet sent one, then waits until all have exited, killing each past
-        its own deadline (``exit_within_s`` of its grace). A SIGTERM or SIGINT received meanwhile is passed on to
-        those still running, which then stop waiting for their replies (``memora.classroom.shutdown``)."""
+        """SIGTERM to Caddy and every process not yet sent one, then waits until all have exited,
+        killing each past its own deadline (``exit_within_s`` of its grace). A SIGTERM or SIGINT
+        received meanwhile is passed on to those still running, which then stop waiting for their
+        replies (``memora.classroom.shutdown``)."""
         everyone = [
             child
             for child in (*self.processes.values(), *self.leaving, self.caddy)
@@ -343,8 +356,8 @@ class Supervisor:
         _say(f"process on 127.0.0.1:{port} (pid {process.pid})")
 
     def _first_run(self, port: int) -> bool:
-        """Waits until the process on ``port`` itself listens there, then runs its page once (``run_page_once``);
-        says how it went."""
+        """Waits until the process on ``port`` itself listens there, then runs its page once
+        (``run_page_once``); says how it went."""
         child = self.processes[port]
         where = _where(port, child)
         if not self._listening(child, port, where):
@@ -361,8 +374,9 @@ class Supervisor:
         return True
 
     def _listening(self, child: Child, port: int, who: str) -> bool:
-        """Waits until ``child`` holds a socket listening on ``port`` (where /proc cannot say: until something
-        answers there while it runs); False when it exits first, takes past ``LISTEN_WAIT_S``, or a stop is asked."""
+        """Waits until ``child`` holds a socket listening on ``port`` (where /proc cannot say: until
+        something answers there while it runs); False when it exits first, takes past
+        ``LISTEN_WAIT_S``, or a stop is asked."""
         deadline = time.monotonic() + LISTEN_WAIT_S
         while not _listens(child, port):
             if child.process.poll() is not None or time.monotonic() > deadline or self.stopping:
@@ -372,9 +386,9 @@ class Supervisor:
         return True
 
     def _retire(self, port: int, child: Child) -> bool:
-        """Stops ``child`` (SIGTERM: it saves what its students were doing, within its grace) and waits until it has
-        exited, so that its port is free; SIGKILL past ``exit_within_s`` of its grace. Returns False, leaving the
-        child to ``stop``, when a stop is asked meanwhile."""
+        """Stops ``child`` (SIGTERM: it saves what its students were doing, within its grace) and
+        waits until it has exited, so that its port is free; SIGKILL past ``exit_within_s`` of its
+        grace. Returns False, leaving the child to ``stop``, when a stop is asked meanwhile."""
         self.leaving.append(child)
         self._terminate(child)
         while child.process.poll() is None:

@@ -15,8 +15,8 @@ Usage comes from the stream's last chunk when the server honours
 are counted locally with o200k_base and marked ``estimated``: a local model has its
 own tokenizer, so the figure is an estimate, and the UI says so.
 
-Where the server offers its own tokenizer (``server_tokenizer``: llama.cpp, llama-cpp-python,
-vLLM), ``count_request`` gives the server's count of a request, template included, before it is sent.
+Where the server offers its own tokenizer (``server_tokenizer``: llama.cpp, llama-cpp-python, vLLM),
+``count_request`` gives the server's count of a request, template included, before it is sent.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ _ROLE_FOR_SERVER = {"developer": "system"}
 
 
 def chat_messages(instructions: str, messages: Sequence[Message]) -> list[dict[str, str]]:
-    """The instructions as a leading system message, then ``messages`` with ``developer`` sent as ``system``.
+    """The instructions as a leading system message, then ``messages`` with ``developer`` sent as
+    ``system``.
 
     Empty instructions add no message.
     """
@@ -59,7 +60,8 @@ def chat_messages(instructions: str, messages: Sequence[Message]) -> list[dict[s
 
 
 def usage_of(usage: Any, estimate: Usage, *, by: str | None = None, teaches: bool = True) -> Usage:
-    """Reads a Chat Completions ``usage`` object reported ``by`` the server, or returns ``estimate`` when there is none.
+    """Reads a Chat Completions ``usage`` object reported ``by`` the server, or returns ``estimate``
+    when there is none.
 
     No such server bills by its figures: they are "reported", never "billed"."""
     if usage is None:
@@ -100,7 +102,8 @@ class ChatCompletionsBackend(SDKClientRetries):
         tokenizer: ServerTokenizer | None = None,
         probe: bool = True,
     ) -> None:
-        """``tokenizer`` counts for the server; without one, ``probe`` finds the server's own on first use."""
+        """``tokenizer`` counts for the server; without one, ``probe`` finds the server's own on
+        first use."""
         self.client = client
         self.label = label
         self._tokenizer, self._probe = tokenizer, probe
@@ -108,7 +111,8 @@ class ChatCompletionsBackend(SDKClientRetries):
     # -- the server's own count -----------------------------------------------------
 
     def server_tokenizer(self, model: str) -> ServerTokenizer | None:
-        """The server's tokenizer endpoint, probed once per server and model; None where it has none."""
+        """The server's tokenizer endpoint, probed once per server and model; None where it has
+        none."""
         if self._tokenizer is not None or not self._probe:
             return self._tokenizer
         return probed(self.client, model)
@@ -121,7 +125,8 @@ class ChatCompletionsBackend(SDKClientRetries):
     def count_request(
         self, model: str, instructions: str, messages: Sequence[Message]
     ) -> int | None:
-        """The server's own count of this request's prompt, as it will render it; None when it cannot count."""
+        """The server's own count of this request's prompt, as it will render it; None when it
+        cannot count."""
         tokenizer = self.server_tokenizer(model)
         if tokenizer is None:
             return None
@@ -207,16 +212,19 @@ class ChatCompletionsBackend(SDKClientRetries):
         return Completion(text, usage, cut=bool(choice and choice.finish_reason == "length"))
 
     def _diagnose(self, request: ReplyRequest) -> None:
-        """Raises ContextOverflowError when a stream that ended before its first chunk was refused for its length.
+        """Raises ContextOverflowError when a stream that ended before its first chunk was refused
+        for its length.
 
-        llama-cpp-python starts a streamed reply before it checks the prompt against its context window,
-        then ends the stream with nothing in it ("Requested tokens (2378) exceed context window of 2048"
-        stays in its log). The same request without streaming, for one token, gets the refusal with its
-        figures (HTTP 400), which the memory learns from; any other answer leaves the stream's own error.
+        llama-cpp-python starts a streamed reply before it checks the prompt against its context
+        window, then ends the stream with nothing in it ("Requested tokens (2378) exceed context
+        window of 2048" stays in its log). The same request without streaming, for one token, gets
+        the refusal with its figures (HTTP 400), which the memory learns from; any other answer
+        leaves the stream's own error.
         """
         params = {**self.reply_params(request), "stream": False, "max_tokens": 1}
         params.pop("stream_options", None)
-        # The broken stream's connection may be handed out again and found closed: one retry opens a new one.
+        # The broken stream's connection may be handed out again and found closed: one retry opens a
+        # new one.
         client = self.client.with_options(max_retries=max(1, self.client.max_retries))
         try:
             client.chat.completions.create(**params)

@@ -1,11 +1,11 @@
 """The offline engine: deterministic, instant, and plainly not a language model.
 
-Its reply reports what a model would have received this turn, in the page's language (``language``: English,
-the default, or ``zh-TW``; any other code gets English). Its summary is
-extractive (``merge_summary``, below): it keeps what the user said, one statement per line, and merges it into the
-previous summary. It never writes a word the user did not write: it keeps whole sentences, or, when a later
-correction retracts part of one, the rest of it. Usage figures are real o200k_base counts, marked ``estimated``:
-no server billed them.
+Its reply reports what a model would have received this turn, in the page's language (``language``:
+English, the default, or ``zh-TW``; any other code gets English). Its summary is extractive
+(``merge_summary``, below): it keeps what the user said, one statement per line, and merges it into
+the previous summary. It never writes a word the user did not write: it keeps whole sentences, or,
+when a later correction retracts part of one, the rest of it. Usage figures are real o200k_base
+counts, marked ``estimated``: no server billed them.
 """
 
 from __future__ import annotations
@@ -31,10 +31,12 @@ class OfflineBackend:
     profile = OPENAI_PROFILE
 
     def __init__(self, word_limit: int = SUMMARY_WORD_LIMIT, language: str = "en") -> None:
-        """``word_limit`` caps every summary; instructions asking for fewer words (a shorter summary cap) cap it lower.
+        """``word_limit`` caps every summary; instructions asking for fewer words (a shorter summary
+        cap) cap it lower.
 
-        ``language`` is the reply's; the page sets it to its own before each turn, so a switch applies from the next
-        reply. The summary keeps the user's own words, in whatever language they wrote them.
+        ``language`` is the reply's; the page sets it to its own before each turn, so a switch
+        applies from the next reply. The summary keeps the user's own words, in whatever language
+        they wrote them.
         """
         self.word_limit = word_limit
         self.language = language
@@ -56,8 +58,9 @@ class OfflineBackend:
 
     def summarize(self, request: SummaryRequest) -> Completion:
         """The extractive summary, with the request's input reported as the memory counted it
-        (``summary_request_tokens``: instructions and input as a chat, framing and priming included), so the
-        ledger's reported figure equals its counted one, as a reply's does. Nothing is billed offline."""
+        (``summary_request_tokens``: instructions and input as a chat, framing and priming
+        included), so the ledger's reported figure equals its counted one, as a reply's does.
+        Nothing is billed offline."""
         limit = min(self.word_limit, summary_word_limit(request.instructions))
         text = merge_summary(request.existing_summary, request.new_messages, limit)
         input_tokens = summary_request_tokens(request.instructions, request.input_text)
@@ -66,7 +69,8 @@ class OfflineBackend:
 
 @dataclass(frozen=True)
 class Wording:
-    """The offline reply's sentences in one language; ``{…}`` are filled in by ``describe_request``."""
+    """The offline reply's sentences in one language; ``{…}`` are filled in by
+    ``describe_request``."""
 
     heading: str
     summary_one: str
@@ -106,12 +110,13 @@ WORDINGS = {
         no_summary="（還沒有摘要）",
     ),
 }
-"""The languages the offline engine replies in, by the page's language code; English is the default."""
+"""The languages the offline engine replies in, by the page's language code; English is the
+default."""
 
 
 def describe_request(request: ReplyRequest, language: str = "en") -> str:
-    """The offline reply: the shape of the context a model would have been sent, in ``language`` (English when the
-    engine has no wording for it)."""
+    """The offline reply: the shape of the context a model would have been sent, in ``language``
+    (English when the engine has no wording for it)."""
     words = WORDINGS.get(language, WORDINGS["en"])
     messages = request.messages
     summary = next((m.content for m in messages if m.role == "developer"), None)
@@ -138,7 +143,8 @@ def describe_request(request: ReplyRequest, language: str = "en") -> str:
     return f"{words.heading}\n\n- {words.separator.join(parts)}\n{usage_line}\n{words.summary_sent}\n\n{summary_block}\n"
 
 
-# -- the extractive summary ------------------------------------------------------------------------------------------
+# -- the extractive summary
+# ------------------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -262,7 +268,8 @@ def topic_key(sentence: str) -> str | None:
     for i, word in enumerate(words[:8]):
         if word in _VERBS:
             key = words[: i + 1]
-            # "I'm" or "I want" alone says nothing about the topic: "I'm B2" must not replace "I'm Mina".
+            # "I'm" or "I want" alone says nothing about the topic: "I'm B2" must not replace "I'm
+            # Mina".
             return None if all(w in _GENERIC_KEY_WORDS for w in key) else " ".join(key)
     return None
 

@@ -24,11 +24,12 @@ class ModelServerError(BackendError):
     """A BackendError with its cause's class: ``kind`` is one of ``auth``, ``rate_limit``,
     ``timeout``, ``connection``, ``interrupted``, ``server``, ``refused``, ``stream``, ``other``.
 
-    ``status_code`` is the HTTP status when the server answered, else None. ``sent`` is False only when the
-    request never left (the connection was refused or never made): a request sent and not answered (a timeout, a
-    broken connection) may still be billed by a server that answered after the client stopped waiting.
-    ``began`` is True when a streamed answer had begun (its status and headers had come) before the failure: the
-    openai SDK retries a request only before that, and so does ``memora.classroom.guard``.
+    ``status_code`` is the HTTP status when the server answered, else None. ``sent`` is False only
+    when the request never left (the connection was refused or never made): a request sent and not
+    answered (a timeout, a broken connection) may still be billed by a server that answered after
+    the client stopped waiting. ``began`` is True when a streamed answer had begun (its status and
+    headers had come) before the failure: the openai SDK retries a request only before that, and so
+    does ``memora.classroom.guard``.
     """
 
     def __init__(
@@ -70,8 +71,9 @@ _WINDOW_FIGURES = (
 
 
 def context_overflow(text: str, status_code: int | None = 400) -> ContextOverflowError | None:
-    """A ContextOverflowError when ``text`` (a server's error message) says the request overflowed its
-    context, with the figures it carries (llama.cpp, llama-cpp-python, vLLM, Ollama, OpenAI); else None."""
+    """A ContextOverflowError when ``text`` (a server's error message) says the request overflowed
+    its context, with the figures it carries (llama.cpp, llama-cpp-python, vLLM, Ollama, OpenAI);
+    else None."""
     if not _OVERFLOW.search(text):
         return None
 
@@ -100,11 +102,11 @@ def explain_error(
 ) -> ModelServerError:
     """A user-facing error for an SDK error; never includes the key.
 
-    ``key_name`` and ``url_name`` are the settings a user should check.
-    ``during_stream`` says that part of the reply had already arrived: a broken
-    connection then reads as an interrupted reply, not as a server out of reach.
-    ``answer_began`` says that the streamed answer had begun (its headers came), even before its first event:
-    a timeout or a broken connection then has ``began`` set, since the SDK retries neither.
+    ``key_name`` and ``url_name`` are the settings a user should check. ``during_stream`` says that
+    part of the reply had already arrived: a broken connection then reads as an interrupted reply,
+    not as a server out of reach. ``answer_began`` says that the streamed answer had begun (its
+    headers came), even before its first event: a timeout or a broken connection then has ``began``
+    set, since the SDK retries neither.
     """
     secrets = tuple(secrets)
     match error:
@@ -171,12 +173,14 @@ def explain_error(
 
 
 def _sent(error: openai.APIConnectionError) -> bool:
-    """Whether the request may have reached the server: not when connecting failed (the SDK's cause)."""
+    """Whether the request may have reached the server: not when connecting failed (the SDK's
+    cause)."""
     return not isinstance(error.__cause__, httpx2.ConnectError | httpx2.ConnectTimeout)
 
 
 def _error_text(error: openai.APIStatusError) -> str:
-    """The error's message and its body's code, where an overflow is named (OpenAI: ``context_length_exceeded``)."""
+    """The error's message and its body's code, where an overflow is named (OpenAI:
+    ``context_length_exceeded``)."""
     body = error.body if isinstance(error.body, dict) else {}
     inner = body.get("error") if isinstance(body.get("error"), dict) else body
     return f"{error.message} {inner.get('code') or ''} {inner.get('type') or ''}"

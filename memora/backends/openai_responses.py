@@ -128,8 +128,9 @@ class OpenAIResponsesBackend(SDKClientRetries):
         *,
         count_remotely: bool = False,
     ) -> None:
-        """``count_remotely``: count each request with ``responses.input_tokens.count`` before it is sent, as the article
-        does (``MEMORA_TOKEN_COUNTING=api``): a network call a request, where o200k_base counts OpenAI's way locally."""
+        """``count_remotely``: count each request with ``responses.input_tokens.count`` before it is
+        sent, as the article does (``MEMORA_TOKEN_COUNTING=api``): a network call a request, where
+        o200k_base counts OpenAI's way locally."""
         self.client = client
         self.label = label
         self.profile = profile
@@ -175,7 +176,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
 
     @staticmethod
     def billed_output_cap(model: str, max_output_tokens: int) -> int:
-        """The most output tokens a request capped at ``max_output_tokens`` may be billed: a reasoning model's thinking too."""
+        """The most output tokens a request capped at ``max_output_tokens`` may be billed: a
+        reasoning model's thinking too."""
         return output_cap(model, max_output_tokens)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
@@ -197,7 +199,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
                         yield event.delta
                     elif event.type in _FINAL:
                         text = "".join(parts)
-                        # A proxy's streamed usage may be its own estimate (LiteLLM 1.108): shown, never learned from.
+                        # A proxy's streamed usage may be its own estimate (LiteLLM 1.108): shown,
+                        # never learned from.
                         usage = usage_of(
                             event.response.usage,
                             self._estimate(request, text),
@@ -219,7 +222,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
         except openai.OpenAIError as error:
             raise self._explain(error) from None
         text = response.output_text
-        # With no usage reported, the estimate is the count the memory checked the request by, not its two texts alone.
+        # With no usage reported, the estimate is the count the memory checked the request by, not
+        # its two texts alone.
         estimate = Usage(
             summary_request_tokens(request.instructions, request.input_text),
             count_text(text),
@@ -234,8 +238,9 @@ class OpenAIResponsesBackend(SDKClientRetries):
     def count_request(
         self, model: str, instructions: str, messages: Sequence[Message]
     ) -> int | None:
-        """The server's count of this request's input (``responses.input_tokens.count``) where ``count_remotely``, a
-        BackendError when it fails; None otherwise: OpenAI bills with o200k_base, the memory's own local count."""
+        """The server's count of this request's input (``responses.input_tokens.count``) where
+        ``count_remotely``, a BackendError when it fails; None otherwise: OpenAI bills with
+        o200k_base, the memory's own local count."""
         if not self.count_remotely:
             return None
         try:
@@ -252,7 +257,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
     # -- helpers ------------------------------------------------------------------
 
     def _reporter(self, *, streamed: bool) -> dict[str, Any]:
-        """Whose usage this server's figures are: OpenAI bills by them; a proxy only reports them."""
+        """Whose usage this server's figures are: OpenAI bills by them; a proxy only reports
+        them."""
         if self.profile.counts_like_o200k:
             return {"by": "OpenAI", "bills": True}
         return {"by": "the proxy", "bills": False, "teaches": not streamed}

@@ -4,8 +4,8 @@
 anything shaped like a key, a bearer token, the credentials of a URL of any scheme
 (``postgresql://``, ``postgres://``, ``postgresql+psycopg://``, ``https://``...) or a ``password=``
 setting. ``url_secrets`` gives the password of a configured URL in every form it may be quoted in
-(as written, percent-decoded, percent-encoded again), because libpq quotes a malformed URL's password
-as written ("invalid percent-encoded token") while other messages may show it decoded.
+(as written, percent-decoded, percent-encoded again), because libpq quotes a malformed URL's
+password as written ("invalid percent-encoded token") while other messages may show it decoded.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ MIN_SECRET_RUN = 12
 _MIN_SECRET = 4
 _REDACTED = "[redacted]"
 _KEY = re.compile(r"(sk-|Bearer\s+)[\w\-*.]+")
-# scheme://user:password@ in any scheme; the password stops at whitespace, so one URL never swallows a sentence.
+# scheme://user:password@ in any scheme; the password stops at whitespace, so one URL never swallows
+# a sentence.
 _URL_CREDENTIALS = re.compile(
     r"\b([a-z][a-z0-9+.\-]*://)[^\s/@:\"'<>]*:[^\s@\"'<>]*@", re.IGNORECASE
 )
@@ -29,7 +30,8 @@ _PASSWORD_SETTING = re.compile(r"\b(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'\"]+
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """``text`` with each of ``secrets`` removed in any form, and anything shaped like a key, a bearer token or URL credentials.
+    """``text`` with each of ``secrets`` removed in any form, and anything shaped like a key, a
+    bearer token or URL credentials.
 
     A secret is found in any letter case, with or without its prefix
     (``sk-``, ``sk-proj-``...): every run of ``MIN_SECRET_RUN`` or more
@@ -56,10 +58,11 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def url_secrets(url: str | None) -> tuple[str, ...]:
-    """The password of ``url`` (``scheme://user:password@host/...``) in each form it may be shown in; () without one.
+    """The password of ``url`` (``scheme://user:password@host/...``) in each form it may be shown
+    in; () without one.
 
-    The password is everything between the first ``:`` after the scheme's ``//`` and the last ``@``, so
-    one holding ``@``, ``/``, ``%``, a space or any unicode is still found whole.
+    The password is everything between the first ``:`` after the scheme's ``//`` and the last ``@``,
+    so one holding ``@``, ``/``, ``%``, a space or any unicode is still found whole.
     """
     if not url or "://" not in url:
         return ()
@@ -81,7 +84,8 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=16)
 def _secret_pattern(secret: str) -> tuple[re.Pattern[str], int]:
-    """A pattern whose zero-width matches start every window of the secret, and the window's width."""
+    """A pattern whose zero-width matches start every window of the secret, and the window's
+    width."""
     width = min(MIN_SECRET_RUN, len(secret))
     windows = sorted({secret[i : i + width].lower() for i in range(len(secret) - width + 1)})
     # A lookahead finds overlapping windows, so a run of any length is covered window by window.

@@ -10,7 +10,8 @@ chat template adds tokens of its own around each message. Several servers can co
   so the tokens it adds are measured once, from two one-token requests whose ``prompt_tokens``
   the server reports, and each message's text is counted once and cached.
 - LiteLLM's proxy: ``/utils/token_counter`` takes the messages; its count is taken only when LiteLLM
-  says it came from the upstream provider (``count_source: "provider"``), not its ``local_estimate``.
+  says it came from the upstream provider (``count_source: "provider"``), not its
+  ``local_estimate``.
 
 ``probe`` tries them in that order, once per server and model (``probed``), and returns None for a
 server with none of them (Ollama, OpenAI's chat endpoint, LM Studio): Memora then plans with a
@@ -36,7 +37,8 @@ PROBE_TIMEOUT_S = 5.0
 """For the tokenizer endpoints, which answer in milliseconds."""
 
 MEASURE_TIMEOUT_S = 120.0
-"""For the two one-token chat requests that measure a template: a server's first request may load its model."""
+"""For the two one-token chat requests that measure a template: a server's first request may load
+its model."""
 
 BOUNDARY_SLACK = 1
 """Tokens added per message where each text is counted apart from its template (llama-cpp-python):
@@ -51,7 +53,8 @@ class ServerTokenizer(Protocol):
     """Counts what a chat request's messages cost by the server's own count, template included."""
 
     source: str
-    """Which endpoint counts, for the Status panel and the REPL (``"llama.cpp /apply-template + /tokenize"``)."""
+    """Which endpoint counts, for the Status panel and the REPL (``"llama.cpp /apply-template +
+    /tokenize"``)."""
 
     def count(self, messages: Wire) -> int:
         """The request's prompt tokens. Raises ServerTokenizerError when the server cannot count."""
@@ -72,10 +75,12 @@ class Endpoint:
         self._posting = self.client.with_options(timeout=self.timeout_s, max_retries=0)
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        """The JSON answer of ``POST root+path``. Raises ServerTokenizerError for any failure (no secret in it)."""
+        """The JSON answer of ``POST root+path``. Raises ServerTokenizerError for any failure (no
+        secret in it)."""
         try:
             answer = self._posting.post(self.root + path, cast_to=object, body=body)
-            # The SDK parses a JSON content type; a server that labels its JSON otherwise gets its text back.
+            # The SDK parses a JSON content type; a server that labels its JSON otherwise gets its
+            # text back.
             return json.loads(answer) if isinstance(answer, str) else answer
         except openai.APIStatusError as error:
             raise ServerTokenizerError(f"POST {path} failed (HTTP {error.status_code})") from None
@@ -95,7 +100,8 @@ def _count(value: Any, key: str) -> int:
 
 @dataclass
 class LlamaCppTokenizer:
-    """llama.cpp's server: the exact prompt, rendered by ``/apply-template`` and counted by ``/tokenize``."""
+    """llama.cpp's server: the exact prompt, rendered by ``/apply-template`` and counted by
+    ``/tokenize``."""
 
     endpoint: Endpoint
     source: str = "llama.cpp /apply-template + /tokenize"
@@ -104,7 +110,8 @@ class LlamaCppTokenizer:
         prompt = self.endpoint.post("/apply-template", {"messages": list(messages)}).get("prompt")
         if not isinstance(prompt, str):
             raise ServerTokenizerError("/apply-template gave no prompt")
-        # The server tokenizes a chat prompt with its special tokens (BOS) and parses the template's own.
+        # The server tokenizes a chat prompt with its special tokens (BOS) and parses the template's
+        # own.
         tokens = self.endpoint.post(
             "/tokenize", {"content": prompt, "add_special": True, "parse_special": True}
         ).get("tokens")
@@ -115,7 +122,8 @@ class LlamaCppTokenizer:
 
 @dataclass
 class MessagesTokenizer:
-    """A server that counts chat messages in one call: vLLM's ``/tokenize``, LiteLLM's ``/utils/token_counter``."""
+    """A server that counts chat messages in one call: vLLM's ``/tokenize``, LiteLLM's
+    ``/utils/token_counter``."""
 
     endpoint: Endpoint
     model: str
@@ -130,8 +138,9 @@ class MessagesTokenizer:
                 True  # as the chat endpoint renders it: the assistant's turn opened
             )
         answer = self.endpoint.post(self.path, body)
-        # LiteLLM 1.108 says whose count it is: "provider" (the upstream's counting API) or "local_estimate"
-        # (its own tokenizer, tiktoken by default, without the chat template): only the first is a count.
+        # LiteLLM 1.108 says whose count it is: "provider" (the upstream's counting API) or
+        # "local_estimate" (its own tokenizer, tiktoken by default, without the chat template): only
+        # the first is a count.
         if self.path == "/utils/token_counter" and answer.get("count_source") != "provider":
             raise ServerTokenizerError("LiteLLM only estimated this count")
         return _count(answer, self.key)
@@ -139,7 +148,8 @@ class MessagesTokenizer:
 
 @dataclass
 class TemplateOverhead:
-    """Tokens a chat template adds: ``fixed`` per request, ``per_message`` per message (BOS, roles, separators)."""
+    """Tokens a chat template adds: ``fixed`` per request, ``per_message`` per message (BOS, roles,
+    separators)."""
 
     fixed: int
     per_message: int
@@ -147,7 +157,8 @@ class TemplateOverhead:
 
 @dataclass
 class LlamaCppPythonTokenizer:
-    """llama-cpp-python's server: each text counted once by ``/extras/tokenize/count``, plus the template's tokens.
+    """llama-cpp-python's server: each text counted once by ``/extras/tokenize/count``, plus the
+    template's tokens.
 
     The template's tokens are measured once (``measure_overhead``) from the ``prompt_tokens`` of two
     one-token requests of 2 and 4 messages, which the server counts itself; ``BOUNDARY_SLACK`` per
@@ -162,7 +173,8 @@ class LlamaCppPythonTokenizer:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def count_text(self, text: str) -> int:
-        """Tokens of ``text`` alone, BOS included when the model adds one; each text asked for once."""
+        """Tokens of ``text`` alone, BOS included when the model adds one; each text asked for
+        once."""
         with self._lock:
             known = self._texts.get(text)
         if known is None:
@@ -186,7 +198,8 @@ class LlamaCppPythonTokenizer:
 
     @classmethod
     def measure_overhead(cls, endpoint: Endpoint, model: str) -> TemplateOverhead:
-        """The template's tokens, from what the server counts for two small requests (one output token each)."""
+        """The template's tokens, from what the server counts for two small requests (one output
+        token each)."""
         contents = ["You help.", "Hi.", "Hello.", "Bye."]
         roles = ["system", "user", "assistant", "user"]
         prompts = []
@@ -258,7 +271,8 @@ _unreachable: dict[tuple[str, str], float] = {}
 _probed_lock = threading.Lock()
 
 REPROBE_AFTER_S = 30.0
-"""A server that did not answer is probed again after this long, not on every count of every turn."""
+"""A server that did not answer is probed again after this long, not on every count of every
+turn."""
 
 
 def probed(client: openai.OpenAI, model: str) -> ServerTokenizer | None:

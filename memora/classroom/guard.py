@@ -52,15 +52,16 @@ from memora.text.tokens import LocalTokenCounter, count_text, summary_request_to
 
 RETRY_WAIT_S = 0.5
 MAX_RETRY_WAIT_S = 8.0
-"""The waits between a request's tries when they are made here: the openai SDK's own (0.5 s, doubling, at most 8 s)."""
+"""The waits between a request's tries when they are made here: the openai SDK's own (0.5 s,
+doubling, at most 8 s)."""
 RETRIED_STATUSES = (408, 409, 429)
 """With every 5xx, the HTTP statuses the openai SDK retries."""
 
 
 def retryable(error: BackendError) -> bool:
-    """Whether the openai SDK would retry a request that failed so: unanswered (a timeout, a connection that failed
-    or broke), or answered 408, 409, 429 or 5xx; never once a streamed answer had begun (``ModelServerError.began``),
-    even before its first delta."""
+    """Whether the openai SDK would retry a request that failed so: unanswered (a timeout, a
+    connection that failed or broke), or answered 408, 409, 429 or 5xx; never once a streamed answer
+    had begun (``ModelServerError.began``), even before its first delta."""
     if getattr(error, "began", False):
         return False
     status = getattr(error, "status_code", None)
@@ -70,20 +71,22 @@ def retryable(error: BackendError) -> bool:
 
 
 def _may_be_billed(error: BaseException) -> bool:
-    """Whether a failed request may still be billed: sent (``ModelServerError.sent``), and not answered with an
-    HTTP error. A stop or an unknown failure counts as sent."""
+    """Whether a failed request may still be billed: sent (``ModelServerError.sent``), and not
+    answered with an HTTP error. A stop or an unknown failure counts as sent."""
     return getattr(error, "status_code", None) is None and bool(getattr(error, "sent", True))
 
 
 FOREIGN_TOKENIZER_CEILING = max(WORST_KNOWN_RATIO.values())
-"""Booked per local token for a server with another tokenizer: the worst ratio measured for any kind of text
-(``memora.text.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A server counting more
-still has its bill recorded; only then can the total pass the cap, by that one request's excess."""
+"""Booked per local token for a server with another tokenizer: the worst ratio measured for any kind
+of text (``memora.text.calibration``, docs/backends.md: SmolLM2 on Korean, 3.89× o200k_base). A
+server counting more still has its bill recorded; only then can the total pass the cap, by that one
+request's excess."""
 
 
 class GuardedBackend:
-    """``inner`` with the safeguards above. It is a ``Backend``: every member of the Protocol is forwarded by name
-    (counting a request by the server, ``count_request``, among them, never booked); nothing else passes through."""
+    """``inner`` with the safeguards above. It is a ``Backend``: every member of the Protocol is
+    forwarded by name (counting a request by the server, ``count_request``, among them, never
+    booked); nothing else passes through."""
 
     def __init__(
         self,
@@ -125,13 +128,15 @@ class GuardedBackend:
         return redact(text, self.secrets)
 
     def stream_reply(self, request: ReplyRequest) -> Iterator[str | Completion]:
-        """The reply's deltas as they come, then its Completion; each HTTP try booked on its own (``_tries``).
+        """The reply's deltas as they come, then its Completion; each HTTP try booked on its own
+        (``_tries``).
 
-        A try is made again only when it failed before its streamed answer began, as the SDK retries a stream
-        (``retryable``): the caller has seen none of its text. A failure after that ends the reply, as it would
-        without a budget (the memory discards any partial text); a try that failed after some deltas is settled
-        to the counted input plus the text received, estimated: the server wrote about that much. A reply
-        stopped by the caller (the generator closed) is settled so too.
+        A try is made again only when it failed before its streamed answer began, as the SDK retries
+        a stream (``retryable``): the caller has seen none of its text. A failure after that ends
+        the reply, as it would without a budget (the memory discards any partial text); a try that
+        failed after some deltas is settled to the counted input plus the text received, estimated:
+        the server wrote about that much. A reply stopped by the caller (the generator closed) is
+        settled so too.
         """
         if self.budgeted and request.max_output_tokens is None:
             # An uncapped reply has no largest cost to book: it gets the default cap instead.
@@ -150,8 +155,8 @@ class GuardedBackend:
         )
 
     def summarize(self, request: SummaryRequest) -> Completion:
-        """The summary; each HTTP try booked on its own (``_tries``). A summary yields nothing before its answer,
-        so every failed try that the SDK would retry is made again."""
+        """The summary; each HTTP try booked on its own (``_tries``). A summary yields nothing
+        before its answer, so every failed try that the SDK would retry is made again."""
         counted = summary_request_tokens(request.instructions, request.input_text)
 
         def send(sender: Backend) -> Iterator[Completion]:
@@ -172,14 +177,16 @@ class GuardedBackend:
         max_output_tokens: int | None,
         send: Callable[[Backend], Iterator[str | Completion]],
     ) -> Iterator[str | Completion]:
-        """What ``send`` yields (a reply's deltas, then one Completion), each HTTP try of a ``kind`` request booked.
+        """What ``send`` yields (a reply's deltas, then one Completion), each HTTP try of a ``kind``
+        request booked.
 
-        Under a server budget the SDK's own retries are turned off (``sending_once``) and the same retries
-        (``retryable``, with the SDK's waits) are made here, each booked at its largest cost before it is sent: a
-        try the budget cannot book is not sent. A try that yielded anything is never made again. A failed try is
-        settled by ``_failed_cost``: one sent but unanswered stays counted at its largest cost. The error of the
-        last try says what was sent and booked (``_told``). Without a budget nothing is booked, and there is one
-        try, which the SDK retries by itself; a backend without ``sending_once`` is tried once either way.
+        Under a server budget the SDK's own retries are turned off (``sending_once``) and the same
+        retries (``retryable``, with the SDK's waits) are made here, each booked at its largest cost
+        before it is sent: a try the budget cannot book is not sent. A try that yielded anything is
+        never made again. A failed try is settled by ``_failed_cost``: one sent but unanswered stays
+        counted at its largest cost. The error of the last try says what was sent and booked
+        (``_told``). Without a budget nothing is booked, and there is one try, which the SDK retries
+        by itself; a backend without ``sending_once`` is tried once either way.
         """
         sender, retries = self._sender()
         largest = self.largest_cost(counted, model, max_output_tokens)
@@ -218,7 +225,8 @@ class GuardedBackend:
                     raise self._told(failed, kind, largest, unanswered, refused=None) from None
                 continue
             if completion is None:
-                # The stream ended without its final event: the server may still bill what it read and wrote.
+                # The stream ended without its final event: the server may still bill what it read
+                # and wrote.
                 self._settle(reservation, counted + count_text("".join(received)), estimated=True)
                 return
             self._settle(
@@ -229,9 +237,9 @@ class GuardedBackend:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _sender(self) -> tuple[Backend, int]:
-        """The backend that sends a request, and how often to try it again here: under a budget, the SDK's own
-        retries, taken over on a client that never retries. Made for each request, so that it always sends with
-        the inner backend's client of the moment."""
+        """The backend that sends a request, and how often to try it again here: under a budget, the
+        SDK's own retries, taken over on a client that never retries. Made for each request, so that
+        it always sends with the inner backend's client of the moment."""
         sending_once = getattr(self.inner, "sending_once", None)
         if not self.budgeted or sending_once is None:
             return self.inner, 0
@@ -241,10 +249,11 @@ class GuardedBackend:
     def _failed_cost(
         error: BaseException, counted: int, received: Sequence[str], largest: int
     ) -> int:
-        """What a failed try is settled to. After some text: the counted input and that text, as the server wrote
-        about that much before the stream broke or was closed. Before any: nothing when the server answered with
-        an error (no provider bills a refusal) or the request was never sent; else its largest cost, since a
-        server that answered after the client stopped waiting still bills it, and nothing says how much."""
+        """What a failed try is settled to. After some text: the counted input and that text, as the
+        server wrote about that much before the stream broke or was closed. Before any: nothing when
+        the server answered with an error (no provider bills a refusal) or the request was never
+        sent; else its largest cost, since a server that answered after the client stopped waiting
+        still bills it, and nothing says how much."""
         if received:
             return counted + count_text("".join(received))
         return largest if _may_be_billed(error) else 0
@@ -252,7 +261,8 @@ class GuardedBackend:
     def _told(
         self, error: BackendError, kind: str, largest: int, unanswered: int, *, refused: int | None
     ) -> BackendError:
-        """``error``, its message followed by what was sent and booked: the page and the REPL show it as it is."""
+        """``error``, its message followed by what was sent and booked: the page and the REPL show
+        it as it is."""
         notes = []
         if self.budgeted and unanswered:
             notes.append(
@@ -268,7 +278,8 @@ class GuardedBackend:
         return error
 
     def largest_cost(self, counted_input: int, model: str, max_output_tokens: int | None) -> int:
-        """The most a request of ``counted_input`` local tokens, capped at ``max_output_tokens``, may be billed."""
+        """The most a request of ``counted_input`` local tokens, capped at ``max_output_tokens``,
+        may be billed."""
         ceiling = (
             1.0
             if getattr(self.inner, "profile", None) is None or self.inner.profile.counts_like_o200k
@@ -291,6 +302,7 @@ class GuardedBackend:
             self.server_ledger.settle(reservation, tokens, estimated=estimated)
 
     def _redacted(self, error: BackendError) -> BackendError:
-        # The backends already redact; this catches what they cannot know, such as a key typed on the page.
+        # The backends already redact; this catches what they cannot know, such as a key typed on
+        # the page.
         error.args = (self.redact(str(error)),)
         return error

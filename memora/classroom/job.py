@@ -28,16 +28,19 @@ Phase = Literal["replying", "summarizing", "done", "failed", "stopped"]
 FINISHED: frozenset[Phase] = frozenset({"done", "failed", "stopped"})
 
 AfterReply = Callable[[ShortTermMemory], object]
-"""Run on the job's thread once the reply is committed (or at once, for a job with no turn); its result is not used; may raise."""
+"""Run on the job's thread once the reply is committed (or at once, for a job with no turn); its
+result is not used; may raise."""
 
 
 def fold_ahead(memory: ShortTermMemory) -> SummaryVersion | None:
-    """``memory.prefold()``, the ``after`` of every turn's job: folds now what the next turn is certain to fold.
+    """``memory.prefold()``, the ``after`` of every turn's job: folds now what the next turn is
+    certain to fold.
 
-    The memory decides, once, whether a fold is due. None when nothing is, and where the memory refuses to
-    plan one (a session at its cap, a budget too small for any message): the next message is refused, with
-    its reason, before anything is sent, so a fold refused now is no failure to report. Raises what the
-    summary request raises (BackendError, SummaryError); the memory is then unchanged.
+    The memory decides, once, whether a fold is due. None when nothing is, and where the memory
+    refuses to plan one (a session at its cap, a budget too small for any message): the next message
+    is refused, with its reason, before anything is sent, so a fold refused now is no failure to
+    report. Raises what the summary request raises (BackendError, SummaryError); the memory is then
+    unchanged.
     """
     try:
         return memory.prefold()
@@ -73,11 +76,12 @@ class Progress:
 
 
 class ReplyJob:
-    """One turn for ``user_text`` on a daemon thread, then ``after``; ``user_text=None`` runs only ``after``.
+    """One turn for ``user_text`` on a daemon thread, then ``after``; ``user_text=None`` runs only
+    ``after``.
 
-    A turn the memory refuses before sending (a cap, a budget) fails like any
-    other, with the memory unchanged. ``on_end`` runs last on the job's thread, however the job ended
-    (the page gives back the store room it booked for the turn), after the memory's lock is released.
+    A turn the memory refuses before sending (a cap, a budget) fails like any other, with the memory
+    unchanged. ``on_end`` runs last on the job's thread, however the job ended (the page gives back
+    the store room it booked for the turn), after the memory's lock is released.
     """
 
     def __init__(
@@ -111,7 +115,8 @@ class ReplyJob:
         return self._cancelled.is_set()
 
     def cancel(self) -> None:
-        """Asks the job to stop at the reply's next piece; a reply already committed stands, and ``after`` is skipped.
+        """Asks the job to stop at the reply's next piece; a reply already committed stands, and
+        ``after`` is skipped.
 
         The stream is closed there (the model stops writing and billing); a
         request still waiting for its first byte ends at the backend's timeout.
@@ -119,8 +124,9 @@ class ReplyJob:
         self._cancelled.set()
 
     def skip_after(self) -> None:
-        """Lets the reply finish and be committed, but skips ``after`` if it has not begun (a server shutting down
-        has no time for a fold the next turn can do; one already under way runs to its end)."""
+        """Lets the reply finish and be committed, but skips ``after`` if it has not begun (a server
+        shutting down has no time for a fold the next turn can do; one already under way runs to its
+        end)."""
         self._skip_after.set()
 
     def wait(self, timeout_s: float | None = None) -> bool:
@@ -139,7 +145,8 @@ class ReplyJob:
                 self._on_end()
 
     def _turn_and_after(self) -> None:
-        # One hold of the lock for reply, commit and fold: no other turn or fold of this memory slips in between.
+        # One hold of the lock for reply, commit and fold: no other turn or fold of this memory
+        # slips in between.
         with self.memory.lock:
             if self._progress.user_text is not None and not self._reply(self._progress.user_text):
                 return

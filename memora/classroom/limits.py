@@ -13,11 +13,13 @@ from typing import Literal
 LimitCode = Literal["message_too_long", "too_many_turns", "too_many_tokens", "server_tokens"]
 
 DEFAULT_MAX_MESSAGE_CHARS = 20_000
-"""Far more than any 1,000-token budget holds; it refuses a pasted book at once, before counting tokens."""
+"""Far more than any 1,000-token budget holds; it refuses a pasted book at once, before counting
+tokens."""
 
 
 class LimitReached(ValueError):
-    """A session limit refuses this message. ``code``, ``value`` and ``limit`` let the UI translate it."""
+    """A session limit refuses this message. ``code``, ``value`` and ``limit`` let the UI translate
+    it."""
 
     def __init__(self, code: LimitCode, value: int, limit: int, message: str) -> None:
         self.code, self.value, self.limit = code, value, limit
@@ -26,7 +28,8 @@ class LimitReached(ValueError):
 
 @dataclass(frozen=True)
 class SessionLimits:
-    """``None`` means no limit. Turns count finished user turns; tokens are the session's ledger total."""
+    """``None`` means no limit. Turns count finished user turns; tokens are the session's ledger
+    total."""
 
     max_message_chars: int | None = DEFAULT_MAX_MESSAGE_CHARS
     max_turns: int | None = None
@@ -39,7 +42,8 @@ class SessionLimits:
                 raise ValueError(f"{name} must be at least 1, or unset for no limit; not {value}")
 
     def check(self, text: str, finished_turns: int, session_tokens: int) -> None:
-        """Raises LimitReached for the first limit ``text`` would break; returns None if all allow it."""
+        """Raises LimitReached for the first limit ``text`` would break; returns None if all allow
+        it."""
         if self.max_message_chars is not None and len(text) > self.max_message_chars:
             raise LimitReached(
                 "message_too_long",
@@ -50,7 +54,8 @@ class SessionLimits:
         self.check_spend(finished_turns, session_tokens)
 
     def check_spend(self, finished_turns: int, session_tokens: int) -> None:
-        """Raises LimitReached when the turn or token cap refuses any further request; a prefold asks this too."""
+        """Raises LimitReached when the turn or token cap refuses any further request; a prefold
+        asks this too."""
         if self.max_turns is not None and finished_turns >= self.max_turns:
             raise LimitReached(
                 "too_many_turns",

@@ -1,13 +1,14 @@
-"""The classroom's server-wide budget in PostgreSQL: every process that shares the conversation store shares it too.
+"""The classroom's server-wide budget in PostgreSQL: every process that shares the conversation
+store shares it too.
 
-Same behaviour as ``memora.classroom.server_budget.ServerLedger`` (a booking before each request, settled after
-it, kept across restarts), in a table beside the conversations. A booking takes an advisory
-transaction lock, so that two processes cannot both read a total that leaves room for one request
-and both book it. Every ledger of one process on one database borrows from the process's pool, the one
-its conversation stores use (``memora.classroom.store.postgres_pool``: opened on first use, made again
-after a database restart), so neither a page's Status panel nor a cleared ``st.cache_resource`` costs a
-connection. A database that cannot be reached refuses the
-booking (``ServerBudgetUnavailable``): the request is refused rather than sent unbudgeted.
+Same behaviour as ``memora.classroom.server_budget.ServerLedger`` (a booking before each request,
+settled after it, kept across restarts), in a table beside the conversations. A booking takes an
+advisory transaction lock, so that two processes cannot both read a total that leaves room for one
+request and both book it. Every ledger of one process on one database borrows from the process's
+pool, the one its conversation stores use (``memora.classroom.store.postgres_pool``: opened on first
+use, made again after a database restart), so neither a page's Status panel nor a cleared
+``st.cache_resource`` costs a connection. A database that cannot be reached refuses the booking
+(``ServerBudgetUnavailable``): the request is refused rather than sent unbudgeted.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS memora_server_requests (
 ALTER TABLE memora_server_requests ADD COLUMN IF NOT EXISTS settled BOOLEAN NOT NULL DEFAULT TRUE
 """
 LEDGER_LOCK = 734_522_002
-"""The advisory lock every booking takes, so totals are read and booked one at a time across processes."""
+"""The advisory lock every booking takes, so totals are read and booked one at a time across
+processes."""
 
 
 def ledger_tables(url: str) -> PostgresTables:

@@ -1,22 +1,26 @@
-"""The classroom's server-wide token budget: every session's model requests, booked before they are sent.
+"""The classroom's server-wide token budget: every session's model requests, booked before they are
+sent.
 
 A per-session cap resets with Reset or a new tab; this one does not. Before a request is sent,
 ``reserve`` books its largest possible cost (its input plus its output cap) in one atomic step that
-succeeds only while ``spent + reserved + this request <= max_tokens``; once it is answered, ``settle``
-replaces the booking with what the server billed (estimated when it reported nothing). No number of
-sessions, threads or processes sending at once can pass the cap: each holds its worst case until its
-bill is known. The SQLite ledger takes SQLite's write lock for the booking (``BEGIN IMMEDIATE``), the
-PostgreSQL one (``memora.classroom.postgres_ledger``) an advisory lock; both keep their rows across restarts.
+succeeds only while ``spent + reserved + this request <= max_tokens``; once it is answered,
+``settle`` replaces the booking with what the server billed (estimated when it reported nothing). No
+number of sessions, threads or processes sending at once can pass the cap: each holds its worst case
+until its bill is known. The SQLite ledger takes SQLite's write lock for the booking (``BEGIN
+IMMEDIATE``), the PostgreSQL one (``memora.classroom.postgres_ledger``) an advisory lock; both keep
+their rows across restarts.
 
 Edge cases, decided so that the cap is never passed:
 
 - A booking left open by a process that died mid-request (``settled = 0``) stays counted at its full
-  size for good: nobody knows what that request was billed, and its largest possible cost is the only
-  figure that cannot let the cap be passed. An operator who knows better may settle or delete the row.
+  size for good: nobody knows what that request was billed, and its largest possible cost is the
+  only figure that cannot let the cap be passed. An operator who knows better may settle or delete
+  the row.
 - A settlement that cannot be written (a full or read-only disk, a database down) is held in memory,
-  process-wide (``HELD``), counted by ``standing`` meanwhile, and written by the next call that reaches
-  the store; the server logs one warning line when the first one is held. The booking it replaces is
-  already stored, so even a crash before it is written leaves the request counted, at its largest cost.
+  process-wide (``HELD``), counted by ``standing`` meanwhile, and written by the next call that
+  reaches the store; the server logs one warning line when the first one is held. The booking it
+  replaces is already stored, so even a crash before it is written leaves the request counted, at
+  its largest cost.
 - A booking that cannot be written refuses the request before anything is sent
   (``ServerBudgetUnavailable``): nothing is billed, so nothing is lost.
 - A request whose own largest cost is above ``max_tokens`` can never be booked: it is refused.
@@ -57,16 +61,19 @@ _READY: set[Path] = set()
 
 
 class ServerBudgetReached(LimitReached):
-    """Every session together has spent or booked the server's budget (``MEMORA_MAX_SERVER_TOKENS``)."""
+    """Every session together has spent or booked the server's budget
+    (``MEMORA_MAX_SERVER_TOKENS``)."""
 
 
 class ServerBudgetUnavailable(StoreError):
-    """The shared budget's store could not book a request, so it was not sent; the message is safe to show."""
+    """The shared budget's store could not book a request, so it was not sent; the message is safe
+    to show."""
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """One request's booking (row ``id``): ``tokens`` is its largest possible cost, held until it is settled."""
+    """One request's booking (row ``id``): ``tokens`` is its largest possible cost, held until it is
+    settled."""
 
     id: int
     tokens: int
@@ -75,7 +82,8 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Settlement:
-    """What a booked request really cost: ``tokens`` as billed, ``estimated`` when counted locally instead."""
+    """What a booked request really cost: ``tokens`` as billed, ``estimated`` when counted locally
+    instead."""
 
     reservation: Reservation
     tokens: int
@@ -84,8 +92,9 @@ class Settlement:
 
 @dataclass(frozen=True)
 class Standing:
-    """The budget as it stands: ``spent`` by finished requests (``unsaved`` of it held in memory, not yet
-    written), ``reserved`` for requests in flight (or left open by a process that died), of ``max_tokens``."""
+    """The budget as it stands: ``spent`` by finished requests (``unsaved`` of it held in memory,
+    not yet written), ``reserved`` for requests in flight (or left open by a process that died), of
+    ``max_tokens``."""
 
     spent: int
     reserved: int
@@ -101,7 +110,8 @@ class HeldSettlements:
         self._held: dict[str, dict[int, Settlement]] = {}
 
     def hold(self, place: str, settlement: Settlement) -> bool:
-        """Keeps ``settlement`` until it is written; True when it is the first held for ``place`` (then log)."""
+        """Keeps ``settlement`` until it is written; True when it is the first held for ``place``
+        (then log)."""
         with self._lock:
             held = self._held.setdefault(place, {})
             first = not held
@@ -126,14 +136,16 @@ HELD = HeldSettlements()
 
 @dataclass(frozen=True)
 class Booking:
-    """What the store answered to a booking: the new row's id, or None when it did not fit, and the total before it."""
+    """What the store answered to a booking: the new row's id, or None when it did not fit, and the
+    total before it."""
 
     id: int | None
     total: int
 
 
 class CappedSpend:
-    """A server-wide ledger of bookings; subclasses say where its rows live (``_book``, ``_write``, ``_rows``).
+    """A server-wide ledger of bookings; subclasses say where its rows live (``_book``, ``_write``,
+    ``_rows``).
 
     Their three methods raise StoreError when the store cannot be reached, read or written.
     """
@@ -146,11 +158,13 @@ class CappedSpend:
         raise NotImplementedError
 
     def _book(self, tokens: int, kind: str, extra: int) -> Booking:
-        """Atomically: a row of ``tokens`` not settled, if the stored total plus ``extra`` plus ``tokens`` fits."""
+        """Atomically: a row of ``tokens`` not settled, if the stored total plus ``extra`` plus
+        ``tokens`` fits."""
         raise NotImplementedError
 
     def _write(self, settlements: Sequence[Settlement]) -> None:
-        """Settles the rows of ``settlements``, in one transaction; a row settled already is left as it is."""
+        """Settles the rows of ``settlements``, in one transaction; a row settled already is left as
+        it is."""
         raise NotImplementedError
 
     def _rows(self) -> tuple[int, dict[int, int]]:
@@ -160,8 +174,9 @@ class CappedSpend:
     def reserve(self, tokens: int, kind: str) -> Reservation:
         """Books ``tokens`` (a request's largest possible cost) before the request is sent.
 
-        Raises ServerBudgetReached when spent plus reserved plus ``tokens`` would pass ``max_tokens``,
-        and ServerBudgetUnavailable when the store cannot book it; in both cases nothing may be sent.
+        Raises ServerBudgetReached when spent plus reserved plus ``tokens`` would pass
+        ``max_tokens``, and ServerBudgetUnavailable when the store cannot book it; in both cases
+        nothing may be sent.
         """
         self.write_held()
         held = HELD.pending(self.place)
@@ -221,7 +236,8 @@ class CappedSpend:
     def standing(self) -> Standing:
         """Spent and reserved tokens of every session so far, held settlements included.
 
-        Writes the held settlements first when it can. Raises StoreError when the store cannot be read.
+        Writes the held settlements first when it can. Raises StoreError when the store cannot be
+        read.
         """
         self.write_held()
         spent, open_rows = self._rows()
@@ -233,17 +249,20 @@ class CappedSpend:
         return Standing(spent, sum(open_rows.values()), unsaved, self.max_tokens)
 
     def spent(self) -> int:
-        """Tokens billed so far by every session (held settlements included). Raises StoreError when unreadable."""
+        """Tokens billed so far by every session (held settlements included). Raises StoreError when
+        unreadable."""
         return self.standing().spent
 
     def unsaved(self) -> int:
-        """Tokens of this process's settlements not written yet; read from memory only, never raises."""
+        """Tokens of this process's settlements not written yet; read from memory only, never
+        raises."""
         return sum(s.tokens for s in HELD.pending(self.place))
 
 
 @dataclass(frozen=True)
 class ServerLedger(CappedSpend):
-    """Token spend of every session on this server, persisted in ``path`` and capped at ``max_tokens``.
+    """Token spend of every session on this server, persisted in ``path`` and capped at
+    ``max_tokens``.
 
     The file and its folder are created on first use; a file made by an older Memora is migrated in
     place. With a PostgreSQL store several servers share
@@ -263,7 +282,8 @@ class ServerLedger(CappedSpend):
 
     def _book(self, tokens: int, kind: str, extra: int) -> Booking:
         with self._connect() as connection:
-            # IMMEDIATE takes the write lock before reading the total: no other process books in between.
+            # IMMEDIATE takes the write lock before reading the total: no other process books in
+            # between.
             connection.execute("BEGIN IMMEDIATE")
             try:
                 total = (
@@ -315,7 +335,8 @@ class ServerLedger(CappedSpend):
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A short-lived connection (sqlite3's own context manager does not close it); its errors become StoreError."""
+        """A short-lived connection (sqlite3's own context manager does not close it); its errors
+        become StoreError."""
         connection = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +344,8 @@ class ServerLedger(CappedSpend):
                 not self.path.exists()
             ):  # deleted for a new term while the server runs: its table is made again
                 _READY.discard(self.path)
-            # 30 s: other sessions' writes are single bookings, so a wait this long means something is wrong.
+            # 30 s: other sessions' writes are single bookings, so a wait this long means something
+            # is wrong.
             connection = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             if (
                 self.path not in _READY
@@ -336,7 +358,8 @@ class ServerLedger(CappedSpend):
                 _READY.add(self.path)
             yield connection
         except (sqlite3.Error, OSError) as error:
-            # An OSError's own text names the path: only its reason is kept, since students may read it.
+            # An OSError's own text names the path: only its reason is kept, since students may read
+            # it.
             reason = error.strerror if isinstance(error, OSError) else str(error)
             raise StoreError(f"the budget file failed: {type(error).__name__}: {reason}") from None
         finally:

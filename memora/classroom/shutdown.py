@@ -1,4 +1,5 @@
-"""A server stopped mid-reply: give the replies being written a bounded time, then keep what cannot finish.
+"""A server stopped mid-reply: give the replies being written a bounded time, then keep what cannot
+finish.
 
 Streamlit stops serving on SIGTERM, SIGINT (Ctrl-C) and SIGQUIT (its own signal handler calls
 ``Server.stop``), and the interpreter then exits. Reply jobs run on daemon threads, which that exit
@@ -8,11 +9,12 @@ after Streamlit has stopped serving and before daemon threads are killed):
 
 1. Every running reply gets up to ``grace_s`` (``MEMORA_SHUTDOWN_GRACE_S``) to finish; a reply that
    does is committed and saved by its keeper as always. No new summary starts meanwhile.
-2. Those still running are cancelled: a streamed reply stops at its next piece, the guard records the
-   request's spend (estimated, as for the page's Stop: ``memora.classroom.guard``), and the turn rolls back.
-   They get ``UNWIND_S`` for that.
-3. The message of each turn that did not commit is saved with its conversation as a *pending message*
-   (``ConversationKeeper.save_pending``); the next visit puts it back in the input box, with a notice.
+2. Those still running are cancelled: a streamed reply stops at its next piece, the guard records
+   the request's spend (estimated, as for the page's Stop: ``memora.classroom.guard``), and the turn
+   rolls back. They get ``UNWIND_S`` for that.
+3. The message of each turn that did not commit is saved with its conversation as a *pending
+   message* (``ConversationKeeper.save_pending``); the next visit puts it back in the input box,
+   with a notice.
 4. A conversation the store refused earlier (``dirty``) is tried once more, and so are the server
    budget's settlements held in memory (``CappedSpend.write_held``; unwritten, their bookings stay
    counted at their largest cost, so the cap holds either way). A conversation still unsaved then is
@@ -21,10 +23,11 @@ after Streamlit has stopped serving and before daemon threads are killed):
 
 A second Ctrl-C or SIGTERM during the wait ends it at once (steps 2-4 still run, briefly), so a
 teacher's laptop never hangs. With no reply running, the exit is as fast as before. One line says
-what was waited for and one what came of it, in the server log; neither holds message text or ids.
-A turn still waiting for the model's first byte after ``UNWIND_S`` cannot be unwound: its request
-stays booked in the server budget at its largest cost (``memora.classroom.server_budget``), and its message is
-kept on the stored copy when there is one the turn has not outdated (else the line counts it as lost).
+what was waited for and one what came of it, in the server log; neither holds message text or ids. A
+turn still waiting for the model's first byte after ``UNWIND_S`` cannot be unwound: its request
+stays booked in the server budget at its largest cost (``memora.classroom.server_budget``), and its
+message is kept on the stored copy when there is one the turn has not outdated (else the line counts
+it as lost).
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from memora.classroom.grace import UNWIND_S
 from memora.classroom.server_budget import CappedSpend
 
 LOCK_WAIT_S = 1.0
-"""How long saving a pending message waits for its memory's lock, which a turn that would not unwind still holds."""
+"""How long saving a pending message waits for its memory's lock, which a turn that would not unwind
+still holds."""
 POLL_S = 0.1
 
 log = logging.getLogger(__name__)
@@ -50,9 +54,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Drained:
-    """What ``drain`` did: replies ``finished`` within the grace, ``stopped`` at its end, pending messages ``kept``
-    and ``lost``, unsaved conversations ``resaved`` and those ``unsaved`` still (lost with the process), with
-    their ``unsaved_tokens`` (billed, not in the store); ``waited_s`` in all."""
+    """What ``drain`` did: replies ``finished`` within the grace, ``stopped`` at its end, pending
+    messages ``kept`` and ``lost``, unsaved conversations ``resaved`` and those ``unsaved`` still
+    (lost with the process), with their ``unsaved_tokens`` (billed, not in the store); ``waited_s``
+    in all."""
 
     finished: int = 0
     stopped: int = 0
@@ -72,8 +77,9 @@ def drain(
     interrupted: threading.Event | None = None,
     ledger: CappedSpend | None = None,
 ) -> Drained:
-    """Steps 1-4 above for every flight in ``flights`` and the server budget's ``ledger``; returns at once
-    when no flight is running or unsaved (after writing the ledger's held settlements, if any)."""
+    """Steps 1-4 above for every flight in ``flights`` and the server budget's ``ledger``; returns
+    at once when no flight is running or unsaved (after writing the ledger's held settlements, if
+    any)."""
     began = time.monotonic()
     interrupted = interrupted or threading.Event()
     running, unsaved = flights.running(), flights.unsaved()
@@ -160,7 +166,8 @@ def _wait(flights: list[Flight], deadline: float, interrupted: threading.Event) 
 
 
 def _unanswered(flight: Flight) -> str | None:
-    """The user's text of a turn that never committed (stopped, failed or stuck); None for one that did."""
+    """The user's text of a turn that never committed (stopped, failed or stuck); None for one that
+    did."""
     progress = flight.job.progress
     if progress.user_text is None or progress.phase in ("summarizing", "done"):
         return None
@@ -172,8 +179,9 @@ _exit_settings: list[tuple[float, CappedSpend | None]] = []
 
 
 def install(grace_s: float, ledger: CappedSpend | None = None) -> None:
-    """Registers the drain to run at exit, once per process; the first call's ``grace_s`` and ``ledger`` hold
-    (both are the server's: ``MEMORA_SHUTDOWN_GRACE_S`` and ``MEMORA_MAX_SERVER_TOKENS``)."""
+    """Registers the drain to run at exit, once per process; the first call's ``grace_s`` and
+    ``ledger`` hold (both are the server's: ``MEMORA_SHUTDOWN_GRACE_S`` and
+    ``MEMORA_MAX_SERVER_TOKENS``)."""
     with _installed:
         if _exit_settings:
             return
@@ -189,7 +197,8 @@ def _at_exit() -> None:
 
 
 class _interruptible:
-    """While draining in the main thread, a second SIGINT or SIGTERM sets ``interrupted`` instead of being lost."""
+    """While draining in the main thread, a second SIGINT or SIGTERM sets ``interrupted`` instead of
+    being lost."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

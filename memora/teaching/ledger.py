@@ -1,4 +1,5 @@
-"""The usage ledger as a pandas frame: the one table the page's panels, the chart and the cost columns start from."""
+"""The usage ledger as a pandas frame: the one table the page's panels, the chart and the cost
+columns start from."""
 
 from __future__ import annotations
 
@@ -23,16 +24,17 @@ PART_COLUMNS = (
 """A request's parts (``RequestParts``), one column each: a table cell holds no nested record."""
 LEDGER_COLUMNS = [*(f.name for f in fields(UsageRecord) if f.name != "parts"), *PART_COLUMNS]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""What makes a spreadsheet read a CSV cell as a formula (OWASP's CSV-injection rule): ``=HYPERLINK(...)`` in an
-imported model name would be a live link, ``=WEBSERVICE(...)`` a request from the teacher's computer."""
+"""What makes a spreadsheet read a CSV cell as a formula (OWASP's CSV-injection rule):
+``=HYPERLINK(...)`` in an imported model name would be a live link, ``=WEBSERVICE(...)`` a request
+from the teacher's computer."""
 
 
 def ledger_frame(records: Iterable[UsageRecord]) -> pd.DataFrame:
     """The ledger as a DataFrame, one row per request, in request order.
 
-    An empty ledger gives an empty frame that still has every column. A request's parts are spread over
-    ``PART_COLUMNS`` (empty for a record saved before records kept them); ``sent_messages`` lists the chat numbers of
-    the messages it carried ("3 4 5").
+    An empty ledger gives an empty frame that still has every column. A request's parts are spread
+    over ``PART_COLUMNS`` (empty for a record saved before records kept them); ``sent_messages``
+    lists the chat numbers of the messages it carried ("3 4 5").
     """
     rows = []
     for record in records:
@@ -60,12 +62,13 @@ def part_columns(parts: RequestParts | None) -> dict[str, int | str | None]:
 
 
 def ledger_csv(frame: pd.DataFrame) -> str:
-    """``frame`` as CSV that no spreadsheet runs (OWASP's rule): a text cell starting with one of ``FORMULA_STARTS``
-    is prefixed with ``'``, which spreadsheets show as text, and every text cell is quoted, so a line break or a
-    comma inside one cannot start a new row or cell.
+    """``frame`` as CSV that no spreadsheet runs (OWASP's rule): a text cell starting with one of
+    ``FORMULA_STARTS`` is prefixed with ``'``, which spreadsheets show as text, and every text cell
+    is quoted, so a line break or a comma inside one cannot start a new row or cell.
 
-    Only text cells change: a number column keeps its numbers, unquoted, negative ones included, so sums still work.
-    The ledger's text (its model, source and kind) may come from an imported file, so it is never trusted.
+    Only text cells change: a number column keeps its numbers, unquoted, negative ones included, so
+    sums still work. The ledger's text (its model, source and kind) may come from an imported file,
+    so it is never trusted.
     """
     return frame.apply(_inert_text).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
 

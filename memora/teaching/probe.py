@@ -216,7 +216,8 @@ class FactEntry(untrusted.StrictModel):
 
 
 class ScenarioFile(untrusted.StrictModel):
-    """A retention-probe scenario for Memora (python -m memora.app.probe); see docs/teaching-tools.md."""
+    """A retention-probe scenario for Memora (python -m memora.app.probe); see
+    docs/teaching-tools.md."""
 
     format: Literal["memora-probe-scenario"]
     version: Literal[1]
@@ -301,7 +302,8 @@ def parse_scenario(raw: bytes | str) -> Scenario:
 
 
 def scenario_schema() -> dict[str, Any]:
-    """The JSON Schema for scenario authors; ``memora/teaching/scenarios/scenario.schema.json`` holds it."""
+    """The JSON Schema for scenario authors; ``memora/teaching/scenarios/scenario.schema.json``
+    holds it."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         **ScenarioFile.model_json_schema(),
@@ -320,7 +322,8 @@ def bundled_scenarios() -> tuple[Scenario, ...]:
 
 
 def load_scenario(name_or_path: str) -> Scenario:
-    """A bundled scenario by id, or a scenario file by path. Raises ScenarioError if neither exists."""
+    """A bundled scenario by id, or a scenario file by path. Raises ScenarioError if neither
+    exists."""
     for scenario in bundled_scenarios():
         if scenario.id == name_or_path:
             return scenario
@@ -478,8 +481,8 @@ def format_report(report: ProbeReport) -> str:
 
 
 def recall_line(report: ProbeReport) -> str:
-    """The facts kept, as counts: in the summary, and in the model's answer, or offline in what would have been
-    sent (no model answered, so no share of a model's recall is shown)."""
+    """The facts kept, as counts: in the summary, and in the model's answer, or offline in what
+    would have been sent (no model answered, so no share of a model's recall is shown)."""
     total = len(report.facts)
     in_summary = sum(r.summary.status == "kept" for r in report.facts)
     in_answer = sum(r.answer.status == "kept" for r in report.facts)

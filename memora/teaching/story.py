@@ -1,13 +1,15 @@
-"""One story of a conversation: its replies and its folds as events, in the order they happened; pure, no Streamlit.
+"""One story of a conversation: its replies and its folds as events, in the order they happened;
+pure, no Streamlit.
 
-A fold is the summary request that moved messages into the summary. It happens either between turns, after a reply
-(the fold ahead: it serves the next turn, so that its reply waits for no summary), or inside a turn, before its reply
-(the memory folds what the fold ahead could not know it had to). Either way its one label is the reply it followed
-and the turn it serves: "after reply 6, for turn 7". The turn box, Status, the summary panel, the ledger and the
-REPL all read ``story(memory)``, so they cannot disagree on which folds a turn made or on the session's total.
+A fold is the summary request that moved messages into the summary. It happens either between turns,
+after a reply (the fold ahead: it serves the next turn, so that its reply waits for no summary), or
+inside a turn, before its reply (the memory folds what the fold ahead could not know it had to).
+Either way its one label is the reply it followed and the turn it serves: "after reply 6, for turn
+7". The turn box, Status, the summary panel, the ledger and the REPL all read ``story(memory)``, so
+they cannot disagree on which folds a turn made or on the session's total.
 
-Everything is read off the ledger and the summary's versions, which a saved conversation keeps: a reload tells the
-same story.
+Everything is read off the ledger and the summary's versions, which a saved conversation keeps: a
+reload tells the same story.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from memora.text.usage import UsageRecord
 class Fold:
     """One summary request that made a summary version.
 
-    ``version`` is the version's 1-based number; ``span`` the half-open history indexes it folded (empty for a
-    rewrite that moved no message); ``tokens`` what its request cost. ``after_reply`` is the number of the last reply
-    before it (0 when it came before the first reply: a turn-1 fold, which no budget allows today, or an import);
-    ``serves`` the turn whose request it made room for: the next turn for a fold ahead, the same turn for a fold
-    inside a turn. ``session_total`` is the session's tokens once it was paid. ``ahead``: folded between turns, after
-    reply ``after_reply`` (else inside turn ``serves``, after its message and before its reply). ``request`` is the
+    ``version`` is the version's 1-based number; ``span`` the half-open history indexes it folded
+    (empty for a rewrite that moved no message); ``tokens`` what its request cost. ``after_reply``
+    is the number of the last reply before it (0 when it came before the first reply: a turn-1 fold,
+    which no budget allows today, or an import); ``serves`` the turn whose request it made room for:
+    the next turn for a fold ahead, the same turn for a fold inside a turn. ``session_total`` is the
+    session's tokens once it was paid. ``ahead``: folded between turns, after reply ``after_reply``
+    (else inside turn ``serves``, after its message and before its reply). ``request`` is the
     position of its summary request in the ledger (None for a version imported without its ledger).
     """
 
@@ -49,7 +52,8 @@ class Fold:
 
     @property
     def last(self) -> int:
-        """The 1-based number of the last message it folded; ``first - 1`` for a rewrite that folded none."""
+        """The 1-based number of the last message it folded; ``first - 1`` for a rewrite that folded
+        none."""
         return self.span[1]
 
     @property
@@ -60,9 +64,10 @@ class Fold:
 
 @dataclass(frozen=True)
 class TurnAccount:
-    """One finished turn, told as the story tells it: its reply's ledger ``record``, the ``folds`` that served its
-    request (folded ahead after the previous reply, or inside the turn), and the session's tokens once its reply was
-    paid (``session_total``). A fold ahead after this turn's reply belongs to the next turn."""
+    """One finished turn, told as the story tells it: its reply's ledger ``record``, the ``folds``
+    that served its request (folded ahead after the previous reply, or inside the turn), and the
+    session's tokens once its reply was paid (``session_total``). A fold ahead after this turn's
+    reply belongs to the next turn."""
 
     turn: int
     record: UsageRecord
@@ -71,12 +76,14 @@ class TurnAccount:
 
     @property
     def newly_summarized(self) -> int:
-        """The messages folded to make room for this turn's request (the article's ``newly_summarized_count``)."""
+        """The messages folded to make room for this turn's request (the article's
+        ``newly_summarized_count``)."""
         return sum(fold.count for fold in self.folds)
 
     @property
     def summary_tokens(self) -> int:
-        """What the summary requests that served this turn cost (the article's ``summary_token_usage``)."""
+        """What the summary requests that served this turn cost (the article's
+        ``summary_token_usage``)."""
         return sum(fold.tokens for fold in self.folds)
 
     @property
@@ -87,15 +94,17 @@ class TurnAccount:
 
 @dataclass(frozen=True)
 class Story:
-    """A conversation's ``turns`` (finished, oldest first) and ``folds`` (oldest first); ``total`` is the session's
-    tokens, every request counted once (the ledger's total, a failed summary request's included)."""
+    """A conversation's ``turns`` (finished, oldest first) and ``folds`` (oldest first); ``total``
+    is the session's tokens, every request counted once (the ledger's total, a failed summary
+    request's included)."""
 
     turns: tuple[TurnAccount, ...]
     folds: tuple[Fold, ...]
     total: int
 
     def turn(self, number: int) -> TurnAccount | None:
-        """Turn ``number``'s account; None for a turn not finished (or not in the ledger: an imported history)."""
+        """Turn ``number``'s account; None for a turn not finished (or not in the ledger: an
+        imported history)."""
         return next((account for account in self.turns if account.turn == number), None)
 
     def folds_after(self, reply: int) -> tuple[Fold, ...]:
@@ -119,11 +128,13 @@ def story(memory: ShortTermMemory) -> Story:
 
 
 def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> Story:
-    """The story of ``ledger`` (every request, in order) and ``versions`` (the summary's states, in order).
+    """The story of ``ledger`` (every request, in order) and ``versions`` (the summary's states, in
+    order).
 
-    Each summary record is matched to the next version it made (``made``); a summary record with none is a failed
-    summary request (it cost tokens, it made no version). Versions left with no record (a history imported
-    without its ledger) are told last, each as a fold ahead after the reply of its turn, the page's usual way.
+    Each summary record is matched to the next version it made (``made``); a summary record with
+    none is a failed summary request (it cost tokens, it made no version). Versions left with no
+    record (a history imported without its ledger) are told last, each as a fold ahead after the
+    reply of its turn, the page's usual way.
     """
     folds: list[Fold] = []
     turns: list[TurnAccount] = []
@@ -139,7 +150,8 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
             turns.append(TurnAccount(record.turn, record, mine, total))
             continue
         if index < len(versions) and made(record, index + 1, versions[index]):
-            # After the reply of its turn: a fold ahead for the next turn; before it: inside its own turn.
+            # After the reply of its turn: a fold ahead for the next turn; before it: inside its own
+            # turn.
             ahead = replies >= record.turn
             after = record.turn if ahead else record.turn - 1
             fold = _fold(versions, index, after, total, ahead, position)
@@ -152,12 +164,13 @@ def tell(ledger: Sequence[UsageRecord], versions: Sequence[SummaryVersion]) -> S
 
 
 def made(record: UsageRecord, number: int, version: SummaryVersion) -> bool:
-    """Whether summary ``record`` is the request that made ``version``, the summary's version ``number``: the one
-    match of a version to its ledger record, for the story and the replay alike.
+    """Whether summary ``record`` is the request that made ``version``, the summary's version
+    ``number``: the one match of a version to its ledger record, for the story and the replay alike.
 
-    Its turn and tokens must be the version's, and its parts must name that version (a record saved before records
-    kept their parts is matched by turn and tokens alone). A summary request that came back empty has a record, with
-    the version number it would have made, but no version: its tokens are not the next version's."""
+    Its turn and tokens must be the version's, and its parts must name that version (a record saved
+    before records kept their parts is matched by turn and tokens alone). A summary request that
+    came back empty has a record, with the version number it would have made, but no version: its
+    tokens are not the next version's."""
     if (
         record.kind != "summary"
         or record.turn != version.turn

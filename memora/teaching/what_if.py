@@ -1,15 +1,17 @@
-"""What if: the live conversation beside every other fold policy and "send the full history", with money.
+"""What if: the live conversation beside every other fold policy and "send the full history", with
+money.
 
-Pure and model-free. The policy the conversation runs under is not replayed: its column is the ledger itself
-(``ledger_column``), every request that was really sent, so it cannot disagree with the ledger cards, whatever
-setting changed midway. The other columns are replays (``memora.teaching.replay``, whose docstring states what every
-figure of theirs rests on): another policy's summaries never existed and are estimated; the full history's replay
-is exact arithmetic on the same counts.
+Pure and model-free. The policy the conversation runs under is not replayed: its column is the
+ledger itself (``ledger_column``), every request that was really sent, so it cannot disagree with
+the ledger cards, whatever setting changed midway. The other columns are replays
+(``memora.teaching.replay``, whose docstring states what every figure of theirs rests on): another
+policy's summaries never existed and are estimated; the full history's replay is exact arithmetic on
+the same counts.
 
 Every column counts a request's input by its **counted** input, the count taken before sending
-(``UsageRecord.counted_input_tokens``): that is what the replays count, on the same tokenizer, so the columns compare
-like with like. The figure a server reports afterwards may differ from it by a few tokens (its own chat framing);
-the ledger cards show both.
+(``UsageRecord.counted_input_tokens``): that is what the replays count, on the same tokenizer, so
+the columns compare like with like. The figure a server reports afterwards may differ from it by a
+few tokens (its own chat framing); the ledger cards show both.
 """
 
 from __future__ import annotations
@@ -41,22 +43,23 @@ ROWS = (
     "over_budget",
     "usd",
 )
-"""The comparison's rows, in order: the names of ``Column``'s figures, and of their words in the catalogs
-(``whatif.<row>``)."""
+"""The comparison's rows, in order: the names of ``Column``'s figures, and of their words in the
+catalogs (``whatif.<row>``)."""
 
 
 @dataclass(frozen=True)
 class Column:
     """One strategy's figures in the comparison table.
 
-    ``from_ledger`` is True for the live policy's column, read off the ledger; False for a replay. ``reply_tokens``
-    and ``summary_tokens`` are the counted input of every reply request and every summary request;
-    ``summaries_written`` the summaries' output. ``over_budget`` counts replies over the budget (for the ledger,
-    ``UsageRecord.over_budget``: the server counted more than the budget the request was planned for; for a replay,
-    a reply that would not have fit). ``usd`` is every request's input at the input price plus the summaries written
-    at the output price, uncached; None when nothing is priced. ``estimated`` is True when any summary in it never
-    existed. ``tokens_per_turn`` holds, for turns 1..n, the input of every request of that turn plus the summaries it
-    wrote; a fold ahead counts for the turn whose reply it follows.
+    ``from_ledger`` is True for the live policy's column, read off the ledger; False for a replay.
+    ``reply_tokens`` and ``summary_tokens`` are the counted input of every reply request and every
+    summary request; ``summaries_written`` the summaries' output. ``over_budget`` counts replies
+    over the budget (for the ledger, ``UsageRecord.over_budget``: the server counted more than the
+    budget the request was planned for; for a replay, a reply that would not have fit). ``usd`` is
+    every request's input at the input price plus the summaries written at the output price,
+    uncached; None when nothing is priced. ``estimated`` is True when any summary in it never
+    existed. ``tokens_per_turn`` holds, for turns 1..n, the input of every request of that turn plus
+    the summaries it wrote; a fold ahead counts for the turn whose reply it follows.
     """
 
     strategy: Strategy
@@ -82,7 +85,8 @@ class Column:
 
     @property
     def summaries_cost(self) -> int:
-        """What the summaries cost in all: their requests' input and what they wrote. 0 with no summary request."""
+        """What the summaries cost in all: their requests' input and what they wrote. 0 with no
+        summary request."""
         return self.summary_tokens + self.summaries_written
 
     @property
@@ -100,8 +104,8 @@ class Column:
 def column_cost(
     input_tokens: int, summaries_written: int, price: ModelPrice | None
 ) -> float | None:
-    """USD of ``input_tokens`` at the input price and ``summaries_written`` at the output price, with no prompt cache
-    (a replay cannot know what would have hit it); None for no price."""
+    """USD of ``input_tokens`` at the input price and ``summaries_written`` at the output price,
+    with no prompt cache (a replay cannot know what would have hit it); None for no price."""
     if price is None:
         return None
     return (input_tokens * price.input + summaries_written * price.output) / 1_000_000
@@ -110,12 +114,14 @@ def column_cost(
 def ledger_column(
     strategy: Strategy, records: Sequence[UsageRecord], turns: int, price: ModelPrice | None = None
 ) -> Column:
-    """The live policy's column: the ledger's ``records`` summed, every one of them, as they were sent.
+    """The live policy's column: the ledger's ``records`` summed, every one of them, as they were
+    sent.
 
-    ``turns`` is the number of finished turns; ``tokens_per_turn`` has that many entries. A record of a later turn
-    (the folds of a message still being answered, or of one that failed after its folds) was sent after the last
-    finished reply, so it counts for the last finished turn, as a fold ahead does; with no finished turn it counts in
-    the totals only. A summary record whose output is unknown (None) wrote 0 tokens.
+    ``turns`` is the number of finished turns; ``tokens_per_turn`` has that many entries. A record
+    of a later turn (the folds of a message still being answered, or of one that failed after its
+    folds) was sent after the last finished reply, so it counts for the last finished turn, as a
+    fold ahead does; with no finished turn it counts in the totals only. A summary record whose
+    output is unknown (None) wrote 0 tokens.
     """
     replies = [r for r in records if r.kind == "reply"]
     summaries = [r for r in records if r.kind == "summary"]
@@ -143,7 +149,8 @@ def ledger_column(
 
 
 def replay_column(run: Replay, price: ModelPrice | None = None) -> Column:
-    """A replayed strategy's column: its requests summed (a reply's output is left out, as every replay leaves it)."""
+    """A replayed strategy's column: its requests summed (a reply's output is left out, as every
+    replay leaves it)."""
     summary_tokens = sum(r.input_tokens for r in run.requests if r.kind == "summary")
     return Column(
         run.strategy,
@@ -162,10 +169,10 @@ def replay_column(run: Replay, price: ModelPrice | None = None) -> Column:
 
 @dataclass(frozen=True)
 class WhatIf:
-    """The comparison table: ``columns`` are the live policy's (the ledger) first, then every other registered policy's
-    replay, then the full history's; ``replays`` are the replays those other columns were summed from, in the same
-    order. ``model`` is the priced model or None; ``other_cap`` is the summary cap of the other policies' estimated
-    summaries."""
+    """The comparison table: ``columns`` are the live policy's (the ledger) first, then every other
+    registered policy's replay, then the full history's; ``replays`` are the replays those other
+    columns were summed from, in the same order. ``model`` is the priced model or None;
+    ``other_cap`` is the summary cap of the other policies' estimated summaries."""
 
     turns: int
     columns: tuple[Column, ...]
@@ -184,17 +191,18 @@ class WhatIf:
 
     @property
     def other(self) -> Replay:
-        """The replay of the first fold policy the conversation does not run under (the Usage chart draws it beside the
-        ledger)."""
+        """The replay of the first fold policy the conversation does not run under (the Usage chart
+        draws it beside the ledger)."""
         return self.replays[0]
 
 
 def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf:
-    """``memory``'s ledger beside its finished turns replayed by every other policy and by the full history, under its
-    current settings, folding ahead as the page does.
+    """``memory``'s ledger beside its finished turns replayed by every other policy and by the full
+    history, under its current settings, folding ahead as the page does.
 
-    A pending message (a reply in progress) is left out of the replays; the ledger's column holds every request it
-    has, a pending turn's folds included (``ledger_column``). Makes no request and changes nothing in ``memory``.
+    A pending message (a reply in progress) is left out of the replays; the ledger's column holds
+    every request it has, a pending turn's folds included (``ledger_column``). Makes no request and
+    changes nothing in ``memory``.
     """
     counts = memory.conversation.finished_counts
     turns = len(counts) // 2
@@ -222,7 +230,8 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
 
 
 def cache_key(memory: ShortTermMemory) -> Sequence[object]:
-    """What a ``what_if`` depends on: the history's length, its folds and requests, and the settings it replays."""
+    """What a ``what_if`` depends on: the history's length, its folds and requests, and the settings
+    it replays."""
     return (
         len(memory.history),
         len(memory.conversation.versions),
@@ -238,12 +247,14 @@ def cache_key(memory: ShortTermMemory) -> Sequence[object]:
 
 @dataclass(frozen=True)
 class Payoff:
-    """Whether a memory's total cost ends below the full history's, in figures of the comparison table.
+    """Whether a memory's total cost ends below the full history's, in figures of the comparison
+    table.
 
-    ``memory`` and ``full`` are the two columns' totals (the table's total row); ``summaries`` what the memory's
-    summary requests cost in all (its summary rows, sent and written), the reason it can cost more at first;
-    ``summary_requests`` its summary requests, 0 when it has folded nothing yet. ``turn`` is the turn from which the
-    memory's running total stays below the full history's to the last turn; None when it does not end below it.
+    ``memory`` and ``full`` are the two columns' totals (the table's total row); ``summaries`` what
+    the memory's summary requests cost in all (its summary rows, sent and written), the reason it
+    can cost more at first; ``summary_requests`` its summary requests, 0 when it has folded nothing
+    yet. ``turn`` is the turn from which the memory's running total stays below the full history's
+    to the last turn; None when it does not end below it.
     """
 
     strategy: Strategy
@@ -256,8 +267,9 @@ class Payoff:
 
 
 def payoff(column: Column, full: Column) -> Payoff:
-    """``column`` against ``full`` (the full history's), from their ``tokens_per_turn``: the running totals are only
-    read to find the turn; every figure is the table's. Raises ValueError for columns of different lengths."""
+    """``column`` against ``full`` (the full history's), from their ``tokens_per_turn``: the running
+    totals are only read to find the turn; every figure is the table's. Raises ValueError for
+    columns of different lengths."""
     running = list(
         zip(accumulate(column.tokens_per_turn), accumulate(full.tokens_per_turn), strict=True)
     )
@@ -280,6 +292,7 @@ def payoff(column: Column, full: Column) -> Payoff:
 
 
 def payoffs(comparison: WhatIf) -> tuple[Payoff, ...]:
-    """Each fold policy's column of ``comparison`` against the full history's, the live policy first."""
+    """Each fold policy's column of ``comparison`` against the full history's, the live policy
+    first."""
     full = comparison.column(FULL_HISTORY)
     return tuple(payoff(c, full) for c in comparison.columns if c.strategy != FULL_HISTORY)

@@ -2,8 +2,8 @@
 
 ``MEMORA_STORE_URL`` picks the store (``open_store``):
 
-- ``sqlite:///path/to/file.sqlite3`` (``sqlite:////abs/path`` for an absolute path): one SQLite file,
-  the default (``conversations.sqlite3`` under ``MEMORA_DATA_DIR``);
+- ``sqlite:///path/to/file.sqlite3`` (``sqlite:////abs/path`` for an absolute path): one SQLite
+  file, the default (``conversations.sqlite3`` under ``MEMORA_DATA_DIR``);
 - ``postgresql://user:password@host:5432/db``: a PostgreSQL database that several processes share;
 - ``off``: nothing is kept; a reload starts a new conversation.
 
@@ -33,7 +33,8 @@ OFF = "off"
 
 
 class StoreURLError(ValueError):
-    """``MEMORA_STORE_URL`` is neither ``off``, a ``sqlite:///`` path nor a ``postgresql://`` URL."""
+    """``MEMORA_STORE_URL`` is neither ``off``, a ``sqlite:///`` path nor a ``postgresql://``
+    URL."""
 
 
 def default_store_url(data_dir: str) -> str:
@@ -41,7 +42,8 @@ def default_store_url(data_dir: str) -> str:
 
 
 def check_store_url(url: str) -> str:
-    """``url`` as given, when ``open_store`` can take it; raises StoreURLError, naming the variable, otherwise."""
+    """``url`` as given, when ``open_store`` can take it; raises StoreURLError, naming the variable,
+    otherwise."""
     if url == OFF or url.startswith(("postgresql://", "postgres://")):
         return url
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
@@ -55,9 +57,10 @@ def check_store_url(url: str) -> str:
 def open_store(
     url: str, caps: StoreCaps | None = None, grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
 ) -> ConversationStore | None:
-    """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the first load or save.
-    ``grace_s`` is the process's shutdown grace: after a PostgreSQL restart, a turn's holder is taken for alive that
-    long and its unwind (``grace.turn_outlives_stop_s``), as a stopping process may still save its reply."""
+    """The store ``url`` names, with ``caps``, or None for ``off``. Nothing is opened until the
+    first load or save. ``grace_s`` is the process's shutdown grace: after a PostgreSQL restart, a
+    turn's holder is taken for alive that long and its unwind (``grace.turn_outlives_stop_s``), as a
+    stopping process may still save its reply."""
     check_store_url(url)
     if url == OFF:
         return None

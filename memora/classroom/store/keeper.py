@@ -1,20 +1,22 @@
-"""Keeps one page's conversation in a store: opens it by id, saves it after every change, forks on a conflict.
+"""Keeps one page's conversation in a store: opens it by id, saves it after every change, forks on a
+conflict.
 
-``ConversationKeeper`` is plain Python (no Streamlit): its ``save`` is the memory's ``on_change`` hook and
-may run in any thread that commits a turn or a fold. It never raises: a failed save is kept as
-``failure`` and retried by the next ``save`` or ``retry``; the page reads ``failure`` and ``fork`` and
-says so. Nothing in memory is ever dropped because the store failed.
+``ConversationKeeper`` is plain Python (no Streamlit): its ``save`` is the memory's ``on_change``
+hook and may run in any thread that commits a turn or a fold. It never raises: a failed save is kept
+as ``failure`` and retried by the next ``save`` or ``retry``; the page reads ``failure`` and
+``fork`` and says so. Nothing in memory is ever dropped because the store failed.
 
-Every keeper saves for one owner (``memora.classroom.store.owner``: the hash of its browser's secret), and
-``reopen`` opens only that owner's conversations. Before a turn is sent, ``room`` asks the store whether
-it can keep the turn at its largest (``memora.classroom.store.room``) and books that growth in the store itself
-until the turn has ended (``ConversationStore.book``), so no reply is billed for a conversation that cannot be saved,
-whichever process its classmates' turns run on. When the store says the turn must be saved as a copy (another tab
-saved this conversation, or is sending on it now), the turn is weighed as a new conversation before it is sent, and
-its first save makes that copy. A save the store's caps refuse anyway is kept as ``refusal``: not retried on every
-run (it would be refused again), but by the next turn, which ``room`` checks first. A save or a turn refused because
-the conversation was deleted, or the browser forgotten, in another tab is kept as ``gone``: nothing of it is saved
-again, under any id.
+Every keeper saves for one owner (``memora.classroom.store.owner``: the hash of its browser's
+secret), and ``reopen`` opens only that owner's conversations. Before a turn is sent, ``room`` asks
+the store whether it can keep the turn at its largest (``memora.classroom.store.room``) and books
+that growth in the store itself until the turn has ended (``ConversationStore.book``), so no reply
+is billed for a conversation that cannot be saved, whichever process its classmates' turns run on.
+When the store says the turn must be saved as a copy (another tab saved this conversation, or is
+sending on it now), the turn is weighed as a new conversation before it is sent, and its first save
+makes that copy. A save the store's caps refuse anyway is kept as ``refusal``: not retried on every
+run (it would be refused again), but by the next turn, which ``room`` checks first. A save or a turn
+refused because the conversation was deleted, or the browser forgotten, in another tab is kept as
+``gone``: nothing of it is saved again, under any id.
 """
 
 from __future__ import annotations
@@ -55,14 +57,16 @@ from memora.memory.hook import Change
 from memora.memory.values import PreparedContext
 
 BUSY_POLL_S = 0.2
-"""How often a tab with no unsaved work asks the store again whether a turn running on its conversation elsewhere has
-ended. It waits for no fixed time: as long as that turn's holder lives (``ConversationStore.book``: on PostgreSQL by
-its presence lock, on SQLite by its pid), at most the booking's lease."""
+"""How often a tab with no unsaved work asks the store again whether a turn running on its
+conversation elsewhere has ended. It waits for no fixed time: as long as that turn's holder lives
+(``ConversationStore.book``: on PostgreSQL by its presence lock, on SQLite by its pid), at most the
+booking's lease."""
 
 
 @dataclass(frozen=True)
 class Fork:
-    """Another tab saved ``from_id`` first; this tab's conversation went on under ``to_id``. Both are kept whole."""
+    """Another tab saved ``from_id`` first; this tab's conversation went on under ``to_id``. Both
+    are kept whole."""
 
     from_id: str
     to_id: str
@@ -71,15 +75,15 @@ class Fork:
 class ConversationKeeper:
     """The conversation of one page session: its id, the version it last saved, and what went wrong.
 
-    ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first save.
-    ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a browser of its own.
-    ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that of the last payload built
-    (saved or not; None when none was built for this memory yet); ``stored_requests`` how many ledger
-    records the stored copy holds, ``stored_messages`` how many messages of its history. ``holder`` names its room
-    booking in the store; ``would_fork``: the last turn ``room`` weighed was to be saved as a copy; ``behind``: ``room``
-    found a later version of this conversation in the store while this tab has no unsaved work, so the tab should open
-    that version rather than fork;
-    ``request``: the last finished turn's (``committed_request``).
+    ``version`` 0 means not saved yet: the id is not in the store (nor in the URL) until the first
+    save. ``owner`` is the hash of the browser's secret; a keeper made without one belongs to a
+    browser of its own. ``stored_bytes`` is the size of the stored copy (0 when none), ``size`` that
+    of the last payload built (saved or not; None when none was built for this memory yet);
+    ``stored_requests`` how many ledger records the stored copy holds, ``stored_messages`` how many
+    messages of its history. ``holder`` names its room booking in the store; ``would_fork``: the
+    last turn ``room`` weighed was to be saved as a copy; ``behind``: ``room`` found a later version
+    of this conversation in the store while this tab has no unsaved work, so the tab should open
+    that version rather than fork; ``request``: the last finished turn's (``committed_request``).
     """
 
     def __init__(
@@ -111,7 +115,8 @@ class ConversationKeeper:
         memory.configure(on_change=self.on_change)
 
     def on_change(self, memory: ShortTermMemory, change: Change) -> None:
-        # A memory left behind by a deletion or an import may still finish a turn in another thread: it is no longer this id's.
+        # A memory left behind by a deletion or an import may still finish a turn in another thread:
+        # it is no longer this id's.
         if memory is self.memory:
             self.save(memory)
 
@@ -121,10 +126,11 @@ class ConversationKeeper:
         The payload is read under the memory's lock, so a turn committing in another thread is never
         half-saved; with ``wait=False`` a memory busy with a turn is left alone (False), since that
         turn's own commit saves it. On a version conflict (another tab of this browser saved this id
-        since) it is saved under a new id instead, and ``fork`` names both; with ``fork=False`` (a save
-        of the page's choices only, which is no reason to copy a whole conversation) it is left unsaved
-        and the next turn forks. On a cap, nothing is written and ``refusal`` says which. On another
-        StoreError the conversation stays in memory, ``failure`` says why, and ``dirty`` asks for a retry.
+        since) it is saved under a new id instead, and ``fork`` names both; with ``fork=False`` (a
+        save of the page's choices only, which is no reason to copy a whole conversation) it is left
+        unsaved and the next turn forks. On a cap, nothing is written and ``refusal`` says which. On
+        another StoreError the conversation stays in memory, ``failure`` says why, and ``dirty``
+        asks for a retry.
         """
         if not memory.lock.acquire(blocking=wait):
             return False
@@ -134,13 +140,15 @@ class ConversationKeeper:
             memory.lock.release()
 
     def save_pending(self, text: str, *, timeout_s: float) -> bool:
-        """Saves the conversation with ``text`` kept as its pending message (a turn the server stopped before
-        it was answered), for the next visit to put back in the input box; True when it is stored.
+        """Saves the conversation with ``text`` kept as its pending message (a turn the server
+        stopped before it was answered), for the next visit to put back in the input box; True when
+        it is stored.
 
-        Waits up to ``timeout_s`` for the memory's lock. A turn still holding it (waiting for the model's
-        first byte) has not changed what was last saved, so then the stored copy gets the message instead,
-        at this keeper's version; nothing is saved (False) when there is no stored copy yet, when the
-        memory holds changes the store refused (the stored copy is older), or when the store fails.
+        Waits up to ``timeout_s`` for the memory's lock. A turn still holding it (waiting for the
+        model's first byte) has not changed what was last saved, so then the stored copy gets the
+        message instead, at this keeper's version; nothing is saved (False) when there is no stored
+        copy yet, when the memory holds changes the store refused (the stored copy is older), or
+        when the store fails.
         """
         memory = self.memory
         if memory is None:
@@ -180,7 +188,8 @@ class ConversationKeeper:
             )
             self.size = len(payload.encode())
             if self.size > MAX_SAVED_BYTES:
-                # Stored, it could never be restored (parse_saved refuses it): keep the last version that can.
+                # Stored, it could never be restored (parse_saved refuses it): keep the last version
+                # that can.
                 self.failure, self.dirty = (
                     StoreError(
                         f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"
@@ -219,10 +228,10 @@ class ConversationKeeper:
     def _write(
         self, memory: ShortTermMemory, payload: str, fork: bool
     ) -> StoredConversation | None:
-        """Saves ``payload`` under this id, or as a copy when ``room`` said so or on a version conflict; None when a
-        save that holds no unsaved work (the choices alone, ``fork`` False; a fold) conflicts: the next turn opens the
-        newer version and re-applies them (``room``, ``carry_choices``). Raises Gone, CapReached and StoreError as the
-        store does."""
+        """Saves ``payload`` under this id, or as a copy when ``room`` said so or on a version
+        conflict; None when a save that holds no unsaved work (the choices alone, ``fork`` False; a
+        fold) conflicts: the next turn opens the newer version and re-applies them (``room``,
+        ``carry_choices``). Raises Gone, CapReached and StoreError as the store does."""
         if not (fork and self._fork_next):
             try:
                 return self.store.save(self.conversation_id, payload, self.version, self.owner)
@@ -240,14 +249,16 @@ class ConversationKeeper:
         return row
 
     def unsaved_tokens(self) -> int:
-        """The tokens of the model requests this conversation holds that the store does not have yet (0 when
-        it is saved): what a storage failure would cost if this process lost the memory. Never touches the store."""
+        """The tokens of the model requests this conversation holds that the store does not have yet
+        (0 when it is saved): what a storage failure would cost if this process lost the memory.
+        Never touches the store."""
         if not self.dirty or self.memory is None:
             return 0
         return sum(record.total_tokens for record in self.memory.ledger[self.stored_requests :])
 
     def choices(self, memory: ShortTermMemory) -> tuple[object, ...]:
-        """What the page may change between turns and the payload keeps: language, budget, window, fold policy."""
+        """What the page may change between turns and the payload keeps: language, budget, window,
+        fold policy."""
         return (
             self.language,
             memory.max_input_tokens,
@@ -256,8 +267,8 @@ class ConversationKeeper:
         )
 
     def save_changed_choices(self) -> bool:
-        """Saves when a saved conversation's choices changed since its last save (no turn would save them
-        before a reload); never waits for a running turn. True when nothing is left unsaved."""
+        """Saves when a saved conversation's choices changed since its last save (no turn would save
+        them before a reload); never waits for a running turn. True when nothing is left unsaved."""
         if (
             self.memory is None
             or not self.saved
@@ -267,7 +278,8 @@ class ConversationKeeper:
         return self.save(self.memory, wait=False, fork=False)
 
     def retry(self) -> bool:
-        """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.
+        """Saves again after a failure (the page calls it on its next run); True when nothing is
+        left unsaved.
 
         Never waits for a turn running in another thread: that turn's commit saves anyway."""
         if not self.dirty or self.memory is None:
@@ -277,22 +289,26 @@ class ConversationKeeper:
     def room(
         self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None
     ) -> CapReached | Gone | None:
-        """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
-        sent, so that no reply is billed for a turn that cannot be kept: in a new conversation, a saved one, or the copy
-        a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
-        deleted, or the browser forgotten, in another tab. None when there is room: the turn is then booked in the store
-        until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
-        (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
+        """The cap a turn for ``message`` would reach at its largest
+        (``memora.classroom.store.room``), asked before it is sent, so that no reply is billed for a
+        turn that cannot be kept: in a new conversation, a saved one, or the copy a second tab's
+        turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the
+        conversation was deleted, or the browser forgotten, in another tab. None when there is room:
+        the turn is then booked in the store until ``release_room``, so no turn on any process takes
+        the same bytes; None too when the store cannot say (it is down): the save after the turn
+        reports that, and keeps the turn in memory meanwhile.
 
-        With ``catch_up``, a turn that would fork only because another tab or process saved a later version since this
-        tab opened or saved it (no turn running on it now), while this tab holds no unsaved work of its own (a
-        committed reply or a user message the store lacks; a changed choice or a fold is not, ``carry_choices``
-        re-applies them), books nothing and sets ``behind`` (returning None): the page opens that version and sends the
-        turn on it, and the conversation stays one. A stopping process that saved its student's last reply after her
-        page reopened the conversation elsewhere is the usual case. When a turn is running on the conversation
-        elsewhere now (a process stopping mid-reply, another tab's reply), such a tab first waits for it for as long as
-        its holder lives by the store's account (no fixed time; ``on_wait`` is called once when the wait begins, for
-        the page to say that her last reply is being finished), then goes on after its save.
+        With ``catch_up``, a turn that would fork only because another tab or process saved a later
+        version since this tab opened or saved it (no turn running on it now), while this tab holds
+        no unsaved work of its own (a committed reply or a user message the store lacks; a changed
+        choice or a fold is not, ``carry_choices`` re-applies them), books nothing and sets
+        ``behind`` (returning None): the page opens that version and sends the turn on it, and the
+        conversation stays one. A stopping process that saved its student's last reply after her
+        page reopened the conversation elsewhere is the usual case. When a turn is running on the
+        conversation elsewhere now (a process stopping mid-reply, another tab's reply), such a tab
+        first waits for it for as long as its holder lives by the store's account (no fixed time;
+        ``on_wait`` is called once when the wait begins, for the page to say that her last reply is
+        being finished), then goes on after its save.
         """
         memory, self.would_fork, self.behind = self.memory, False, False
         if memory is None:
@@ -346,54 +362,59 @@ class ConversationKeeper:
         return admission.refusal
 
     def turn_running_elsewhere(self) -> bool:
-        """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process stopping mid-reply,
-        alive by the store's account), whose save will come first: the page may say that her last reply is being
-        finished, and look again. A conversation this keeper has not saved yet is asked about too: a page that came
-        back during its first reply keeps its id while the stopping process saves it. False when the store cannot
-        say; never raises."""
+        """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process
+        stopping mid-reply, alive by the store's account), whose save will come first: the page may
+        say that her last reply is being finished, and look again. A conversation this keeper has
+        not saved yet is asked about too: a page that came back during its first reply keeps its id
+        while the stopping process saves it. False when the store cannot say; never raises."""
         try:
             return self.store.running(self.conversation_id, self.holder, self.owner)
         except StoreError:
             return False
 
     def _unsaved_work(self, memory: ShortTermMemory, *, locked: bool = True) -> bool:
-        """Whether ``memory`` holds a committed reply or a user message that the stored copy at ``version`` lacks: only
-        then would opening a later version lose something. Changed choices and folds are not unsaved work: the choices
-        are re-applied to the later version (``carry_choices``), and its next turn folds what is due. ``locked``: take
-        the keeper's lock (a save, which holds it, asks without)."""
+        """Whether ``memory`` holds a committed reply or a user message that the stored copy at
+        ``version`` lacks: only then would opening a later version lose something. Changed choices
+        and folds are not unsaved work: the choices are re-applied to the later version
+        (``carry_choices``), and its next turn folds what is due. ``locked``: take the keeper's lock
+        (a save, which holds it, asks without)."""
         with self._lock if locked else contextlib.nullcontext():
             return len(memory.history) != self.stored_messages
 
     def release_room(self) -> None:
-        """Gives back the room ``room`` booked (the turn has ended). Never raises: one the store cannot drop lapses
-        after its lease (``BOOKING_LEASE_S``)."""
+        """Gives back the room ``room`` booked (the turn has ended). Never raises: one the store
+        cannot drop lapses after its lease (``BOOKING_LEASE_S``)."""
         with contextlib.suppress(StoreError):
             self.store.release(self.holder)
 
     def delete(self) -> None:
-        """Deletes this conversation from the store, every saved version of it, and lets go of its memory.
+        """Deletes this conversation from the store, every saved version of it, and lets go of its
+        memory.
 
-        Afterwards the keeper holds a new id, not saved yet, and no memory (``attach`` the next one): a
-        turn of the old memory still committing in another thread (a reply being written) saves nothing,
-        so it cannot bring the conversation back. An id this keeper never saved is deleted all the same,
-        since another keeper of this browser may have saved it (a reload's). Raises StoreError when the
-        store cannot delete it: then nothing changed, and the conversation is still kept and saved as before.
+        Afterwards the keeper holds a new id, not saved yet, and no memory (``attach`` the next
+        one): a turn of the old memory still committing in another thread (a reply being written)
+        saves nothing, so it cannot bring the conversation back. An id this keeper never saved is
+        deleted all the same, since another keeper of this browser may have saved it (a reload's).
+        Raises StoreError when the store cannot delete it: then nothing changed, and the
+        conversation is still kept and saved as before.
         """
         with self._lock:
             self.store.delete(self.conversation_id, self.owner)
             self._let_go()
 
     def forget_browser(self) -> int:
-        """Deletes every conversation of this keeper's owner (its browser is forgotten) and lets go of its
-        memory, as ``delete`` does; returns how many were deleted. Raises StoreError, changing nothing."""
+        """Deletes every conversation of this keeper's owner (its browser is forgotten) and lets go
+        of its memory, as ``delete`` does; returns how many were deleted. Raises StoreError,
+        changing nothing."""
         with self._lock:
             deleted = self.store.delete_owner(self.owner)
             self._let_go()
         return deleted
 
     def let_go(self) -> None:
-        """Stops keeping this conversation without deleting it (its browser's conversations are deleted
-        elsewhere, all at once): a late commit of the memory saves nothing; a new id, no memory."""
+        """Stops keeping this conversation without deleting it (its browser's conversations are
+        deleted elsewhere, all at once): a late commit of the memory saves nothing; a new id, no
+        memory."""
         with self._lock:
             self._let_go()
 
@@ -414,20 +435,22 @@ class ConversationKeeper:
         self.stored_bytes, self.size, self.stored_requests, self.stored_messages = 0, None, 0, 0
 
     def start_new(self, memory: ShortTermMemory) -> None:
-        """A new conversation (an import): a new id, not yet saved; the old one stays in the store."""
+        """A new conversation (an import): a new id, not yet saved; the old one stays in the
+        store."""
         with self._lock:
             self._new_id()
         self.attach(memory)
 
 
 def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReached | Gone | None:
-    """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
+    """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if
+    the caps let it.
 
-    An import takes room as a turn does: it is booked in the store first (``ConversationStore.book``), against
-    the room the turns running on every process hold, and given back once saved. Returns the cap (or Gone, for a
-    forgotten browser) that refused it, and then nothing changed: ``keeper`` still keeps the conversation it had.
-    Otherwise ``keeper`` keeps ``memory`` from now on; a store that failed otherwise is retried as after any
-    failed save.
+    An import takes room as a turn does: it is booked in the store first
+    (``ConversationStore.book``), against the room the turns running on every process hold, and
+    given back once saved. Returns the cap (or Gone, for a forgotten browser) that refused it, and
+    then nothing changed: ``keeper`` still keeps the conversation it had. Otherwise ``keeper`` keeps
+    ``memory`` from now on; a store that failed otherwise is retried as after any failed save.
     """
     with memory.lock:
         request = committed_request(memory)
@@ -471,7 +494,8 @@ Opened = Literal["new", "restored", "missing", "refused", "failed"]
 
 @dataclass(frozen=True)
 class Reopened:
-    """What ``reopen`` found: ``memory`` (restored, or None), its language, and why not when it could not."""
+    """What ``reopen`` found: ``memory`` (restored, or None), its language, and why not when it
+    could not."""
 
     outcome: Opened
     keeper: ConversationKeeper
@@ -491,14 +515,15 @@ def reopen(
     locked: bool,
     sweep: IdleSweep | None = None,
 ) -> Reopened:
-    """``owner``'s conversation saved under ``requested_id``, continuing ``session``'s backend and caps; sends no request.
+    """``owner``'s conversation saved under ``requested_id``, continuing ``session``'s backend and
+    caps; sends no request.
 
-    ``new``: no id asked for. ``missing``: no such conversation of this owner (never saved, swept as idle,
-    saved by another browser or before owners existed, or not an id at all: these are not told apart, and
-    nothing of another owner's conversation is read). ``refused``: its payload is malformed
-    (``problem`` is a SavedConversationError). ``failed``: the store could not be read (``problem`` is a
-    StoreError). In every case but ``restored`` the keeper holds a new id, so nothing overwrites the
-    conversation that was asked for.
+    ``new``: no id asked for. ``missing``: no such conversation of this owner (never saved, swept as
+    idle, saved by another browser or before owners existed, or not an id at all: these are not told
+    apart, and nothing of another owner's conversation is read). ``refused``: its payload is
+    malformed (``problem`` is a SavedConversationError). ``failed``: the store could not be read
+    (``problem`` is a StoreError). In every case but ``restored`` the keeper holds a new id, so
+    nothing overwrites the conversation that was asked for.
     """
     fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
     if requested_id is None:
@@ -524,8 +549,9 @@ def reopen(
     )
     keeper.stored_messages = len(memory.history)
     keeper.request = memory.last_prepared
-    # The stored copy's choices: the page saves only choices changed since (a reopened conversation is not written
-    # again merely for being opened, which would make another tab's next save, or a stopping process's, a fork).
+    # The stored copy's choices: the page saves only choices changed since (a reopened conversation
+    # is not written again merely for being opened, which would make another tab's next save, or a
+    # stopping process's, a fork).
     keeper.saved_choices = keeper.choices(memory)
     return Reopened(
         "restored",
@@ -538,13 +564,14 @@ def reopen(
 
 
 def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reopened) -> Reopened:
-    """``newer`` (a later version of ``old``'s conversation, reopened because ``room`` found this tab ``behind``) with
-    the choices this tab changed since its last save re-applied: its language, budget, window and fold policy. A
-    choice this tab left as it was keeps the later version's (another tab may have changed it); one the later version's
-    memory refuses (its ``configure`` raises ValueError) is left as that version has it. The keeper's stored choices
-    stay the later version's, so the page's next ``save_changed_choices`` saves the carried ones under the same id.
-    Under locked settings the budget, window and fold policy are the server's on both sides, so only the language
-    can differ."""
+    """``newer`` (a later version of ``old``'s conversation, reopened because ``room`` found this
+    tab ``behind``) with the choices this tab changed since its last save re-applied: its language,
+    budget, window and fold policy. A choice this tab left as it was keeps the later version's
+    (another tab may have changed it); one the later version's memory refuses (its ``configure``
+    raises ValueError) is left as that version has it. The keeper's stored choices stay the later
+    version's, so the page's next ``save_changed_choices`` saves the carried ones under the same id.
+    Under locked settings the budget, window and fold policy are the server's on both sides, so only
+    the language can differ."""
     new_memory, saved = newer.memory, old.saved_choices
     if new_memory is None or saved is None:
         return newer
@@ -567,15 +594,17 @@ def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reope
 def reopen_live(
     live: ConversationKeeper, session: ShortTermMemory, *, locked: bool, wait_s: float = 5.0
 ) -> Reopened | None:
-    """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``; sends no request.
+    """The conversation ``live`` keeps in this process, copied into a new keeper for ``session``;
+    sends no request.
 
-    For a reload while the conversation is newer here than in the store (a reply just committed, or a
-    save the store refused): the copy continues at ``live``'s version, so the next save follows it
+    For a reload while the conversation is newer here than in the store (a reply just committed, or
+    a save the store refused): the copy continues at ``live``'s version, so the next save follows it
     instead of forking, and it keeps ``live``'s unsaved state (``dirty``, ``failure``) to retry. The
     payload goes through the store's own rules (``parse_saved``, ``restore_saved``), so the copy is
     what a restore from the store would give. None when the memory stays busy for ``wait_s`` (a turn
-    of another tab), or when the copy is refused (then the store's copy is the one to open). The copy
-    keeps ``live.owner``: the caller opens it only for that owner's browser, as ``reopen`` would.
+    of another tab), or when the copy is refused (then the store's copy is the one to open). The
+    copy keeps ``live.owner``: the caller opens it only for that owner's browser, as ``reopen``
+    would.
     """
     memory = live.memory
     if memory is None or not memory.lock.acquire(timeout=wait_s):

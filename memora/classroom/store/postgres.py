@@ -1,12 +1,15 @@
-"""The shared store: PostgreSQL through psycopg 3, so several Streamlit processes or machines serve one class.
+"""The shared store: PostgreSQL through psycopg 3, so several Streamlit processes or machines serve
+one class.
 
-Every store of one process on one database borrows from the process's one pool (``postgres_pool``), opened on
-first use and made again after a connection breaks, so a database restart costs no failed save and no browser's
-message adds a connection. The version check is in the UPDATE's WHERE clause: two processes saving the same version cannot both win.
+Every store of one process on one database borrows from the process's one pool (``postgres_pool``),
+opened on first use and made again after a connection breaks, so a database restart costs no failed
+save and no browser's message adds a connection. The version check is in the UPDATE's WHERE clause:
+two processes saving the same version cannot both win.
 
-A deleted conversation is gone for every query at once. PostgreSQL's own files keep the dead row's bytes
-until VACUUM (autovacuum) reuses the space, and its write-ahead log and backups as the operator keeps
-them: the database's operator can still reach them for that time, no page or student can.
+A deleted conversation is gone for every query at once. PostgreSQL's own files keep the dead row's
+bytes until VACUUM (autovacuum) reuses the space, and its write-ahead log and backups as the
+operator keeps them: the database's operator can still reach them for that time, no page or student
+can.
 """
 
 from __future__ import annotations
@@ -60,46 +63,50 @@ CREATE TABLE IF NOT EXISTS memora_room_bookings (
 );
 ALTER TABLE memora_room_bookings ADD COLUMN IF NOT EXISTS presence INTEGER
 """
-"""The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so no
-browser opens them (the idle sweep removes them), and get their sizes, so they count against the cap. The tombstones
-and the turns' room bookings (``base``) are tables of their own, made when missing; a booking's ``presence`` is the key
-of its process's presence lock (``presence``), NULL in a booking an older Memora made."""
+"""The ALTERs migrate a table made before owners and caps in place: its rows keep a NULL owner, so
+no browser opens them (the idle sweep removes them), and get their sizes, so they count against the
+cap. The tombstones and the turns' room bookings (``base``) are tables of their own, made when
+missing; a booking's ``presence`` is the key of its process's presence lock (``presence``), NULL in
+a booking an older Memora made."""
 CAPS_LOCK = 734_522_002
-"""An advisory lock taken by every room booking, and by a save when the store has a per-browser or whole-store cap:
-two processes checking those caps (or booking turns of one conversation) at once would otherwise both pass them."""
+"""An advisory lock taken by every room booking, and by a save when the store has a per-browser or
+whole-store cap: two processes checking those caps (or booking turns of one conversation) at once
+would otherwise both pass them."""
 CONVERSATION_LOCK = 734_522_004
-"""With a conversation id's hash, the advisory lock every save of it and its deletion take (a copy's save takes its
-original's too): a deletion committing between a first save's tombstone check and its INSERT would otherwise be lost,
-since there is no row yet whose lock the save could wait for."""
+"""With a conversation id's hash, the advisory lock every save of it and its deletion take (a copy's
+save takes its original's too): a deletion committing between a first save's tombstone check and its
+INSERT would otherwise be lost, since there is no row yet whose lock the save could wait for."""
 OWNER_LOCK = 734_522_005
-"""With an owner hash's hash, the advisory lock every save for that owner and the forgetting of the owner take: the
-same race, for a browser forgotten while one of its conversations is first saved."""
+"""With an owner hash's hash, the advisory lock every save for that owner and the forgetting of the
+owner take: the same race, for a browser forgotten while one of its conversations is first saved."""
 
 
 class PostgresStore:
-    """``ConversationStore`` on a PostgreSQL database (``postgresql://user:password@host:port/db``)."""
+    """``ConversationStore`` on a PostgreSQL database
+    (``postgresql://user:password@host:port/db``)."""
 
     def __init__(
         self, url: str, caps: StoreCaps | None = None, *, settle_s: float = RESTART_SETTLE_S
     ) -> None:
-        """``settle_s``: how long after a database restart a booking without its holder's lock still counts
-        (``presence.RESTART_SETTLE_S``)."""
+        """``settle_s``: how long after a database restart a booking without its holder's lock still
+        counts (``presence.RESTART_SETTLE_S``)."""
         self.db = PostgresTables(url, _SCHEMA)
         self.caps = caps or StoreCaps()
         self.settle_s = settle_s
         self._unreleased = Unreleased()
 
     def _run(self, work: Callable[[Any], T]) -> T:
-        """``work`` in one transaction; the first that succeeds also starts taking this process's presence lock, which
-        a turn's booking records, so that the lock is held by the time a turn is booked (and a URL that never worked,
-        a wrong password say, starts no thread that would try it again and again)."""
+        """``work`` in one transaction; the first that succeeds also starts taking this process's
+        presence lock, which a turn's booking records, so that the lock is held by the time a turn
+        is booked (and a URL that never worked, a wrong password say, starts no thread that would
+        try it again and again)."""
         result = self.db.run(work)
         shared_presence(self.db.url).start()
         return result
 
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
-        # A tombstoned id or owner is not there, even with a row left by a save that lost the race to its deletion
-        # before both took the conversation's lock.
+        # A tombstoned id or owner is not there, even with a row left by a save that lost the race
+        # to its deletion before both took the conversation's lock.
         query = (
             "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s AND NOT EXISTS "
             "(SELECT 1 FROM memora_tombstones WHERE (kind = 'conversation' AND key = %s) OR (kind = 'owner' AND key = %s))"
@@ -123,8 +130,9 @@ class PostgresStore:
         def write(c: Any) -> StoredConversation:
             if self.caps.new_per_hour is not None or self.caps.store_bytes is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (CAPS_LOCK,))
-            # A deletion holds these locks until its tombstone commits: the check below sees it, so neither a first
-            # save nor a copy outlives the deletion of its conversation or its browser.
+            # A deletion holds these locks until its tombstone commits: the check below sees it, so
+            # neither a first save nor a copy outlives the deletion of its conversation or its
+            # browser.
             c.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (OWNER_LOCK, owner))
             for key in sorted({conversation_id, forked_from} - {None}):
                 c.execute(
@@ -183,7 +191,8 @@ class PostgresStore:
                 return Admission(gone)
             query = "SELECT version, owner, size FROM memora_conversations WHERE id = %s"
             found = c.execute(query, (request.conversation_id,)).fetchone()
-            # A booking whose process is gone (exited, killed, its machine lost) holds no room and runs no turn.
+            # A booking whose process is gone (exited, killed, its machine lost) holds no room and
+            # runs no turn.
             c.execute(
                 f"DELETE FROM memora_room_bookings b WHERE NOT {holder_alive('b')}",
                 (self.settle_s,),
@@ -318,7 +327,8 @@ def _bury(c: Any, kind: str, key: str) -> None:
 def _tombstone(
     c: Any, owner: str, conversation_id: str | None, forked_from: str | None
 ) -> Gone | None:
-    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
+    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not
+    asked) deleted."""
     if c.execute(
         "SELECT 1 FROM memora_tombstones WHERE kind = 'owner' AND key = %s", (owner,)
     ).fetchone():

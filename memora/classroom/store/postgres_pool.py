@@ -1,22 +1,25 @@
-"""This process's connections to a PostgreSQL database: one bounded pool per URL, owned by the process.
+"""This process's connections to a PostgreSQL database: one bounded pool per URL, owned by the
+process.
 
-Every conversation store and server ledger of one process on one database borrows its connections from the same
-``psycopg_pool.ConnectionPool`` (``shared_pool``), which never holds more than ``POOL_SIZE``. The pool lives in this
-module, not in ``st.cache_resource``: a ``clear_cache`` message, which any browser may send, empties that cache, and
-the store a later session makes finds the same pool here, so no message raises the number of connections.
+Every conversation store and server ledger of one process on one database borrows its connections
+from the same ``psycopg_pool.ConnectionPool`` (``shared_pool``), which never holds more than
+``POOL_SIZE``. The pool lives in this module, not in ``st.cache_resource``: a ``clear_cache``
+message, which any browser may send, empties that cache, and the store a later session makes finds
+the same pool here, so no message raises the number of connections.
 
 Edge cases:
 
-- Nothing is opened until the first transaction. That one, and the first after a connection was found broken, first
-  connects on its own (``_probe``): a refused or malformed URL fails at once, with libpq's text redacted, rather than
-  after the pool's wait, and the pool's connections are only ever made to a database that answered. Between them
-  the process holds the pool's connections and that one probe, at most.
-- A connection found broken (a database restart, an idle drop) makes the next transaction probe the database: when
-  it answers, a new pool replaces the old one, whose connections were opened before the restart, and the work runs
-  once more (its transaction never committed, so nothing runs twice); when it does not, every transaction fails at
-  once, without waiting for the pool, until it does.
-- The tables a part needs (``schema``) are made once per process and pool, under an advisory lock, so two
-  processes starting together do not race in PostgreSQL's catalog.
+- Nothing is opened until the first transaction. That one, and the first after a connection was
+  found broken, first connects on its own (``_probe``): a refused or malformed URL fails at once,
+  with libpq's text redacted, rather than after the pool's wait, and the pool's connections are only
+  ever made to a database that answered. Between them the process holds the pool's connections and
+  that one probe, at most.
+- A connection found broken (a database restart, an idle drop) makes the next transaction probe the
+  database: when it answers, a new pool replaces the old one, whose connections were opened before
+  the restart, and the work runs once more (its transaction never committed, so nothing runs twice);
+  when it does not, every transaction fails at once, without waiting for the pool, until it does.
+- The tables a part needs (``schema``) are made once per process and pool, under an advisory lock,
+  so two processes starting together do not race in PostgreSQL's catalog.
 """
 
 from __future__ import annotations
@@ -33,17 +36,21 @@ from memora.classroom.store.base import StoreError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 POOL_SIZE = 4
-"""Connections one process holds at most for its stores and ledgers on one database: each transaction is a few
-short statements, so four let a slow one (waiting for an advisory lock another process holds) block nobody else."""
+"""Connections one process holds at most for its stores and ledgers on one database: each
+transaction is a few short statements, so four let a slow one (waiting for an advisory lock another
+process holds) block nobody else."""
 POOL_WAIT_S = 10.0
-"""How long a transaction waits for one of the pool's connections; a longer wait means the database is not answering."""
+"""How long a transaction waits for one of the pool's connections; a longer wait means the database
+is not answering."""
 CONNECT_TIMEOUT_S = 5
 SCHEMA_LOCK = 734_522_001
-"""An advisory lock id: two processes creating the tables at once would otherwise race in PostgreSQL's catalog."""
+"""An advisory lock id: two processes creating the tables at once would otherwise race in
+PostgreSQL's catalog."""
 
 
 class PostgresPool:
-    """The pool of one database URL, with the probe and the tables described in the module's docstring."""
+    """The pool of one database URL, with the probe and the tables described in the module's
+    docstring."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -65,8 +72,9 @@ class PostgresPool:
         return redact(f"postgresql://{netloc}/{database}", url_secrets(self.url))
 
     def run(self, work: Callable[[Any], T], schema: str = "") -> T:
-        """``work(connection)`` inside one transaction on one of the pool's connections, once ``schema``'s tables
-        exist; psycopg's and the pool's errors become StoreError, whose text names no host, role or password."""
+        """``work(connection)`` inside one transaction on one of the pool's connections, once
+        ``schema``'s tables exist; psycopg's and the pool's errors become StoreError, whose text
+        names no host, role or password."""
         import psycopg
 
         for attempt in (1, 2):
@@ -90,7 +98,8 @@ class PostgresPool:
                         )
                 if attempt == 1 and broken:
                     continue
-                # libpq's text names the host, port, role and database: the teacher's log only, never a page.
+                # libpq's text names the host, port, role and database: the teacher's log only,
+                # never a page.
                 log.warning(
                     "Memora: PostgreSQL at %s (role %s) failed: %s",
                     self.place,
@@ -157,27 +166,30 @@ class PostgresPool:
         return unquote(userinfo.partition(":")[0]) or "(libpq's default)"
 
     def _safe(self, error: Exception) -> str:
-        # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in any form.
+        # libpq's own messages may quote the URL or its password (a malformed one, say): redacted in
+        # any form.
         from memora.backends.redaction import redact, url_secrets
 
         return redact(f"{type(error).__name__}: {error}".strip(), url_secrets(self.url))
 
 
 def connection_names(url: str, part: str) -> dict[str, str]:
-    """``application_name`` for a connection of this process (``memora <pid> <part>``), so that ``pg_stat_activity``
-    tells the teacher which process holds which connection; nothing when the URL names one itself."""
+    """``application_name`` for a connection of this process (``memora <pid> <part>``), so that
+    ``pg_stat_activity`` tells the teacher which process holds which connection; nothing when the
+    URL names one itself."""
     return {} if "application_name" in url else {"application_name": f"memora {os.getpid()} {part}"}
 
 
 def _reason(error: Exception) -> str:
-    """What a student may read of a psycopg error: its class and SQLSTATE (``28P01``: the password was refused;
-    none: the server could not be reached), never libpq's own text."""
+    """What a student may read of a psycopg error: its class and SQLSTATE (``28P01``: the password
+    was refused; none: the server could not be reached), never libpq's own text."""
     code = getattr(error, "sqlstate", None)
     return f"{type(error).__name__}, SQLSTATE {code}" if code else type(error).__name__
 
 
 class PostgresTables:
-    """The tables one part of Memora keeps (``schema``: a store's, a ledger's) on this process's pool for ``url``.
+    """The tables one part of Memora keeps (``schema``: a store's, a ledger's) on this process's
+    pool for ``url``.
 
     It looks the pool up on every transaction, so one made again (``close_pools``) serves it too."""
 
@@ -196,7 +208,8 @@ class PostgresTables:
         return shared_pool(self.url).run(work, self.schema)
 
     def close(self) -> None:
-        """Closes the process's pool for ``url`` (every part on it shares it); the next transaction opens it again."""
+        """Closes the process's pool for ``url`` (every part on it shares it); the next transaction
+        opens it again."""
         shared_pool(self.url).close()
 
 
@@ -208,8 +221,9 @@ C = TypeVar("C", bound=Closable)
 
 
 class PerDatabase(Generic[C]):
-    """One ``make(url)`` per database URL for this whole process, made on first use, outside ``st.cache_resource``
-    (which any browser may empty): the pools here, the presence locks (``presence``)."""
+    """One ``make(url)`` per database URL for this whole process, made on first use, outside
+    ``st.cache_resource`` (which any browser may empty): the pools here, the presence locks
+    (``presence``)."""
 
     def __init__(self, make: Callable[[str], C]) -> None:
         self._make = make
@@ -240,5 +254,6 @@ def shared_pool(url: str) -> PostgresPool:
 
 
 def close_pools() -> None:
-    """Closes every pool of this process (a test's end); the next transaction on a URL opens its pool again."""
+    """Closes every pool of this process (a test's end); the next transaction on a URL opens its
+    pool again."""
     _pools.close_all()

@@ -1,19 +1,22 @@
-"""Whether a turn's holder is alive, by PostgreSQL's own account: a session-level advisory lock its process holds.
+"""Whether a turn's holder is alive, by PostgreSQL's own account: a session-level advisory lock its
+process holds.
 
-Each process holds one lock on each database it books turns on, ``(PRESENCE_LOCK, key)`` with a random ``key``, on a
-connection of its own (``shared_presence``), outside the pool: a pooled connection would pass the lock to its next
-borrower, and outlive the process in the pool. A booking records its process's ``key``; while the lock is held the
-holder is alive, and once the process is gone (exited, killed, its machine lost) PostgreSQL drops the lock with its
-connection. Nothing here reads a hostname or a pid: two containers or cloned machines may share both.
+Each process holds one lock on each database it books turns on, ``(PRESENCE_LOCK, key)`` with a
+random ``key``, on a connection of its own (``shared_presence``), outside the pool: a pooled
+connection would pass the lock to its next borrower, and outlive the process in the pool. A booking
+records its process's ``key``; while the lock is held the holder is alive, and once the process is
+gone (exited, killed, its machine lost) PostgreSQL drops the lock with its connection. Nothing here
+reads a hostname or a pid: two containers or cloned machines may share both.
 
 Edge cases:
 
-- A PostgreSQL restart drops every lock, live processes' too. A live process notices at once (its connection breaks
-  while it waits on it) and takes its own key again as soon as the database answers. So for ``RESTART_SETTLE_S``
-  after the database started, a missing lock does not make a holder gone (``holder_alive``): by then every live
-  process holds its lock again, and a stopping process has finished its grace and its unwind.
-- Another process holding this key already (two random 31-bit keys alike) makes this process take a new one; its
-  bookings under the old key then read as gone.
+- A PostgreSQL restart drops every lock, live processes' too. A live process notices at once (its
+  connection breaks while it waits on it) and takes its own key again as soon as the database
+  answers. So for ``RESTART_SETTLE_S`` after the database started, a missing lock does not make a
+  holder gone (``holder_alive``): by then every live process holds its lock again, and a stopping
+  process has finished its grace and its unwind.
+- Another process holding this key already (two random 31-bit keys alike) makes this process take a
+  new one; its bookings under the old key then read as gone.
 - A booking made by an older Memora has no key: its lease alone ends it.
 """
 
@@ -29,11 +32,13 @@ from memora.classroom.store.postgres_pool import CONNECT_TIMEOUT_S, PerDatabase,
 
 log = logging.getLogger(__name__)
 PRESENCE_LOCK = 734_522_003
-"""The first half of every presence lock, so that they are told apart from Memora's other advisory locks."""
+"""The first half of every presence lock, so that they are told apart from Memora's other advisory
+locks."""
 RESTART_SETTLE_S = turn_outlives_stop_s(DEFAULT_SHUTDOWN_GRACE_S)
-"""How long after PostgreSQL starts a holder without its lock is still taken for alive, at the default grace: a stopping
-process's shutdown grace and its unwind (``memora.classroom.grace``), the longest a holder of a reply may live on
-without a new booking. A store opened with another grace settles for that grace (``open_store``)."""
+"""How long after PostgreSQL starts a holder without its lock is still taken for alive, at the
+default grace: a stopping process's shutdown grace and its unwind (``memora.classroom.grace``), the
+longest a holder of a reply may live on without a new booking. A store opened with another grace
+settles for that grace (``open_store``)."""
 WATCH_S = 1.0
 """How often the holding thread looks up from its wait to see whether it is asked to stop."""
 RETRY_S = 0.5
@@ -41,8 +46,9 @@ RETRY_S = 0.5
 
 
 def holder_alive(booking: str) -> str:
-    """A SQL condition, true while the booking aliased ``booking`` (a row with a ``presence`` column) has a live
-    holder by PostgreSQL's account; it takes one parameter, the seconds of ``RESTART_SETTLE_S`` (see the module)."""
+    """A SQL condition, true while the booking aliased ``booking`` (a row with a ``presence``
+    column) has a live holder by PostgreSQL's account; it takes one parameter, the seconds of
+    ``RESTART_SETTLE_S`` (see the module)."""
     return (
         f"({booking}.presence IS NULL OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
         " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
@@ -52,7 +58,8 @@ def holder_alive(booking: str) -> str:
 
 
 class Presence:
-    """This process's presence lock on the database at ``url``, held by a thread of its own on a connection of its own."""
+    """This process's presence lock on the database at ``url``, held by a thread of its own on a
+    connection of its own."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -62,14 +69,15 @@ class Presence:
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
         self.backend_pid: int | None = None
-        """The server process of the holding connection, while it is connected: what a test terminates."""
+        """The server process of the holding connection, while it is connected: what a test
+        terminates."""
 
     def __repr__(self) -> str:  # the URL may hold a password
         return f"Presence(key={self._key})"
 
     def start(self) -> None:
-        """Starts taking the lock, in its own thread, without waiting: a store does so at its first transaction, so
-        that its first turn's booking finds the lock held already."""
+        """Starts taking the lock, in its own thread, without waiting: a store does so at its first
+        transaction, so that its first turn's booking finds the lock held already."""
         with self._start:
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -78,8 +86,9 @@ class Presence:
                 self._thread.start()
 
     def key(self) -> int:
-        """The key of this process's lock, once it has held it; waits for the first hold up to the connect timeout.
-        Raises StoreError when the database did not answer by then. During a reconnection it answers at once."""
+        """The key of this process's lock, once it has held it; waits for the first hold up to the
+        connect timeout. Raises StoreError when the database did not answer by then. During a
+        reconnection it answers at once."""
         self.start()
         if not self._held.wait(CONNECT_TIMEOUT_S) or self._key is None:
             raise StoreError(
@@ -88,7 +97,8 @@ class Presence:
         return self._key
 
     def close(self) -> None:
-        """Gives the lock back and closes its connection (a clean exit; a dead process's is dropped by PostgreSQL)."""
+        """Gives the lock back and closes its connection (a clean exit; a dead process's is dropped
+        by PostgreSQL)."""
         self._closing.set()
         thread = self._thread
         if thread is not None:
@@ -109,7 +119,8 @@ class Presence:
                     self.backend_pid = connection.info.backend_pid
                     self._held.set()
                     while not self._closing.is_set():
-                        # Returns after WATCH_S with no traffic; raises at once when the connection breaks.
+                        # Returns after WATCH_S with no traffic; raises at once when the connection
+                        # breaks.
                         for _ in connection.notifies(timeout=WATCH_S):
                             pass
                     connection.execute(
@@ -144,5 +155,6 @@ def shared_presence(url: str) -> Presence:
 
 
 def close_presences() -> None:
-    """Gives back every presence lock of this process (a test's end); the next booking takes a new one."""
+    """Gives back every presence lock of this process (a test's end); the next booking takes a new
+    one."""
     _presences.close_all()

@@ -1,19 +1,21 @@
-"""What is saved for a conversation, and how it is read back: the transcript export, plus the page's choices.
+"""What is saved for a conversation, and how it is read back: the transcript export, plus the page's
+choices.
 
-The payload is the transcript that *Export* downloads (``memora.classroom.transcript.format``: history, summary
-versions, ledger, last context, the memory's settings), with the page's language and fold policy around
-it. Like the export it reads only the memory's own state, so it never holds an API key, a base URL or
-any other part of the backend.
+The payload is the transcript that *Export* downloads (``memora.classroom.transcript.format``:
+history, summary versions, ledger, last context, the memory's settings), with the page's language
+and fold policy around it. Like the export it reads only the memory's own state, so it never holds
+an API key, a base URL or any other part of the backend.
 
-A stored payload is read back as untrusted, since whoever can write the database (or a bug in an older
-version) could have put anything there: it goes through the same format checks as an imported file
-(``transcript_from_data``), and a payload that fails is refused with a ``SavedConversationError`` and
-nothing is changed. It is not held to an import's caps (``check_caps``), though: the page saved it as it
-was built, turn by turn under the session's caps, and such a conversation must always come back, even
-one whose last turn ended a little over ``MEMORA_MAX_SESSION_TOKENS`` or whose reply is longer than
-``MEMORA_MAX_MESSAGE_CHARS`` (the cap on what a student types). A file imported from outside passed
-those caps before it was first saved. Under ``MEMORA_LOCK_SETTINGS`` the restored conversation keeps
-the server's budget and window, as an import does.
+A stored payload is read back as untrusted, since whoever can write the database (or a bug in an
+older version) could have put anything there: it goes through the same format checks as an imported
+file (``transcript_from_data``), and a payload that fails is refused with a
+``SavedConversationError`` and nothing is changed. It is not held to an import's caps
+(``check_caps``), though: the page saved it as it was built, turn by turn under the session's caps,
+and such a conversation must always come back, even one whose last turn ended a little over
+``MEMORA_MAX_SESSION_TOKENS`` or whose reply is longer than ``MEMORA_MAX_MESSAGE_CHARS`` (the cap on
+what a student types). A file imported from outside passed those caps before it was first saved.
+Under ``MEMORA_LOCK_SETTINGS`` the restored conversation keeps the server's budget and window, as an
+import does.
 """
 
 from __future__ import annotations
@@ -40,13 +42,16 @@ from memora.memory.values import PreparedContext
 SAVED_FORMAT = "memora-conversation"
 SAVED_VERSION = 1
 MAX_SAVED_BYTES = 8 * 1024 * 1024
-"""Above an import's 2 MiB: a conversation may grow past what anyone would upload, and must still come back."""
+"""Above an import's 2 MiB: a conversation may grow past what anyone would upload, and must still
+come back."""
 MAX_PENDING_CHARS = 200_000
-"""A pending message was accepted by the page under ``MEMORA_MAX_MESSAGE_CHARS``; this only bounds a hostile payload."""
+"""A pending message was accepted by the page under ``MEMORA_MAX_MESSAGE_CHARS``; this only bounds a
+hostile payload."""
 
 
 class SavedConversationError(TranscriptError):
-    """A stored payload is malformed or hostile; ``code`` and ``path`` as for an imported transcript."""
+    """A stored payload is malformed or hostile; ``code`` and ``path`` as for an imported
+    transcript."""
 
 
 class SavedFile(StrictModel):
@@ -56,7 +61,8 @@ class SavedFile(StrictModel):
     fold_policy: Annotated[
         FoldPolicy, AfterValidator(lambda name: policies.policy(name).name), Field(max_length=64)
     ]
-    """A registered policy's name (``memora.memory.policies``): an unknown one is refused, naming the choices."""
+    """A registered policy's name (``memora.memory.policies``): an unknown one is refused, naming
+    the choices."""
     transcript: dict[str, Any]
     pending_message: Annotated[str, Field(max_length=MAX_PENDING_CHARS)] | None = None
 
@@ -65,8 +71,9 @@ class SavedFile(StrictModel):
 class SavedConversation:
     """A stored payload, validated: the conversation and the page's language and fold policy.
 
-    ``pending_message``: a message the server stopped before answering (``memora.classroom.shutdown``); it is not
-    part of the history, and the restored page puts it back in the input box.
+    ``pending_message``: a message the server stopped before answering
+    (``memora.classroom.shutdown``); it is not part of the history, and the restored page puts it
+    back in the input box.
     """
 
     transcript: Transcript
@@ -83,10 +90,12 @@ def dumps_saved(
     pending_message: str | None = None,
     last_request: PreparedContext | None = None,
 ) -> str:
-    """The payload to store for ``memory``: compact JSON text (a pending user message is left out, as in an export).
+    """The payload to store for ``memory``: compact JSON text (a pending user message is left out,
+    as in an export).
 
-    ``pending_message``, when given, is kept beside the transcript, for the next visit's input box. ``last_request``
-    is the last finished turn's request as the keeper kept it (``committed_request``), for a save made mid-turn.
+    ``pending_message``, when given, is kept beside the transcript, for the next visit's input box.
+    ``last_request`` is the last finished turn's request as the keeper kept it
+    (``committed_request``), for a save made mid-turn.
     """
     document: dict[str, Any] = {
         "format": SAVED_FORMAT,
@@ -101,8 +110,8 @@ def dumps_saved(
 
 
 def with_pending(payload: str, pending_message: str) -> str:
-    """A stored ``payload`` with ``pending_message`` set, the rest as it was; raises SavedConversationError
-    when the payload is not a saved conversation."""
+    """A stored ``payload`` with ``pending_message`` set, the rest as it was; raises
+    SavedConversationError when the payload is not a saved conversation."""
     parse_saved(payload)  # refuses anything that is not a saved conversation
     document = json.loads(payload)
     document["pending_message"] = pending_message
@@ -110,7 +119,8 @@ def with_pending(payload: str, pending_message: str) -> str:
 
 
 def parse_saved(raw: str | bytes) -> SavedConversation:
-    """Validates a stored payload; raises SavedConversationError with the transcript's codes (``too_large``, ...)."""
+    """Validates a stored payload; raises SavedConversationError with the transcript's codes
+    (``too_large``, ...)."""
     data = untrusted.parse_json(raw, SavedConversationError, max_bytes=MAX_SAVED_BYTES)
     untrusted.check_header(
         data,
@@ -132,10 +142,11 @@ def parse_saved(raw: str | bytes) -> SavedConversation:
 def restore_saved(
     saved: SavedConversation, session: ShortTermMemory, *, locked: bool
 ) -> ShortTermMemory:
-    """The saved conversation as a memory continuing ``session`` (its backend, model and caps); sends no request.
+    """The saved conversation as a memory continuing ``session`` (its backend, model and caps);
+    sends no request.
 
-    The import caps are not checked (see the module docstring); the session's caps apply to its next turn.
-    Raises SavedConversationError when it cannot continue here at all (``bad_settings``).
+    The import caps are not checked (see the module docstring); the session's caps apply to its next
+    turn. Raises SavedConversationError when it cannot continue here at all (``bad_settings``).
     """
     try:
         return continue_in_session(

@@ -1,16 +1,17 @@
 """The default store: one SQLite file (stdlib ``sqlite3``), created with its folder on first use.
 
 One connection, in WAL mode, behind one lock: the threads of one Streamlit process take turns, and a
-save is one short transaction. Several processes may open the same file (WAL lets readers go on while
-one writes); for several machines use PostgreSQL (``memora.classroom.store.postgres``).
+save is one short transaction. Several processes may open the same file (WAL lets readers go on
+while one writes); for several machines use PostgreSQL (``memora.classroom.store.postgres``).
 
-A deletion (``delete``, ``delete_owner``) leaves none of the conversation's text in the file: freed pages
-are zeroed (``secure_delete``) and the write-ahead log, which holds every earlier save, is emptied.
+A deletion (``delete``, ``delete_owner``) leaves none of the conversation's text in the file: freed
+pages are zeroed (``secure_delete``) and the write-ahead log, which holds every earlier save, is
+emptied.
 
 A file made before conversations had owners is migrated in place when it is opened: the new columns
-are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them) and
-their sizes are filled in so that they count against the store's cap. The tombstones and the turns' room bookings
-(``base``) are tables of their own, made when missing.
+are added, its old rows keep a NULL owner (so no browser opens them; the idle sweep removes them)
+and their sizes are filled in so that they count against the store's cap. The tombstones and the
+turns' room bookings (``base``) are tables of their own, made when missing.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS room_bookings (
 );
 """
 _ADDED_COLUMNS = (("owner", "TEXT"), ("created_at", "REAL"), ("size", "INTEGER NOT NULL DEFAULT 0"))
-"""Columns added since the first schema (owners and caps); a file without them gets them when opened."""
+"""Columns added since the first schema (owners and caps); a file without them gets them when
+opened."""
 _AFTER_MIGRATION = """
 CREATE INDEX IF NOT EXISTS conversations_owner_created ON conversations (owner, created_at);
 UPDATE conversations SET size = length(CAST(payload AS BLOB)) WHERE size = 0;
@@ -67,7 +69,8 @@ HOUR_S = 3600.0
 
 
 class SqliteStore:
-    """``ConversationStore`` on the SQLite file at ``path``; opened lazily, so a bad path fails a save, not the page."""
+    """``ConversationStore`` on the SQLite file at ``path``; opened lazily, so a bad path fails a
+    save, not the page."""
 
     def __init__(self, path: str | Path, caps: StoreCaps | None = None) -> None:
         self.path = Path(path).expanduser()
@@ -106,7 +109,8 @@ class SqliteStore:
         size = len(payload.encode())
         with self._lock, _errors():
             connection = self._connect()
-            # BEGIN IMMEDIATE takes the write lock first, so nothing read below can change before the write.
+            # BEGIN IMMEDIATE takes the write lock first, so nothing read below can change before
+            # the write.
             connection.execute("BEGIN IMMEDIATE")
             try:
                 _check_tombstones(connection, owner, conversation_id, forked_from)
@@ -307,13 +311,14 @@ class SqliteStore:
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # check_same_thread=False: the lock above serialises every use; replies may commit in a worker thread.
+            # check_same_thread=False: the lock above serialises every use; replies may commit in a
+            # worker thread.
             connection = sqlite3.connect(
                 self.path, timeout=30, isolation_level=None, check_same_thread=False
             )
             connection.execute("PRAGMA journal_mode=WAL")
-            # Freed pages are zeroed, so a deleted conversation's text is not left in the file (Debian's build
-            # does this by default, other builds do not).
+            # Freed pages are zeroed, so a deleted conversation's text is not left in the file
+            # (Debian's build does this by default, other builds do not).
             connection.execute("PRAGMA secure_delete=ON")
             connection.executescript(_SCHEMA)
             _migrate(connection)
@@ -322,7 +327,8 @@ class SqliteStore:
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
-    """Adds the owner and cap columns to a table made before them, once, even with several processes opening it."""
+    """Adds the owner and cap columns to a table made before them, once, even with several processes
+    opening it."""
     connection.execute("BEGIN IMMEDIATE")
     try:
         present = {row[1] for row in connection.execute("PRAGMA table_info(conversations)")}
@@ -347,7 +353,8 @@ def _bury(connection: sqlite3.Connection, kind: str, key: str) -> None:
 def _tombstone(
     connection: sqlite3.Connection, owner: str, conversation_id: str | None, forked_from: str | None
 ) -> Gone | None:
-    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not asked) deleted."""
+    """Gone when ``owner`` was forgotten, or ``conversation_id`` or ``forked_from`` (None: not
+    asked) deleted."""
     if connection.execute(
         "SELECT 1 FROM tombstones WHERE kind = 'owner' AND key = ?", (owner,)
     ).fetchone():
@@ -372,15 +379,17 @@ def _check_tombstones(
 
 
 def _scrub(connection: sqlite3.Connection) -> None:
-    """Empties the write-ahead log after a deletion: every earlier save of the deleted row is a frame in it
-    until a checkpoint, readable by anyone who can read the file. TRUNCATE copies the log into the database
-    (whose freed pages ``secure_delete`` zeroed) and cuts it to 0 bytes; while another process is reading,
-    SQLite leaves it for that reader (the next deletion or checkpoint truncates it), so this never waits."""
+    """Empties the write-ahead log after a deletion: every earlier save of the deleted row is a
+    frame in it until a checkpoint, readable by anyone who can read the file. TRUNCATE copies the
+    log into the database (whose freed pages ``secure_delete`` zeroed) and cuts it to 0 bytes; while
+    another process is reading, SQLite leaves it for that reader (the next deletion or checkpoint
+    truncates it), so this never waits."""
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 class _errors:
-    """Turns sqlite3's errors (and a folder that cannot be made) into StoreError; VersionConflict passes."""
+    """Turns sqlite3's errors (and a folder that cannot be made) into StoreError; VersionConflict
+    passes."""
 
     def __enter__(self) -> None:
         return None

@@ -1,12 +1,11 @@
 """Export a conversation to JSON and import it back into a new memory.
 
-A transcript holds the full history, every summary version, the usage ledger,
-the per-turn stats, the last request's context (its messages, and beside them
-each one's source and tokens, its instructions and its counts: ``last_request``,
-so that the page draws it again after a reload, in another tab or after a
-restart), the memory's limits and model, and when it was made. It never holds the API key, the base URL or any other
-part of the backend's configuration: export reads only the memory's own state.
-Prompts are not exported either; an imported conversation continues under the
+A transcript holds the full history, every summary version, the usage ledger, the per-turn stats,
+the last request's context (its messages, and beside them each one's source and tokens, its
+instructions and its counts: ``last_request``, so that the page draws it again after a reload, in
+another tab or after a restart), the memory's limits and model, and when it was made. It never holds
+the API key, the base URL or any other part of the backend's configuration: export reads only the
+memory's own state. Prompts are not exported either; an imported conversation continues under the
 prompts configured where it is imported.
 
 Import is strict, since a transcript may come from anyone. Every failure is a
@@ -29,7 +28,8 @@ unpaired_message, odd_summary_pointer, summary_beyond_history,
 summary_chain_broken, bad_settings, message_over_cap, over_turn_cap,
 ledger_over_cap, summary_over_cap.
 """
-# The last four codes come from ``check_caps``: a parsed transcript against the importing session's caps.
+# The last four codes come from ``check_caps``: a parsed transcript against the importing session's
+# caps.
 
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ class TranscriptSettings(StrictModel):
     max_recent_turns: Annotated[int, Field(ge=0, le=1000)]
     max_summary_tokens: Annotated[int, Field(ge=1, le=100_000)]
     fold_batch_turns: Annotated[int, Field(ge=0, le=1000)] = 0
-    """Read from files written before batched folding was deleted, and ignored: the watermark is its product form."""
+    """Read from files written before batched folding was deleted, and ignored: the watermark is its
+    product form."""
     offline: bool
 
 
@@ -134,7 +135,8 @@ class SentMessageEntry(StrictModel):
 
 
 class RequestPartsEntry(StrictModel):
-    """A request's parts (``memora.text.usage.RequestParts``): counts and message numbers, never texts."""
+    """A request's parts (``memora.text.usage.RequestParts``): counts and message numbers, never
+    texts."""
 
     instructions: Count
     summary: Count
@@ -169,7 +171,8 @@ class LedgerEntry(StrictModel):
     bills: bool = False
     teaches: bool = True
     parts: RequestPartsEntry | None = None
-    """Written since requests keep their parts; a record without them reads as before (no picture of it)."""
+    """Written since requests keep their parts; a record without them reads as before (no picture of
+    it)."""
 
 
 class TurnStatsEntry(StrictModel):
@@ -189,10 +192,11 @@ class TurnStatsEntry(StrictModel):
 
 
 class LastRequestEntry(StrictModel):
-    """The last finished turn's reply request beside ``last_context`` (its messages): what ``PreparedContext`` adds.
+    """The last finished turn's reply request beside ``last_context`` (its messages): what
+    ``PreparedContext`` adds.
 
-    Written since the last request came back with a conversation; a file without it reads as before (no figures:
-    the page says no request was made in this session yet)."""
+    Written since the last request came back with a conversation; a file without it reads as before
+    (no figures: the page says no request was made in this session yet)."""
 
     instructions: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
     sources: Annotated[list[Source], Field(max_length=MAX_MESSAGES)]
@@ -224,8 +228,9 @@ class TranscriptFile(StrictModel):
 
 @dataclass(frozen=True)
 class Transcript:
-    """A validated transcript; ``turn_stats`` pairs an assistant history index with a legacy file's stats for it
-    (files now keep those figures in the reply's ledger record: ``with_turn_stats``)."""
+    """A validated transcript; ``turn_stats`` pairs an assistant history index with a legacy file's
+    stats for it (files now keep those figures in the reply's ledger record:
+    ``with_turn_stats``)."""
 
     created_at: str
     settings: TranscriptSettings
@@ -235,7 +240,8 @@ class Transcript:
     turn_stats: tuple[tuple[int, TurnStatsEntry], ...]
     last_context: tuple[Message, ...]
     last_request: PreparedContext | None = None
-    """The request ``last_context`` was sent in, whole (None in a file written before it was kept)."""
+    """The request ``last_context`` was sent in, whole (None in a file written before it was
+    kept)."""
 
 
 # -- export -------------------------------------------------------------------
@@ -246,9 +252,10 @@ def committed_request(
 ) -> PreparedContext | None:
     """The request of the memory's last finished turn: the one whose messages are ``last_context``.
 
-    ``memory.last_prepared`` is the last request prepared, which is another one while a turn is under way (or None
-    once its message is added) and after a failed turn; ``earlier`` (what a keeper saved last) is asked then. None
-    when neither is that request (a conversation restored from a file written before requests were kept).
+    ``memory.last_prepared`` is the last request prepared, which is another one while a turn is
+    under way (or None once its message is added) and after a failed turn; ``earlier`` (what a
+    keeper saved last) is asked then. None when neither is that request (a conversation restored
+    from a file written before requests were kept).
     """
     sent = tuple(memory.last_context)
     for request in (memory.last_prepared, earlier):
@@ -265,9 +272,9 @@ def export_transcript(
 ) -> dict[str, Any]:
     """The memory as a JSON-ready dict.
 
-    A user message still waiting for its reply is left out, so the export is
-    always complete pairs; its stats and context stay as of the last finished turn.
-    ``last_request``: that turn's request when the caller kept it (``committed_request``); by default, the memory's.
+    A user message still waiting for its reply is left out, so the export is always complete pairs;
+    its stats and context stay as of the last finished turn. ``last_request``: that turn's request
+    when the caller kept it (``committed_request``); by default, the memory's.
     """
     request = committed_request(memory, last_request)
     completed = len(memory.history) - (1 if memory.conversation.pending else 0)
@@ -326,7 +333,8 @@ def parse_transcript(raw: bytes | str, *, max_bytes: int = MAX_TRANSCRIPT_BYTES)
 
 
 def transcript_from_data(data: Any) -> Transcript:
-    """``parse_transcript`` after the JSON syntax: the header, every value, and the cross-field rules.
+    """``parse_transcript`` after the JSON syntax: the header, every value, and the cross-field
+    rules.
 
     For a transcript that arrives already parsed, inside another document (a saved conversation):
     it gets exactly the checks an imported file gets. Raises TranscriptError.
@@ -420,18 +428,20 @@ def continue_in_session(
     fold_policy: FoldPolicy | None = None,
     from_outside: bool = True,
 ) -> ShortTermMemory:
-    """The transcript's conversation as a new memory that continues ``session``'s: the rules an import obeys.
+    """The transcript's conversation as a new memory that continues ``session``'s: the rules an
+    import obeys.
 
-    A file from outside must fit the session's caps (``check_caps``); ``from_outside=False`` is for a
-    conversation this server saved itself as the page built it (``memora.classroom.store.saved``), already held to
-    the caps turn by turn, which must come back whole. The new memory keeps the session's
-    backend (which counts as it counts), model, caps, reply cap and context window. Unlocked, it takes the
-    transcript's budget and window (and ``fold_policy``, when given); ``locked`` (MEMORA_LOCK_SETTINGS),
-    it keeps the session's, and the transcript brings only the conversation. Sends no request.
-    Raises TranscriptError, and ``session`` is left as it was.
+    A file from outside must fit the session's caps (``check_caps``); ``from_outside=False`` is for
+    a conversation this server saved itself as the page built it (``memora.classroom.store.saved``),
+    already held to the caps turn by turn, which must come back whole. The new memory keeps the
+    session's backend (which counts as it counts), model, caps, reply cap and context window.
+    Unlocked, it takes the transcript's budget and window (and ``fold_policy``, when given);
+    ``locked`` (MEMORA_LOCK_SETTINGS), it keeps the session's, and the transcript brings only the
+    conversation. Sends no request. Raises TranscriptError, and ``session`` is left as it was.
     """
     if from_outside:
-        # A memory built without caps (not the page's: its caps come from the settings) holds an import to none.
+        # A memory built without caps (not the page's: its caps come from the settings) holds an
+        # import to none.
         check_caps(
             transcript,
             session.limits.caps or SessionLimits(None),
@@ -578,8 +588,8 @@ def _check_pointer(count: int, history_length: int, path: str) -> None:
 def _last_request(
     entry: LastRequestEntry, messages: tuple[Message, ...], ledger: Sequence[UsageRecord]
 ) -> PreparedContext:
-    """The request whose messages are ``messages``: one source and one count for each, the current message last. Its
-    parts are the ledger's record of it, the newest reply's (not saved twice)."""
+    """The request whose messages are ``messages``: one source and one count for each, the current
+    message last. Its parts are the ledger's record of it, the newest reply's (not saved twice)."""
     for name, values in (("sources", entry.sources), ("message_tokens", entry.message_tokens)):
         if len(values) != len(messages):
             raise TranscriptError(

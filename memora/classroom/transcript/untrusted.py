@@ -28,7 +28,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 MAX_INT = 10**12
-"""Larger than any token count or index a session can reach; bigger numbers are hostile or corrupt."""
+"""Larger than any token count or index a session can reach; bigger numbers are hostile or
+corrupt."""
 
 
 class UntrustedJSONError(ValueError):
@@ -59,14 +60,16 @@ def not_blank(value: str) -> str:
 
 
 NotBlank = AfterValidator(not_blank)
-"""Marks a text that must not be empty or only whitespace: ``Annotated[str, Field(min_length=1), NotBlank]``."""
+"""Marks a text that must not be empty or only whitespace: ``Annotated[str, Field(min_length=1),
+NotBlank]``."""
 
 Count = Annotated[int, Field(ge=0, le=MAX_INT)]
 """A token count or a total: a whole number, never negative, never absurd."""
 
 
 def _decoded(raw: bytes | str, error: type[UntrustedJSONError], max_bytes: int) -> str:
-    """``raw`` as text, once its size is known to be within ``max_bytes``; a UTF-8 BOM is dropped."""
+    """``raw`` as text, once its size is known to be within ``max_bytes``; a UTF-8 BOM is
+    dropped."""
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise error(
@@ -200,7 +203,8 @@ def validate(model: type[M], data: Any, error: type[UntrustedJSONError]) -> M:
 
 
 def _first(errors: list[ErrorDetails]) -> ErrorDetails:
-    """The error a reader meets first: an object's unknown, then missing, keys come before any value inside it.
+    """The error a reader meets first: an object's unknown, then missing, keys come before any value
+    inside it.
 
     pydantic lists errors field by field and unknown keys last; a file with a typo
     in a key would otherwise be reported as missing the key it meant.
@@ -216,7 +220,8 @@ def _first(errors: list[ErrorDetails]) -> ErrorDetails:
 
 
 def json_path(loc: Sequence[int | str]) -> str:
-    """pydantic's ``loc`` as the path a reader of the file knows: ``("history", 3, "role")`` is ``history[3].role``."""
+    """pydantic's ``loc`` as the path a reader of the file knows: ``("history", 3, "role")`` is
+    ``history[3].role``."""
     return "".join(
         f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc
     ).removeprefix(".")
@@ -235,7 +240,8 @@ _EXPECTED = {
 
 
 def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJSONError:
-    """One pydantic error as this module's code: its ``type`` picks the code, ``loc`` the path, ``ctx`` the details."""
+    """One pydantic error as this module's code: its ``type`` picks the code, ``loc`` the path,
+    ``ctx`` the details."""
     kind, loc, ctx, value = e["type"], e["loc"], e.get("ctx", {}), e.get("input")
     path = json_path(loc)
     if kind == "missing":
