@@ -133,7 +133,8 @@ class ChatCompletionsBackend(SDKClientRetries):
         try:
             return tokenizer.count(chat_messages(instructions, messages))
         except ServerTokenizerError:
-            return None  # the plan then rests on the learned margin, as for a server without a tokenizer
+            # the plan then rests on the learned margin, as for a server without a tokenizer
+            return None
 
     # -- request bodies ---------------------------------------------------------
 

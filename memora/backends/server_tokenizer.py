@@ -184,7 +184,8 @@ class LlamaCppPythonTokenizer:
             )
             with self._lock:
                 if len(self._texts) >= TEXT_CACHE_ENTRIES:
-                    self._texts.clear()  # a crude bound: a classroom's texts are counted again, never wrongly
+                    # a crude bound: a classroom's texts are counted again, never wrongly
+                    self._texts.clear()
                 self._texts[text] = known
         return known
 

@@ -153,7 +153,8 @@ class ReplyJob:
             if self._after is not None and not self.cancelled and not self._skip_after.is_set():
                 try:
                     self._after(self.memory)
-                except Exception as error:  # BackendError, SummaryError, or a bug: the next prepare() folds instead
+                except Exception as error:
+                    # BackendError, SummaryError, or a bug: the next prepare() folds instead
                     self._publish(phase="done", after_error=error)
                     return
             self._publish(phase="done")
@@ -168,7 +169,8 @@ class ReplyJob:
                         break  # leaving closes the stream, then the turn rolls back
                     reply += piece
                     self._publish(reply=reply)
-        except BaseException as error:  # whatever ends the turn, the job must end too, or the page would wait on it forever
+        except BaseException as error:
+            # whatever ends the turn, the job must end too, or the page would wait on it forever
             self._publish(phase="failed", error=error)
             return False
         if not turn.committed:

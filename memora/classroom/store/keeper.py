@@ -199,9 +199,9 @@ class ConversationKeeper:
                 return False
             try:
                 row = self._write(memory, payload, fork)
-                if (
-                    row is None
-                ):  # no unsaved work, and a later version stored: nothing to retry, the next turn opens it
+                if row is None:
+                    # No unsaved work, and a later version stored: nothing to retry, the next
+                    # turn opens that version.
                     self.failure, self.dirty = None, False
                     return False
             except Gone as gone:

@@ -124,7 +124,9 @@ class PostgresPool:
                 self._probe()
                 stale, self._pool, self._down = self._pool, self._open(), False
                 if stale is not None:
-                    stale.close()  # its connections date from before the break; one still lent is closed when returned
+                    # Its connections date from before the break; one still lent is closed
+                    # when it comes back.
+                    stale.close()
             if schema and schema not in self._schemas:
                 with self._pool.connection() as connection, connection.transaction():
                     connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))

@@ -247,9 +247,9 @@ class SqliteStore:
                 theirs = connection.execute(
                     "SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)
                 ).fetchone()
-                if (
-                    theirs is None
-                ):  # another owner's row keeps its id alive: nobody may tombstone what is not theirs
+                if theirs is None:
+                    # Another owner's row keeps its id alive: nobody may tombstone what is
+                    # not theirs.
                     _bury(connection, "conversation", conversation_id)
             except BaseException:
                 connection.execute("ROLLBACK")
