@@ -66,7 +66,8 @@ def spawn(
     (the death signal would follow that thread, not the process)."""
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError(
-            "memora.app.children.spawn runs in the main thread only: the death signal follows the thread that forks"
+            "memora.app.children.spawn runs in the main thread only: the death signal follows the "
+            "thread that forks"
         )
     before_exec = _die_with(os.getpid()) if _PRCTL is not None else None
     return subprocess.Popen(

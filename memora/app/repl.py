@@ -359,8 +359,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m memora",
         description="Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "
-        f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or MEMORA_BACKEND=chat) is set; "
-        "docs/configuration.md lists every MEMORA_* variable.",
+        f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or "
+        "MEMORA_BACKEND=chat) is set; docs/configuration.md lists every MEMORA_* variable.",
     )
     parser.add_argument("--version", action="version", version=f"Memora {__version__}")
     return parser.parse_args(argv)

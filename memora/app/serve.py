@@ -124,7 +124,8 @@ def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
         raise ServeError("--processes must be between 1 and 64.")
     if not 1 <= args.first_port <= 65535 - args.processes:
         raise ServeError(
-            f"--first-port must leave room for {args.processes} process(es) and the spare port below 65536."
+            f"--first-port must leave room for {args.processes} process(es) and the spare port "
+            "below 65536."
         )
     port = args.listen.rpartition(":")[2]
     if ":" not in args.listen or not port.isdigit() or not 1 <= int(port) <= 65535:
@@ -135,14 +136,16 @@ def checked_setup(argv: Sequence[str], environ: dict[str, str]) -> ClassSetup:
         # The value may hold a password: the message never quotes it.
         raise ServeError(
             "MEMORA_STORE_URL must name a PostgreSQL database that every process shares "
-            "(postgresql://user:password@host:5432/db): with a SQLite file or none, each process would keep "
-            "conversations, room for turns and deletions of its own. See docs/postgresql.md to create one."
+            "(postgresql://user:password@host:5432/db): with a SQLite file or none, each process "
+            "would keep conversations, room for turns and deletions of its own. See "
+            "docs/postgresql.md to create one."
         )
     caddy = shutil.which("caddy", path=environ.get("PATH"))
     if caddy is None:
         raise ServeError(
-            "Caddy is not installed (no `caddy` on the PATH). On Debian or Ubuntu: sudo apt-get install caddy; "
-            "elsewhere see https://caddyserver.com/docs/install. Then run this command again."
+            "Caddy is not installed (no `caddy` on the PATH). On Debian or Ubuntu: sudo apt-get "
+            "install caddy; elsewhere see https://caddyserver.com/docs/install. Then run this "
+            "command again."
         )
     ports = tuple(range(args.first_port, args.first_port + args.processes))
     return ClassSetup(caddy, ports, args.first_port + args.processes, args.listen)
@@ -254,14 +257,16 @@ class Supervisor:
             spawn(command, environ), max(child.exit_within_s for child in self.processes.values())
         )
         _say(
-            f"Caddy (pid {self.caddy.pid}) on {self.setup.listen}, in front of {self.setup.upstreams}"
+            f"Caddy (pid {self.caddy.pid}) on {self.setup.listen}, in front of "
+            f"{self.setup.upstreams}"
         )
         if not self._listening(self.caddy, self.setup.listen_port, f"Caddy (pid {self.caddy.pid})"):
             return False
         if not all(self._first_run(port) for port in self.setup.ports):
             return False
         _say(
-            f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor on the spare port first"
+            f"ready; kill -HUP {os.getpid()} restarts the processes one at a time, each successor "
+            "on the spare port first"
         )
         return True
 
@@ -295,14 +300,16 @@ class Supervisor:
             if not self._first_run(successor):
                 self._retire(successor, self.processes.pop(successor))
                 _say(
-                    f"rolling restart stopped; the class stays on ports {' '.join(map(str, sorted(self.processes)))}"
+                    "rolling restart stopped; the class stays on ports "
+                    f"{' '.join(map(str, sorted(self.processes)))}"
                 )
                 return
             if not self._retire(old_port, self.processes.pop(old_port)):
                 return
             self.spare = old_port
         _say(
-            f"rolling restart done; the class is on ports {' '.join(map(str, sorted(self.processes)))}"
+            "rolling restart done; the class is on ports "
+            f"{' '.join(map(str, sorted(self.processes)))}"
         )
 
     def stop(self) -> None:
@@ -327,7 +334,8 @@ class Supervisor:
             for child in running:
                 if time.monotonic() > self.deadlines[child.pid]:
                     _say(
-                        f"pid {child.pid} did not exit within {child.exit_within_s:.0f} s of its stop; killing it"
+                        f"pid {child.pid} did not exit within {child.exit_within_s:.0f} s of its "
+                        "stop; killing it"
                     )
                     child.process.kill()
                     self.deadlines[child.pid] = float("inf")
@@ -343,7 +351,8 @@ class Supervisor:
         for port, child in list(self.processes.items()):
             if child.process.poll() is not None and not self.stopping:
                 _say(
-                    f"the process on port {port} (pid {child.pid}) exited with {child.process.returncode}; starting it again"
+                    f"the process on port {port} (pid {child.pid}) exited with "
+                    f"{child.process.returncode}; starting it again"
                 )
                 time.sleep(RESTART_DELAY_S)
                 self._start_process(port)
@@ -396,7 +405,8 @@ class Supervisor:
                 return False
             if time.monotonic() > self.deadlines[child.pid]:
                 _say(
-                    f"{_where(port, child)} did not exit within {child.exit_within_s:.0f} s of its stop; killing it"
+                    f"{_where(port, child)} did not exit within {child.exit_within_s:.0f} s of "
+                    "its stop; killing it"
                 )
                 child.process.kill()
                 child.process.wait()
@@ -447,8 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in taken:
             print(f"memora.serve: {line}", file=sys.stderr)
         print(
-            "memora.serve: nothing was started. Stop what holds those ports (a class started before and still running, "
-            "say: its pid is above) or choose others with --first-port and --listen, then run this command again.",
+            "memora.serve: nothing was started. Stop what holds those ports (a class started "
+            "before and still running, say: its pid is above) or choose others with --first-port "
+            "and --listen, then run this command again.",
             file=sys.stderr,
         )
         return 2

@@ -116,13 +116,15 @@ def explain_error(
             )
         case openai.PermissionDeniedError():
             return ModelServerError(
-                f"The model server refused access for this key (HTTP 403). Check {key_name} and the model's access.",
+                f"The model server refused access for this key (HTTP 403). Check {key_name} and "
+                "the model's access.",
                 "auth",
                 403,
             )
         case openai.RateLimitError():
             return ModelServerError(
-                "The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and resend.",
+                "The model server is rate-limiting or out of quota (HTTP 429). Wait a moment and "
+                "resend.",
                 "rate_limit",
                 429,
             )
@@ -135,7 +137,8 @@ def explain_error(
             )
         case openai.APIConnectionError() if during_stream:
             return ModelServerError(
-                "The connection to the model server broke off in the middle of the reply. Nothing was saved; resend.",
+                "The connection to the model server broke off in the middle of the reply. Nothing "
+                "was saved; resend.",
                 "interrupted",
                 began=True,
             )

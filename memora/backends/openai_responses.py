@@ -277,7 +277,8 @@ class OpenAIResponsesBackend(SDKClientRetries):
     def _failed(self, error: Any) -> ModelServerError:
         detail = getattr(error, "message", None) or "no details"
         return ModelServerError(
-            f"The model reported an error while answering: {redact(str(detail), (self._key(),))[:300]}",
+            "The model reported an error while answering: "
+            f"{redact(str(detail), (self._key(),))[:300]}",
             "stream",
         )
 

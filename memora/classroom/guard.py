@@ -266,8 +266,9 @@ class GuardedBackend:
         notes = []
         if self.budgeted and unanswered:
             notes.append(
-                f"The {kind} request went unanswered {unanswered} time(s); the class's token budget counts each at its "
-                f"largest cost ({largest:,} tokens), since a server may bill a request it answered after Memora stopped waiting."
+                f"The {kind} request went unanswered {unanswered} time(s); the class's token "
+                f"budget counts each at its largest cost ({largest:,} tokens), since a server may "
+                "bill a request it answered after Memora stopped waiting."
             )
         if refused is not None:
             notes.append(

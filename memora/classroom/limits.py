@@ -49,7 +49,8 @@ class SessionLimits:
                 "message_too_long",
                 len(text),
                 self.max_message_chars,
-                f"The message has {len(text):,} characters; the limit is {self.max_message_chars:,}.",
+                f"The message has {len(text):,} characters; the limit is "
+                f"{self.max_message_chars:,}.",
             )
         self.check_spend(finished_turns, session_tokens)
 
@@ -61,12 +62,14 @@ class SessionLimits:
                 "too_many_turns",
                 finished_turns,
                 self.max_turns,
-                f"This session has reached its limit of {self.max_turns} turns. Start a new conversation to go on.",
+                f"This session has reached its limit of {self.max_turns} turns. Start a new "
+                "conversation to go on.",
             )
         if self.max_session_tokens is not None and session_tokens >= self.max_session_tokens:
             raise LimitReached(
                 "too_many_tokens",
                 session_tokens,
                 self.max_session_tokens,
-                f"This session has used {session_tokens:,} of its {self.max_session_tokens:,} tokens.",
+                f"This session has used {session_tokens:,} of its {self.max_session_tokens:,} "
+                "tokens.",
             )

@@ -193,8 +193,9 @@ class CappedSpend:
                 "server_tokens",
                 booking.total,
                 self.max_tokens,
-                f"The classroom's shared budget cannot cover this request: {booking.total:,} of {self.max_tokens:,} tokens "
-                f"are spent or held for replies in progress, and this request may cost up to {tokens:,}.",
+                f"The classroom's shared budget cannot cover this request: {booking.total:,} of "
+                f"{self.max_tokens:,} tokens are spent or held for replies in progress, and this "
+                f"request may cost up to {tokens:,}.",
             )
         return Reservation(booking.id, tokens, kind)
 
@@ -210,8 +211,9 @@ class CappedSpend:
         except StoreError as error:
             if HELD.hold(self.place, settlement):
                 log.warning(
-                    "Classroom budget: the spend of a billed %s request (%d tokens) could not be written (%s); "
-                    "it is held in memory, counted against the budget, and written once the store is back.",
+                    "Classroom budget: the spend of a billed %s request (%d tokens) could not be "
+                    "written (%s); it is held in memory, counted against the budget, and written "
+                    "once the store is back.",
                     reservation.kind,
                     settlement.tokens,
                     error,
@@ -298,7 +300,8 @@ class ServerLedger(CappedSpend):
                     connection.execute("ROLLBACK")
                     return Booking(None, total)
                 row = connection.execute(
-                    "INSERT INTO requests (at, kind, tokens, estimated, settled) VALUES (?, ?, ?, 0, 0)",
+                    "INSERT INTO requests (at, kind, tokens, estimated, settled) "
+                    "VALUES (?, ?, ?, 0, 0)",
                     (_now(), kind, tokens),
                 )
                 connection.execute("COMMIT")
@@ -313,7 +316,8 @@ class ServerLedger(CappedSpend):
             connection.execute("BEGIN IMMEDIATE")
             try:
                 connection.executemany(
-                    "UPDATE requests SET tokens = ?, estimated = ?, settled = 1, at = ? WHERE id = ? AND settled = 0",
+                    "UPDATE requests SET tokens = ?, estimated = ?, settled = 1, at = ? "
+                    "WHERE id = ? AND settled = 0",
                     [(s.tokens, int(s.estimated), _now(), s.reservation.id) for s in settlements],
                 )
                 connection.execute("COMMIT")

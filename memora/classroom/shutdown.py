@@ -88,7 +88,8 @@ def drain(
         return Drained()
     if running:
         log.warning(
-            "Memora: waiting up to %.0f s for %d reply(ies) to finish (Ctrl-C again to stop waiting).",
+            "Memora: waiting up to %.0f s for %d reply(ies) to finish (Ctrl-C again to stop "
+            "waiting).",
             grace_s,
             len(running),
         )
@@ -129,8 +130,8 @@ def drain(
 
 def _log(drained: Drained) -> None:
     log.warning(
-        "Memora: %d reply(ies) finished, %d stopped; %d unanswered message(s) kept for the next visit, %d lost; "
-        "%d unsaved conversation(s) saved now, %d could not be saved; %.1f s.",
+        "Memora: %d reply(ies) finished, %d stopped; %d unanswered message(s) kept for the next "
+        "visit, %d lost; %d unsaved conversation(s) saved now, %d could not be saved; %.1f s.",
         drained.finished,
         drained.stopped,
         drained.kept,
@@ -141,9 +142,9 @@ def _log(drained: Drained) -> None:
     )
     if drained.unsaved:
         log.error(
-            "Memora: %d conversation(s) could not be saved before exit (the storage still fails): their latest turns, "
-            "%s billed tokens, are lost; the server budget still counts their requests "
-            "(at their largest cost where a bill could not be written).",
+            "Memora: %d conversation(s) could not be saved before exit (the storage still fails): "
+            "their latest turns, %s billed tokens, are lost; the server budget still counts their "
+            "requests (at their largest cost where a bill could not be written).",
             drained.unsaved,
             f"{drained.unsaved_tokens:,}",
         )
@@ -152,7 +153,8 @@ def _log(drained: Drained) -> None:
 def _write_held(ledger: CappedSpend | None) -> None:
     if ledger is not None and not ledger.write_held():
         log.warning(
-            "Memora: the server budget's held spend could not be written; those requests stay booked at their largest cost."
+            "Memora: the server budget's held spend could not be written; those requests stay "
+            "booked at their largest cost."
         )
 
 

@@ -27,8 +27,8 @@ from memora.text.usage import UsageRecord
 
 PRICES_CHECKED = "2026-12-02"
 PRICES_NOTE = (
-    f"USD per 1M tokens, standard tier, read {PRICES_CHECKED} from stored copies of OpenAI's model pages; "
-    "not checked against the live pricing page. Edit the table if prices changed."
+    f"USD per 1M tokens, standard tier, read {PRICES_CHECKED} from stored copies of OpenAI's "
+    "model pages; not checked against the live pricing page. Edit the table if prices changed."
 )
 _DATED_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
@@ -60,7 +60,8 @@ class ModelPrice:
                 or value < 0
             ):
                 raise ValueError(
-                    f"{self.model}: the {name} price must be a finite number of 0 or more, not {value!r}"
+                    f"{self.model}: the {name} price must be a finite number of 0 or more, not "
+                    f"{value!r}"
                 )
 
 

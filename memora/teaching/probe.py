@@ -453,16 +453,19 @@ def format_report(report: ProbeReport) -> str:
     widths = [max(_width(row[i]) for row in rows) for i in range(4)]
     lines = [
         f"Scenario: {report.scenario_id} - {report.scenario_title}",
-        f"Backend: {report.backend_label}{'' if report.offline else f' · model {report.model}'} · {report.filler_turns} filler turns · "
-        f"{report.summary_versions} summary versions · {report.session_total_tokens} tokens",
+        f"Backend: {report.backend_label}{'' if report.offline else f' · model {report.model}'} · "
+        f"{report.filler_turns} filler turns · {report.summary_versions} summary versions · "
+        f"{report.session_total_tokens} tokens",
     ]
     if report.offline:
         lines.append(
-            "Offline: the answer column checks the context the offline engine describes, not a model's reply."
+            "Offline: the answer column checks the context the offline engine describes, not a "
+            "model's reply."
         )
     if not report.folded:
         lines.append(
-            "INCONCLUSIVE: the planted turns were never folded into the summary; raise max_filler_turns."
+            "INCONCLUSIVE: the planted turns were never folded into the summary; raise "
+            "max_filler_turns."
         )
     lines.append("")
     for k, row in enumerate(rows):

@@ -476,7 +476,8 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
             if len(message.content) > limits.max_message_chars:
                 raise TranscriptError(
                     "message_over_cap",
-                    f"message {i} has {len(message.content):,} characters; this page allows {limits.max_message_chars:,}.",
+                    f"message {i} has {len(message.content):,} characters; this page allows "
+                    f"{limits.max_message_chars:,}.",
                     f"history[{i}].content",
                     chars=len(message.content),
                     limit=limits.max_message_chars,
@@ -494,7 +495,8 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
     if limits.max_session_tokens is not None and spent > limits.max_session_tokens:
         raise TranscriptError(
             "ledger_over_cap",
-            f"the file's ledger spent {spent:,} tokens; this page allows {limits.max_session_tokens:,} per conversation.",
+            f"the file's ledger spent {spent:,} tokens; this page allows "
+            f"{limits.max_session_tokens:,} per conversation.",
             "ledger",
             tokens=spent,
             limit=limits.max_session_tokens,
@@ -504,7 +506,8 @@ def check_caps(transcript: Transcript, limits: SessionLimits, max_summary_tokens
         if tokens > max_summary_tokens:
             raise TranscriptError(
                 "summary_over_cap",
-                f"summary version {i} has {tokens:,} tokens; summaries here hold at most {max_summary_tokens:,}.",
+                f"summary version {i} has {tokens:,} tokens; summaries here hold at most "
+                f"{max_summary_tokens:,}.",
                 f"summary_versions[{i}].text",
                 tokens=tokens,
                 limit=max_summary_tokens,
@@ -552,7 +555,8 @@ def _check_pairs(history: tuple[Message, ...]) -> None:
         if message.role != expected:
             raise TranscriptError(
                 "pairs_out_of_order",
-                f"message {i} should be a {expected} message; the history is user/assistant pairs in order.",
+                f"message {i} should be a {expected} message; the history is user/assistant pairs "
+                "in order.",
                 f"history[{i}].role",
                 index=i,
                 expected=expected,
@@ -594,7 +598,8 @@ def _last_request(
         if len(values) != len(messages):
             raise TranscriptError(
                 "bad_value",
-                f"last_request.{name} has {len(values)} entries for the {len(messages)} messages of last_context.",
+                f"last_request.{name} has {len(values)} entries for the {len(messages)} messages "
+                "of last_context.",
                 f"last_request.{name}",
                 entries=len(values),
                 messages=len(messages),

@@ -138,7 +138,8 @@ def parse_json(raw: bytes | str, error: type[UntrustedJSONError], *, max_bytes: 
     except json.JSONDecodeError as problem:
         raise error(
             "not_json",
-            f"The file is not valid JSON: {problem.msg} (line {problem.lineno}, column {problem.colno}).",
+            f"The file is not valid JSON: {problem.msg} (line {problem.lineno}, column "
+            f"{problem.colno}).",
             line=problem.lineno,
             column=problem.colno,
         ) from None
