@@ -38,7 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--backend",
         choices=BACKENDS,
-        help="override MEMORA_BACKEND (default: openai with a key, else offline; chat needs MEMORA_BASE_URL)",
+        help=(
+            "override MEMORA_BACKEND (default: openai with a key, else offline; chat needs "
+            "MEMORA_BASE_URL)"
+        ),
     )
     parser.add_argument("--model", help="override MEMORA_MODEL")
     parser.add_argument(
@@ -48,7 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--schema",
         action="store_true",
-        help=f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and exit",
+        help=(
+            f"print the scenario files' JSON Schema (memora/teaching/scenarios/{SCHEMA_FILE}) and "
+            "exit"
+        ),
     )
     args = parser.parse_args(argv)
 

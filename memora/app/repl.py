@@ -70,11 +70,15 @@ def format_stats(account: TurnAccount, offline: bool = False) -> str:
     elif record.estimated:
         actual = f"{record.input_tokens} (estimated locally: the server reported no usage)"
     elif record.implausible:
-        actual = f"{record.input_tokens} reported by the server, implausibly low for what was sent: not a bill"
+        actual = (
+            f"{record.input_tokens} reported by the server, implausibly low for what was sent: "
+            "not a bill"
+        )
     else:
         # Billed only by a provider that bills by the figure; anything else says who reported it,
         # and whether the server tokenizer's own count contradicts it.
-        actual = f"{record.input_tokens} ({record.input_label or ('billed by the server' if record.billed else 'reported by the server')})"
+        reporter = "billed by the server" if record.billed else "reported by the server"
+        actual = f"{record.input_tokens} ({record.input_label or reporter})"
     if offline:
         gap = "none to show (offline: both figures are local counts)"
     else:
@@ -126,7 +130,10 @@ def format_usage(
     """
     if not records:
         return "\n--- Usage Ledger ---\n(no requests yet)\n--------------------"
-    header = f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} {'reason':>6} {'cached':>6}  fold"
+    header = (
+        f"{'turn':>4} {'kind':<7} {'counted':>7} {'actual':>7} {'gap':>6} {'output':>6} "
+        f"{'reason':>6} {'cached':>6}  fold"
+    )
     folds = tell(records, versions).by_request()
     rows = []
     for position, r in enumerate(records):
@@ -175,7 +182,8 @@ def run_command(memory: ShortTermMemory, command: str) -> str | None:
     if command == "context":
         return format_messages("Last Request Context", memory.last_context)
     if command == "summary":
-        return f"\n--- Conversation Summary ---\n{memory.summary or '(empty)'}\n----------------------------"
+        summary = memory.summary or "(empty)"
+        return f"\n--- Conversation Summary ---\n{summary}\n----------------------------"
     if command == "usage":
         return format_usage(
             memory.ledger,
@@ -237,7 +245,10 @@ def fold_report(job: ReplyJob) -> str | None:
     error = job.progress.after_error
     if error is None:
         return None
-    return f"Folding ahead of the next turn failed ({error}); the next turn folds the same messages itself."
+    return (
+        f"Folding ahead of the next turn failed ({error}); the next turn folds the same messages "
+        "itself."
+    )
 
 
 def fold_ahead_notice(memory: ShortTermMemory) -> str | None:
@@ -358,9 +369,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     environment."""
     parser = argparse.ArgumentParser(
         prog="python -m memora",
-        description="Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "
-        f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or "
-        "MEMORA_BACKEND=chat) is set; docs/configuration.md lists every MEMORA_* variable.",
+        description=(
+            "Memora's terminal REPL: the article's v0.7 loop on the same short-term memory. "
+            f"Commands at the prompt: {', '.join(COMMANDS)}. Offline unless OPENAI_API_KEY (or "
+            "MEMORA_BACKEND=chat) is set; docs/configuration.md lists every MEMORA_* variable."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"Memora {__version__}")
     return parser.parse_args(argv)

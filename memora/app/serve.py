@@ -1,5 +1,4 @@
-"""One command for a class too big for one process: N ``streamlit run`` processes and Caddy in front
-of them.
+"""One command for a class too big for one process: N ``streamlit run`` processes behind Caddy.
 
 ``python -m memora.serve --processes 2`` checks what a big class needs before it starts anything:
 Caddy on the PATH (Debian: ``apt-get install caddy``) and ``MEMORA_STORE_URL`` naming a PostgreSQL

@@ -86,14 +86,19 @@ class Wording:
 
 WORDINGS = {
     "en": Wording(
-        heading="**Offline mode, no language model.** This is what a model would have received for this turn:",
+        heading=(
+            "**Offline mode, no language model.** This is what a model would have received for "
+            "this turn:"
+        ),
         summary_one="1 summary message",
         summary_none="no summary yet",
         recent=lambda count: f"{count} recent message" + ("" if count == 1 else "s"),
         current="1 current message",
         separator=", ",
         tokens="**{tokens:,} input tokens**, instructions included",
-        tokens_of_budget="**{tokens:,} of {budget:,} input tokens** in the budget, instructions included",
+        tokens_of_budget=(
+            "**{tokens:,} of {budget:,} input tokens** in the budget, instructions included"
+        ),
         summary_sent="**Summary sent:**",
         no_summary="(no summary yet)",
     ),
@@ -140,7 +145,10 @@ def describe_request(request: ReplyRequest, language: str = "en") -> str:
         words.recent(len(recent)),
         words.current,
     )
-    return f"{words.heading}\n\n- {words.separator.join(parts)}\n{usage_line}\n{words.summary_sent}\n\n{summary_block}\n"
+    return (
+        f"{words.heading}\n\n- {words.separator.join(parts)}\n{usage_line}\n"
+        f"{words.summary_sent}\n\n{summary_block}\n"
+    )
 
 
 # -- the extractive summary
@@ -209,7 +217,8 @@ _CORRECTION_CUE = re.compile(
     r"\b(?:actually|correction|sorry|i mean|i meant|wait|oops)\b|其實|更正|不對|抱歉", re.IGNORECASE
 )
 _RETRACTED = re.compile(
-    r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)([A-Za-z0-9][\w'-]*)",
+    r"(?:\b(?:not|no longer|instead of|rather than)\s+|(?:而不是|不是|而非)\s*)"
+    r"([A-Za-z0-9][\w'-]*)",
     re.IGNORECASE,
 )
 _NOT_A_VALUE = {

@@ -49,8 +49,10 @@ class ModelServerError(BackendError):
 
 
 _OVERFLOW = re.compile(
-    r"exceed(?:s)? (?:the )?(?:context window|(?:the )?available context size|maximum context length)"
-    r"|maximum context length is|context_length_exceeded|input length exceeds|exceeds the context window"
+    r"exceed(?:s)? (?:the )?"
+    r"(?:context window|(?:the )?available context size|maximum context length)"
+    r"|maximum context length is|context_length_exceeded|input length exceeds"
+    r"|exceeds the context window"
     r"|input exceeds the context window|prompt is too long",
     re.IGNORECASE,
 )

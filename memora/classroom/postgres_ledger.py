@@ -70,7 +70,8 @@ class PostgresServerLedger(CappedSpend):
             if total + tokens > self.max_tokens:
                 return Booking(None, total)
             row = c.execute(
-                "INSERT INTO memora_server_requests (at, kind, tokens, estimated, settled) VALUES (%s, %s, %s, FALSE, FALSE) RETURNING id",
+                "INSERT INTO memora_server_requests (at, kind, tokens, estimated, settled) "
+                "VALUES (%s, %s, %s, FALSE, FALSE) RETURNING id",
                 (datetime.now(UTC), kind, tokens),
             ).fetchone()
             return Booking(int(row[0]), total)
@@ -83,7 +84,9 @@ class PostgresServerLedger(CappedSpend):
         def write(c: Any) -> None:
             with c.cursor() as cursor:
                 cursor.executemany(
-                    "UPDATE memora_server_requests SET tokens = %s, estimated = %s, settled = TRUE, at = %s WHERE id = %s AND NOT settled",
+                    "UPDATE memora_server_requests "
+                    "SET tokens = %s, estimated = %s, settled = TRUE, at = %s "
+                    "WHERE id = %s AND NOT settled",
                     [(s.tokens, s.estimated, now, s.reservation.id) for s in settlements],
                 )
 

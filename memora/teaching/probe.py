@@ -51,7 +51,8 @@ Status = Literal["kept", "mixed", "stale", "missing"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _NEGATION_BEFORE = re.compile(
-    r"(?:\b(?:not|no longer|instead of|rather than|from|previously|formerly)|不是|而不是|而非|不再是|從)\W{0,3}$",
+    r"(?:\b(?:not|no longer|instead of|rather than|from|previously|formerly)"
+    r"|不是|而不是|而非|不再是|從)\W{0,3}$",
     re.IGNORECASE,
 )
 
@@ -202,22 +203,27 @@ class FactEntry(untrusted.StrictModel):
         Field(
             min_length=1,
             max_length=10,
-            description="Keywords that must all be found; an item that is a list holds alternatives (any one will do).",
+            description=(
+                "Keywords that must all be found; an item that is a list holds alternatives (any "
+                "one will do)."
+            ),
         ),
     ]
     stale: Annotated[
         list[Keyword],
         Field(
             max_length=10,
-            description="Values a correction replaced, which must not be asserted any more. Required for a correction.",
+            description=(
+                "Values a correction replaced, which must not be asserted any more. Required for "
+                "a correction."
+            ),
             default=[],
         ),
     ]
 
 
 class ScenarioFile(untrusted.StrictModel):
-    """A retention-probe scenario for Memora (python -m memora.app.probe); see
-    docs/teaching-tools.md."""
+    """A Memora retention-probe scenario (python -m memora.app.probe): docs/teaching-tools.md."""
 
     format: Literal["memora-probe-scenario"]
     version: Literal[1]
@@ -240,7 +246,9 @@ class ScenarioFile(untrusted.StrictModel):
         Field(
             min_length=1,
             max_length=50,
-            description="Turns sent, in a cycle, until the planted turns are folded into the summary.",
+            description=(
+                "Turns sent, in a cycle, until the planted turns are folded into the summary."
+            ),
         ),
     ]
     final_question: TurnText

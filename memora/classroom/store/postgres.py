@@ -45,7 +45,8 @@ CREATE INDEX IF NOT EXISTS memora_conversations_updated_at ON memora_conversatio
 ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS owner TEXT;
 ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS created_at TIMESTAMPTZ;
 ALTER TABLE memora_conversations ADD COLUMN IF NOT EXISTS size INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX IF NOT EXISTS memora_conversations_owner_created ON memora_conversations (owner, created_at);
+CREATE INDEX IF NOT EXISTS memora_conversations_owner_created
+    ON memora_conversations (owner, created_at);
 UPDATE memora_conversations SET size = octet_length(payload) WHERE size = 0;
 CREATE TABLE IF NOT EXISTS memora_tombstones (
     kind TEXT NOT NULL,
@@ -108,8 +109,9 @@ class PostgresStore:
         # A tombstoned id or owner is not there, even with a row left by a save that lost the race
         # to its deletion before both took the conversation's lock.
         query = (
-            "SELECT id, version, payload, updated_at FROM memora_conversations WHERE id = %s AND owner = %s AND NOT EXISTS "
-            "(SELECT 1 FROM memora_tombstones WHERE (kind = 'conversation' AND key = %s) OR (kind = 'owner' AND key = %s))"
+            "SELECT id, version, payload, updated_at FROM memora_conversations "
+            "WHERE id = %s AND owner = %s AND NOT EXISTS (SELECT 1 FROM memora_tombstones "
+            "WHERE (kind = 'conversation' AND key = %s) OR (kind = 'owner' AND key = %s))"
         )
         row = self._run(
             lambda c: c.execute(query, (conversation_id, owner, conversation_id, owner)).fetchone()
@@ -156,13 +158,16 @@ class PostgresStore:
             )
             if row is None:
                 written = c.execute(
-                    "INSERT INTO memora_conversations (id, version, payload, owner, created_at, size) VALUES (%s, 1, %s, %s, now(), %s) "
+                    "INSERT INTO memora_conversations "
+                    "(id, version, payload, owner, created_at, size) "
+                    "VALUES (%s, 1, %s, %s, now(), %s) "
                     "ON CONFLICT (id) DO NOTHING RETURNING updated_at",
                     (conversation_id, payload, owner, size),
                 ).fetchone()
             else:
                 written = c.execute(
-                    "UPDATE memora_conversations SET version = version + 1, payload = %s, size = %s, updated_at = now() "
+                    "UPDATE memora_conversations "
+                    "SET version = version + 1, payload = %s, size = %s, updated_at = now() "
                     "WHERE id = %s AND version = %s RETURNING updated_at",
                     (payload, size, conversation_id, expected_version),
                 ).fetchone()
@@ -200,7 +205,8 @@ class PostgresStore:
             others = [
                 Booked(*row)
                 for row in c.execute(
-                    "SELECT conversation_id, owner, size, new, holder FROM memora_room_bookings WHERE holder != %s AND expires_at > now()",
+                    "SELECT conversation_id, owner, size, new, holder FROM memora_room_bookings "
+                    "WHERE holder != %s AND expires_at > now()",
                     (request.holder,),
                 )
             ]
@@ -215,10 +221,13 @@ class PostgresStore:
             if admission.refusal is None:
                 lease = timedelta(seconds=BOOKING_LEASE_S)
                 c.execute(
-                    "INSERT INTO memora_room_bookings (holder, owner, conversation_id, size, new, expires_at, presence) "
-                    "VALUES (%s, %s, %s, %s, %s, now() + %s, %s) ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
-                    "conversation_id = excluded.conversation_id, size = excluded.size, new = excluded.new, "
-                    "expires_at = excluded.expires_at, presence = excluded.presence",
+                    "INSERT INTO memora_room_bookings "
+                    "(holder, owner, conversation_id, size, new, expires_at, presence) "
+                    "VALUES (%s, %s, %s, %s, %s, now() + %s, %s) "
+                    "ON CONFLICT (holder) DO UPDATE SET owner = excluded.owner, "
+                    "conversation_id = excluded.conversation_id, size = excluded.size, "
+                    "new = excluded.new, expires_at = excluded.expires_at, "
+                    "presence = excluded.presence",
                     (
                         request.holder,
                         request.owner,
@@ -246,8 +255,9 @@ class PostgresStore:
 
     def running(self, conversation_id: str, holder: str, owner: str | None = None) -> bool:
         query = (
-            "SELECT EXISTS (SELECT 1 FROM memora_room_bookings b WHERE conversation_id = %s AND holder != %s "
-            f"AND (%s::text IS NULL OR owner = %s) AND expires_at > now() AND {holder_alive('b')})"
+            "SELECT EXISTS (SELECT 1 FROM memora_room_bookings b "
+            "WHERE conversation_id = %s AND holder != %s AND (%s::text IS NULL OR owner = %s) "
+            f"AND expires_at > now() AND {holder_alive('b')})"
         )
         parameters = (conversation_id, holder, owner, owner, self.settle_s)
         return bool(self._run(lambda c: c.execute(query, parameters).fetchone()[0]))
@@ -306,7 +316,10 @@ class PostgresStore:
     def _new_this_hour(self, c: Any, owner: str) -> int:
         if self.caps.new_per_hour is None:
             return 0
-        query = "SELECT COUNT(*) FROM memora_conversations WHERE owner = %s AND created_at > now() - interval '1 hour'"
+        query = (
+            "SELECT COUNT(*) FROM memora_conversations "
+            "WHERE owner = %s AND created_at > now() - interval '1 hour'"
+        )
         return int(c.execute(query, (owner,)).fetchone()[0])
 
     def _total(self, c: Any) -> int:
@@ -319,7 +332,8 @@ class PostgresStore:
 
 def _bury(c: Any, kind: str, key: str) -> None:
     c.execute(
-        "INSERT INTO memora_tombstones (kind, key) VALUES (%s, %s) ON CONFLICT (kind, key) DO UPDATE SET deleted_at = now()",
+        "INSERT INTO memora_tombstones (kind, key) VALUES (%s, %s) "
+        "ON CONFLICT (kind, key) DO UPDATE SET deleted_at = now()",
         (kind, key),
     )
 

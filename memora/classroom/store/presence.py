@@ -50,9 +50,11 @@ def holder_alive(booking: str) -> str:
     column) has a live holder by PostgreSQL's account; it takes one parameter, the seconds of
     ``RESTART_SETTLE_S`` (see the module)."""
     return (
-        f"({booking}.presence IS NULL OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+        f"({booking}.presence IS NULL OR EXISTS (SELECT 1 FROM pg_locks l"
+        " WHERE l.locktype = 'advisory' AND l.granted"
         " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        f" AND l.classid = {PRESENCE_LOCK}::oid AND l.objid = {booking}.presence::oid AND l.objsubid = 2)"
+        f" AND l.classid = {PRESENCE_LOCK}::oid AND l.objid = {booking}.presence::oid"
+        " AND l.objsubid = 2)"
         " OR now() - pg_postmaster_start_time() < make_interval(secs => %s))"
     )
 
@@ -92,7 +94,8 @@ class Presence:
         self.start()
         if not self._held.wait(CONNECT_TIMEOUT_S) or self._key is None:
             raise StoreError(
-                "PostgreSQL: this process could not take its presence lock; the server's log says why"
+                "PostgreSQL: this process could not take its presence lock; "
+                "the server's log says why"
             )
         return self._key
 

@@ -82,8 +82,9 @@ class SqliteStore:
     def load(self, conversation_id: str, owner: str) -> StoredConversation | None:
         with self._lock, _errors():
             query = (
-                "SELECT id, version, payload, updated_at FROM conversations WHERE id = ? AND owner = ? AND NOT EXISTS "
-                "(SELECT 1 FROM tombstones WHERE (kind = 'conversation' AND key = ?) OR (kind = 'owner' AND key = ?))"
+                "SELECT id, version, payload, updated_at FROM conversations "
+                "WHERE id = ? AND owner = ? AND NOT EXISTS (SELECT 1 FROM tombstones "
+                "WHERE (kind = 'conversation' AND key = ?) OR (kind = 'owner' AND key = ?))"
             )
             row = (
                 self._connect()
@@ -128,9 +129,12 @@ class SqliteStore:
                     store_total=self._total(connection),
                 )
                 connection.execute(
-                    "INSERT INTO conversations (id, version, payload, updated_at, owner, created_at, size) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "INSERT INTO conversations "
+                    "(id, version, payload, updated_at, owner, created_at, size) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (id) DO UPDATE SET "
-                    "version = excluded.version, payload = excluded.payload, updated_at = excluded.updated_at, size = excluded.size",
+                    "version = excluded.version, payload = excluded.payload, "
+                    "updated_at = excluded.updated_at, size = excluded.size",
                     (
                         conversation_id,
                         expected_version + 1,
@@ -164,7 +168,8 @@ class SqliteStore:
                 if admission.refusal is None:
                     expires = now.timestamp() + BOOKING_LEASE_S
                     connection.execute(
-                        "INSERT OR REPLACE INTO room_bookings (holder, owner, conversation_id, size, new, expires_at) "
+                        "INSERT OR REPLACE INTO room_bookings "
+                        "(holder, owner, conversation_id, size, new, expires_at) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
                         (
                             request.holder,
@@ -194,7 +199,10 @@ class SqliteStore:
             "SELECT version, owner, size FROM conversations WHERE id = ?",
             (request.conversation_id,),
         ).fetchone()
-        query = "SELECT conversation_id, owner, size, new, holder FROM room_bookings WHERE holder != ? AND expires_at > ?"
+        query = (
+            "SELECT conversation_id, owner, size, new, holder FROM room_bookings "
+            "WHERE holder != ? AND expires_at > ?"
+        )
         rows = connection.execute(query, (request.holder, now.timestamp()))
         others = [Booked(c, o, size, bool(new), holder) for c, o, size, new, holder in rows]
         if dead := dead_holders(
@@ -225,7 +233,8 @@ class SqliteStore:
         now = datetime.now(UTC).timestamp()
         with self._lock, _errors():
             query = (
-                "SELECT holder FROM room_bookings WHERE conversation_id = ? AND holder != ? AND (? IS NULL OR owner = ?) "
+                "SELECT holder FROM room_bookings "
+                "WHERE conversation_id = ? AND holder != ? AND (? IS NULL OR owner = ?) "
                 "AND expires_at > ?"
             )
             holders = [
