@@ -219,14 +219,17 @@ class PlainText:
         self._line_start = True
 
     def feed(self, piece: str) -> str:
-        text, self._held = self._held + piece, ""
+        text = self._held + piece
+        self._held = ""
         if text.endswith(("*", "_")):
             keep = len(text) - len(text.rstrip("*_"))
-            text, self._held = text[:-keep], text[-keep:]
+            self._held = text[-keep:]
+            text = text[:-keep]
         return self._clean(text)
 
     def flush(self) -> str:
-        text, self._held = self._held, ""
+        text = self._held
+        self._held = ""
         return self._clean(text)
 
     def _clean(self, text: str) -> str:
@@ -339,7 +342,8 @@ def run_turn(
 
     A failure is reported with ``write`` after ending a half-written line; the turn is rolled back.
     """
-    streaming, plain = False, PlainText()
+    streaming = False
+    plain = PlainText()
     try:
         with memory.turn(text) as turn:
             if write_part is None:

@@ -106,7 +106,8 @@ class ChatCompletionsBackend(SDKClientRetries):
         first use."""
         self.client = client
         self.label = label
-        self._tokenizer, self._probe = tokenizer, probe
+        self._tokenizer = tokenizer
+        self._probe = probe
 
     # -- the server's own count -----------------------------------------------------
 

@@ -47,7 +47,8 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
             pattern, width = _secret_pattern(secret)
             spans.extend((m.start(), m.start() + width) for m in pattern.finditer(text))
     if spans:
-        pieces, position = [], 0
+        pieces = []
+        position = 0
         for start, end in _merged(spans):
             pieces += [text[position:start], _REDACTED]
             position = end

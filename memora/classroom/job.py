@@ -92,7 +92,8 @@ class ReplyJob:
         on_end: Callable[[], object] | None = None,
     ) -> None:
         self.memory = memory
-        self._after, self._on_end = after, on_end
+        self._after = after
+        self._on_end = on_end
         self._cancelled = threading.Event()
         self._skip_after = threading.Event()
         self._progress = Progress(

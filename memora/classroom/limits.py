@@ -22,7 +22,9 @@ class LimitReached(ValueError):
     it."""
 
     def __init__(self, code: LimitCode, value: int, limit: int, message: str) -> None:
-        self.code, self.value, self.limit = code, value, limit
+        self.code = code
+        self.value = value
+        self.limit = limit
         super().__init__(message)
 
 

@@ -82,7 +82,8 @@ def drain(
     any)."""
     began = time.monotonic()
     interrupted = interrupted or threading.Event()
-    running, unsaved = flights.running(), flights.unsaved()
+    running = flights.running()
+    unsaved = flights.unsaved()
     if not running and not unsaved:
         _write_held(ledger)
         return Drained()

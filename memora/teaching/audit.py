@@ -99,7 +99,8 @@ def word_diff(old: str, new: str) -> tuple[DiffSegment, ...]:
     Joining the ``same`` and ``added`` segments gives back ``new``; joining the
     ``same`` and ``removed`` segments gives back ``old`` up to whitespace.
     """
-    old_tokens, new_tokens = tokenize(old), tokenize(new)
+    old_tokens = tokenize(old)
+    new_tokens = tokenize(new)
     matcher = difflib.SequenceMatcher(
         a=[t.strip() for t in old_tokens], b=[t.strip() for t in new_tokens], autojunk=False
     )

@@ -182,10 +182,8 @@ def replay_full_history(counts: Sequence[int], fixed: int, *, budget: int) -> Re
     ValueError for an odd count.
     """
     _check_pairs(counts)
-    requests, history = (
-        [],
-        0,
-    )  # the tokens of every message before this turn's, added up as the turns go
+    requests = []
+    history = 0  # the tokens of every message before this turn's, added up as the turns go
     for index in range(0, len(counts), 2):
         tokens = request_tokens(fixed, 0, (history,), counts[index])
         requests.append(

@@ -206,7 +206,8 @@ def what_if(memory: ShortTermMemory, prices: PriceTable | None = None) -> WhatIf
     """
     counts = memory.conversation.finished_counts
     turns = len(counts) // 2
-    budget, recent = local_budget(memory), memory.max_recent_turns
+    budget = local_budget(memory)
+    recent = memory.max_recent_turns
     live = memory.limits.fold_policy
     sizes = replay_sizes(memory)
     runs = (

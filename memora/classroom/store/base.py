@@ -57,7 +57,9 @@ class VersionConflict(StoreError):
     saved."""
 
     def __init__(self, conversation_id: str, expected: int, found: int | None) -> None:
-        self.conversation_id, self.expected, self.found = conversation_id, expected, found
+        self.conversation_id = conversation_id
+        self.expected = expected
+        self.found = found
         super().__init__(f"conversation {conversation_id} is at version {found}, not {expected}")
 
 
@@ -147,7 +149,8 @@ class CapReached(StoreError):
     or conversations)."""
 
     def __init__(self, cap: Cap, limit: int) -> None:
-        self.cap, self.limit = cap, limit
+        self.cap = cap
+        self.limit = limit
         super().__init__(f"the store's {cap} cap ({limit:,}) is reached")
 
 
@@ -254,9 +257,9 @@ def admit_turn(
     processes are never admitted on the same last bytes.
     """
     sending = any(b.conversation_id == request.conversation_id for b in others)
-    fork = request.version > 0 and (
-        found is None or found[0] != request.version or found[1] != request.owner or sending
-    )
+    # The stored row is this very copy: this owner's, at the version it was loaded or saved at.
+    stored_copy = found is not None and found[0] == request.version and found[1] == request.owner
+    fork = request.version > 0 and (not stored_copy or sending)
     ours = found is not None and found[1] == request.owner
     behind = fork and ours and found[0] > request.version and not sending
     busy = request.version > 0 and ours and sending
@@ -383,7 +386,9 @@ class IdleSweep:
     def __init__(
         self, store: ConversationStore, idle_for: timedelta, interval_s: float = SWEEP_INTERVAL_S
     ) -> None:
-        self.store, self.idle_for, self.interval_s = store, idle_for, interval_s
+        self.store = store
+        self.idle_for = idle_for
+        self.interval_s = interval_s
         self._next = time.monotonic()
         self._lock = threading.Lock()
 

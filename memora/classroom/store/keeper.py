@@ -95,14 +95,16 @@ class ConversationKeeper:
         owner: str | None = None,
         sweep: IdleSweep | None = None,
     ) -> None:
-        self.store, self.sweep = store, sweep
+        self.store = store
+        self.sweep = sweep
         self.owner = owner or new_owner()
         self.language = "en"
         self.memory: ShortTermMemory | None = None
         self.holder = new_holder()
         self._new_id()  # also sets failure, refusal, fork, dirty, saved_choices and the sizes
         if conversation_id is not None:
-            self.conversation_id, self.version = conversation_id, version
+            self.conversation_id = conversation_id
+            self.version = version
         self._lock = threading.Lock()
 
     @property
@@ -173,7 +175,8 @@ class ConversationKeeper:
                 )
             except (StoreError, SavedConversationError):
                 return False
-            self.version, self.stored_bytes = stored.version, len(stored.payload.encode())
+            self.version = stored.version
+            self.stored_bytes = len(stored.payload.encode())
             return True
 
     def _save(
@@ -190,35 +193,41 @@ class ConversationKeeper:
             if self.size > MAX_SAVED_BYTES:
                 # Stored, it could never be restored (parse_saved refuses it): keep the last version
                 # that can.
-                self.failure, self.dirty = (
-                    StoreError(
-                        f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"
-                    ),
-                    False,
+                self.failure = StoreError(
+                    f"the conversation is over the {MAX_SAVED_BYTES:,} bytes a store keeps"
                 )
+                self.dirty = False
                 return False
             try:
                 row = self._write(memory, payload, fork)
                 if row is None:
                     # No unsaved work, and a later version stored: nothing to retry, the next
                     # turn opens that version.
-                    self.failure, self.dirty = None, False
+                    self.failure = None
+                    self.dirty = False
                     return False
             except Gone as gone:
-                self.gone, self.failure, self.refusal, self.dirty = gone, None, None, False
+                self.gone = gone
+                self.failure = None
+                self.refusal = None
+                self.dirty = False
                 return False
             except CapReached as cap:
-                self.refusal, self.failure, self.dirty = cap, None, False
+                self.refusal = cap
+                self.failure = None
+                self.dirty = False
                 return False
             except StoreError as error:
-                self.failure, self.dirty = error, True
+                self.failure = error
+                self.dirty = True
                 return False
-            self.version, self.failure, self.refusal, self.dirty = row.version, None, None, False
-            self.saved_choices, self.stored_bytes, self.stored_requests = (
-                self.choices(memory),
-                self.size,
-                len(memory.ledger),
-            )
+            self.version = row.version
+            self.failure = None
+            self.refusal = None
+            self.dirty = False
+            self.saved_choices = self.choices(memory)
+            self.stored_bytes = self.size
+            self.stored_requests = len(memory.ledger)
             self.stored_messages = len(memory.history)
             self.unsaved_choices = None
         if self.sweep is not None:
@@ -241,11 +250,9 @@ class ConversationKeeper:
                     return None
         forked = new_conversation_id()
         row = self.store.save(forked, payload, 0, self.owner, forked_from=self.conversation_id)
-        self.fork, self.conversation_id, self._fork_next = (
-            Fork(self.conversation_id, forked),
-            forked,
-            False,
-        )
+        self.fork = Fork(self.conversation_id, forked)
+        self.conversation_id = forked
+        self._fork_next = False
         return row
 
     def unsaved_tokens(self) -> int:
@@ -310,7 +317,9 @@ class ConversationKeeper:
         ``on_wait`` is called once when the wait begins, for the page to say that her last reply is
         being finished), then goes on after its save.
         """
-        memory, self.would_fork, self.behind = self.memory, False, False
+        memory = self.memory
+        self.would_fork = False
+        self.behind = False
         if memory is None:
             return None
         if self.gone is not None:
@@ -424,15 +433,23 @@ class ConversationKeeper:
 
     def _new_id(self) -> None:
         """A new id, not saved yet, with nothing stored, refused, failed or gone."""
-        self.conversation_id, self.version, self.saved_choices = new_conversation_id(), 0, None
+        self.conversation_id = new_conversation_id()
+        self.version = 0
+        self.saved_choices = None
         self.unsaved_choices: tuple[object, ...] | None = (
             None  # choices another tab's save kept out of the store
         )
-        self.failure, self.refusal, self.fork, self.dirty = None, None, None, False
+        self.failure = None
+        self.refusal = None
+        self.fork = None
+        self.dirty = False
         self.gone: Gone | None = None
         self.would_fork = self._fork_next = self.behind = False
         self.request: PreparedContext | None = None
-        self.stored_bytes, self.size, self.stored_requests, self.stored_messages = 0, None, 0, 0
+        self.stored_bytes = 0
+        self.size = None
+        self.stored_requests = 0
+        self.stored_messages = 0
 
     def start_new(self, memory: ShortTermMemory) -> None:
         """A new conversation (an import): a new id, not yet saved; the old one stays in the
@@ -474,18 +491,18 @@ def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReach
         return cap
     except StoreError as error:
         keeper.start_new(memory)
-        keeper.failure, keeper.dirty = error, True
+        keeper.failure = error
+        keeper.dirty = True
         return None
     keeper.start_new(memory)
     with keeper._lock:
-        keeper.conversation_id, keeper.version, keeper.saved_choices = (
-            conversation_id,
-            row.version,
-            keeper.choices(memory),
-        )
+        keeper.conversation_id = conversation_id
+        keeper.version = row.version
+        keeper.saved_choices = keeper.choices(memory)
         keeper.request = request
         keeper.stored_bytes = keeper.size = len(payload.encode())
-        keeper.stored_requests, keeper.stored_messages = len(memory.ledger), len(memory.history)
+        keeper.stored_requests = len(memory.ledger)
+        keeper.stored_messages = len(memory.history)
     return None
 
 
@@ -542,11 +559,9 @@ def reopen(
     except SavedConversationError as error:
         return Reopened("refused", fresh, requested_id=requested_id, problem=error)
     keeper = ConversationKeeper(store, requested_id, row.version, owner=owner, sweep=sweep)
-    keeper.language, keeper.stored_bytes, keeper.stored_requests = (
-        saved.language,
-        len(row.payload.encode()),
-        len(memory.ledger),
-    )
+    keeper.language = saved.language
+    keeper.stored_bytes = len(row.payload.encode())
+    keeper.stored_requests = len(memory.ledger)
     keeper.stored_messages = len(memory.history)
     keeper.request = memory.last_prepared
     # The stored copy's choices: the page saves only choices changed since (a reopened conversation
@@ -572,7 +587,8 @@ def carry_choices(old: ConversationKeeper, memory: ShortTermMemory, newer: Reope
     version's, so the page's next ``save_changed_choices`` saves the carried ones under the same id.
     Under locked settings the budget, window and fold policy are the server's on both sides, so only
     the language can differ."""
-    new_memory, saved = newer.memory, old.saved_choices
+    new_memory = newer.memory
+    saved = old.saved_choices
     if new_memory is None or saved is None:
         return newer
     language, budget, window, policy = old.choices(memory)
@@ -614,18 +630,14 @@ def reopen_live(
             payload = dumps_saved(
                 memory, live.language, last_request=committed_request(memory, live.request)
             )
-            conversation_id, version, failure, refusal, dirty = (
-                live.conversation_id,
-                live.version,
-                live.failure,
-                live.refusal,
-                live.dirty,
-            )
-            stored_bytes, stored_requests, stored_messages = (
-                live.stored_bytes,
-                live.stored_requests,
-                live.stored_messages,
-            )
+            conversation_id = live.conversation_id
+            version = live.version
+            failure = live.failure
+            refusal = live.refusal
+            dirty = live.dirty
+            stored_bytes = live.stored_bytes
+            stored_requests = live.stored_requests
+            stored_messages = live.stored_messages
     finally:
         memory.lock.release()
     try:
@@ -636,17 +648,13 @@ def reopen_live(
     keeper = ConversationKeeper(
         live.store, conversation_id, version, owner=live.owner, sweep=live.sweep
     )
-    keeper.language, keeper.failure, keeper.refusal, keeper.dirty = (
-        saved.language,
-        failure,
-        refusal,
-        dirty,
-    )
-    keeper.stored_bytes, keeper.size, keeper.stored_requests = (
-        stored_bytes,
-        len(payload.encode()),
-        stored_requests,
-    )
+    keeper.language = saved.language
+    keeper.failure = failure
+    keeper.refusal = refusal
+    keeper.dirty = dirty
+    keeper.stored_bytes = stored_bytes
+    keeper.size = len(payload.encode())
+    keeper.stored_requests = stored_requests
     keeper.stored_messages = stored_messages
     keeper.request = restored.last_prepared
     return Reopened("restored", keeper, restored, saved.language, conversation_id)

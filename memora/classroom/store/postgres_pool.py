@@ -114,7 +114,9 @@ class PostgresPool:
     def close(self) -> None:
         """Closes the pool; a later ``run`` opens a new one."""
         with self._lock:
-            pool, self._pool, self._schemas = self._pool, None, set()
+            pool = self._pool
+            self._pool = None
+            self._schemas = set()
         if pool is not None:
             pool.close()
 
@@ -122,7 +124,9 @@ class PostgresPool:
         with self._lock:
             if self._pool is None or self._down:
                 self._probe()
-                stale, self._pool, self._down = self._pool, self._open(), False
+                stale = self._pool
+                self._pool = self._open()
+                self._down = False
                 if stale is not None:
                     # Its connections date from before the break; one still lent is closed
                     # when it comes back.
@@ -196,7 +200,8 @@ class PostgresTables:
     It looks the pool up on every transaction, so one made again (``close_pools``) serves it too."""
 
     def __init__(self, url: str, schema: str) -> None:
-        self.url, self.schema = url, schema
+        self.url = url
+        self.schema = schema
 
     def __repr__(self) -> str:  # the URL may hold a password
         return f"PostgresTables({self.place!r})"

@@ -627,9 +627,11 @@ def _last_request(
 def _summary_chain(
     entries: list[SummaryVersionEntry], history_length: int
 ) -> tuple[SummaryVersion, ...]:
-    pointer, last_turn = 0, 1
+    pointer = 0
+    last_turn = 1
     for i, v in enumerate(entries):
-        path, count = f"summary_versions[{i}]", v.summarized_message_count
+        path = f"summary_versions[{i}]"
+        count = v.summarized_message_count
         _check_pointer(count, history_length, path)
         if len(v.folded) != 2:
             raise TranscriptError(
@@ -669,7 +671,8 @@ def _summary_chain(
                 minimum=0,
                 maximum=end - start,
             )
-        pointer, last_turn = count, v.turn
+        pointer = count
+        last_turn = v.turn
     return tuple(
         SummaryVersion(
             v.text,
@@ -690,7 +693,8 @@ def _turn_stats(
 ) -> tuple[tuple[int, TurnStatsEntry], ...]:
     seen: set[int] = set()
     for i, s in enumerate(entries):
-        path, index = f"turn_stats[{i}]", s.assistant_index
+        path = f"turn_stats[{i}]"
+        index = s.assistant_index
         if index > max(1, history_length - 1):
             raise TranscriptError(
                 "number_out_of_range",

@@ -243,7 +243,10 @@ _EXPECTED = {
 def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJSONError:
     """One pydantic error as this module's code: its ``type`` picks the code, ``loc`` the path,
     ``ctx`` the details."""
-    kind, loc, ctx, value = e["type"], e["loc"], e.get("ctx", {}), e.get("input")
+    kind = e["type"]
+    loc = e["loc"]
+    ctx = e.get("ctx", {})
+    value = e.get("input")
     path = json_path(loc)
     if kind == "missing":
         return error(
@@ -253,7 +256,8 @@ def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJS
         key = str(loc[-1])[:40]
         return error("unknown_key", f"unknown key {key!r}.", json_path(loc[:-1]), key=key)
     if kind in _EXPECTED:
-        expected, found = _EXPECTED[kind], _json_type(value)
+        expected = _EXPECTED[kind]
+        found = _json_type(value)
         return error(
             "wrong_type",
             f"expected {expected}, found {found}.",
@@ -275,7 +279,8 @@ def _error_from(e: ErrorDetails, error: type[UntrustedJSONError]) -> UntrustedJS
             limit=limit,
         )
     if kind == "too_long":
-        count, limit = ctx["actual_length"], ctx["max_length"]
+        count = ctx["actual_length"]
+        limit = ctx["max_length"]
         return error(
             "too_many_items",
             f"{count:,} items; at most {limit:,} are allowed.",
