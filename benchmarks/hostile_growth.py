@@ -36,8 +36,9 @@ sys.path.insert(0, str(ROOT))
 from memora.app.settings import Settings  # noqa: E402
 from memora.backends.offline import OfflineBackend  # noqa: E402
 from memora.classroom.store import ConversationStore, StoreCaps, open_store  # noqa: E402
-from memora.classroom.store.keeper import ConversationKeeper, save_import  # noqa: E402
+from memora.classroom.store.keeper import ConversationKeeper  # noqa: E402
 from memora.classroom.store.owner import new_owner  # noqa: E402
+from memora.classroom.store.reopen import save_import  # noqa: E402
 from memora.classroom.store.saved import dumps_saved  # noqa: E402
 from memora.classroom.transcript.format import (  # noqa: E402
     MAX_MESSAGE_CHARS,

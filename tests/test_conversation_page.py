@@ -17,8 +17,9 @@ from memora.app.page import session_guard, turn
 from memora.app.page import state as keys
 from memora.app.page.conversation import shared_store
 from memora.app.page.picture import picture_caption, request_picture
-from memora.classroom.store.keeper import ConversationKeeper, reopen
+from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_browser_secret, owner_of
+from memora.classroom.store.reopen import reopen
 from memora.classroom.store.saved import parse_saved
 from memora.classroom.store.sqlite import SqliteStore
 from memora.classroom.transcript.format import dumps_transcript

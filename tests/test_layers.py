@@ -70,6 +70,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
         ("owner", "postgres_pool", "presence", "postgres", "sqlite"),
         ("__init__", "saved"),
         ("keeper",),
+        ("reopen",),  # opens a conversation into a new keeper: by id, from a live one, an import
     ),
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
     "memora.app": (

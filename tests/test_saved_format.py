@@ -12,7 +12,8 @@ import json
 import pytest
 
 from memora.classroom.store import Gone, new_conversation_id
-from memora.classroom.store.keeper import ConversationKeeper, reopen
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.reopen import reopen
 from memora.classroom.store.saved import dumps_saved, parse_saved
 from memora.classroom.transcript.format import committed_request, dumps_transcript, parse_transcript, restore_memory
 from memora.memory import ShortTermMemory

@@ -25,8 +25,9 @@ from memora.classroom.store import (
     open_store,
 )
 from memora.classroom.store.base import RoomRequest
-from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
+from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_owner
+from memora.classroom.store.reopen import reopen, save_import
 from memora.classroom.store.saved import MAX_SAVED_BYTES, dumps_saved, parse_saved
 from memora.classroom.store.sqlite import SqliteStore
 from memora.classroom.transcript.format import TranscriptError, continue_in_session, dumps_transcript, parse_transcript

@@ -16,10 +16,11 @@ import pytest
 from memora.classroom.store import Gone, new_conversation_id
 from memora.classroom.store import keeper as keeper_module
 from memora.classroom.store.base import RoomRequest
-from memora.classroom.store.keeper import ConversationKeeper, carry_choices, reopen
+from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.postgres import CONVERSATION_LOCK, PostgresStore
 from memora.classroom.store.postgres_pool import POOL_SIZE
 from memora.classroom.store.presence import PRESENCE_LOCK, shared_presence
+from memora.classroom.store.reopen import carry_choices, reopen
 from memora.classroom.store.saved import parse_saved
 from memora.memory import ShortTermMemory
 from tests.support.budget import isolated_postgres_url, outage_cluster, pg_ctlcluster

@@ -28,8 +28,9 @@ from memora.app.settings import Settings
 from memora.classroom.store import StoreCaps, new_conversation_id
 from memora.classroom.store.base import RoomRequest
 from memora.classroom.store.holders import dead_holders, new_holder
-from memora.classroom.store.keeper import ConversationKeeper, reopen, save_import
+from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_owner
+from memora.classroom.store.reopen import reopen, save_import
 from memora.classroom.store.room import BYTES_PER_TOKEN, escaped, turn_growth
 from memora.classroom.store.saved import dumps_saved
 from memora.memory import ShortTermMemory
