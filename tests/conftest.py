@@ -60,13 +60,13 @@ def postgres_pools_closed():
     import sys
 
     if "memora.classroom.store.presence" in sys.modules:  # no test that never booked a turn on PostgreSQL imports it
-        from memora.classroom.store.presence import close_presences
+        from memora.classroom.store.presence import PRESENCES
 
-        close_presences()
+        PRESENCES.close_all()
     if "memora.classroom.store.postgres_pool" in sys.modules:
-        from memora.classroom.store.postgres_pool import close_pools
+        from memora.classroom.store.postgres_pool import POOLS
 
-        close_pools()
+        POOLS.close_all()
 
 
 MODULE_TIERS = {

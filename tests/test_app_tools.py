@@ -428,14 +428,14 @@ def test_every_probe_status_and_kind_and_every_transcript_error_code_has_labels_
     from typing import get_args
 
     import memora.classroom.transcript.format
-    from memora.teaching.probe import FACT_KINDS, Status
+    from memora.teaching.probe import FactKind, Status
 
     codes = memora.classroom.transcript.format.__doc__.split("Error codes:")[1].replace("\n", " ").strip().rstrip(".").split(", ")
     assert "pairs_out_of_order" in codes and len(codes) > 20
     for lang in ("en", "zh-TW"):
         for status in get_args(Status):
             assert t(lang, f"probe.status.{status}")
-        for kind in FACT_KINDS:
+        for kind in get_args(FactKind):
             assert t(lang, f"probe.kind.{kind}")
         for code in codes:
             assert t(lang, f"transcript.code.{code}")

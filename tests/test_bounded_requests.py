@@ -14,7 +14,7 @@ import pytest
 from memora.memory import MAX_REPLY_TOKENS, ContextBudgetError, ShortTermMemory, whole_sentences
 from memora.memory.backend import CHAT_SERVER_PROFILE, BackendError, SummaryRequest
 from memora.memory.core import last_reply, local_budget
-from memora.text.calibration import LEARNED_SLACK, UNKNOWN_TOKENIZER_MARGIN, Calibration, implausible
+from memora.text.calibration import LEARNED_SLACK, WORST_KNOWN_RATIO, Calibration, implausible
 from memora.text.messages import Message
 from memora.text.prompts import SUMMARY_PREAMBLE, SYSTEM_PROMPT
 from memora.text.tokens import LocalTokenCounter, clip_middle, count_text
@@ -221,7 +221,7 @@ def test_clip_middle_keeps_both_ends_within_the_limit():
 def test_an_unknown_tokenizer_is_planned_with_a_margin_until_the_server_reports():
     backend = ScriptedBackend(profile=CHAT_SERVER_PROFILE, input_scale=1.14)
     memory = ShortTermMemory(backend, max_input_tokens=1000, max_recent_turns=0)
-    assert local_budget(memory) == int(1000 / UNKNOWN_TOKENIZER_MARGIN)
+    assert local_budget(memory) == int(1000 / WORST_KNOWN_RATIO["latin"])  # English, before any count
 
     chat(memory, "Hi")
     assert memory.server.calibration.reports == 1  # the reply's reported usage

@@ -46,7 +46,6 @@ MAX_TURN_CHARS = 2000
 SCHEMA_FILE = "scenario.schema.json"
 """The JSON Schema of ``ScenarioFile``, next to the bundled scenarios, for editors and authors."""
 FactKind = Literal["fact", "correction", "unresolved_question"]
-FACT_KINDS: tuple[FactKind, ...] = ("fact", "correction", "unresolved_question")
 Status = Literal["kept", "mixed", "stale", "missing"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")

@@ -38,9 +38,6 @@ BEST_KNOWN_RATIO: dict[Kind, float] = {"cjk": 0.65, "latin": 0.95, "other": 0.8}
 0.86x): when a request mixes kinds, the others are credited at this much, so that what is left for
 the kind being learned is never less than its real share."""
 
-UNKNOWN_TOKENIZER_MARGIN = WORST_KNOWN_RATIO["latin"]
-"""Planning ratio for English text on a server whose tokenizer is unknown, until it counts some."""
-
 LEARNED_SLACK = 1.03
 """Kept above the highest observed ratio: one request's text is not every request's."""
 

@@ -197,7 +197,8 @@ class PostgresTables:
     """The tables one part of Memora keeps (``schema``: a store's, a ledger's) on this process's
     pool for ``url``.
 
-    It looks the pool up on every transaction, so one made again (``close_pools``) serves it too."""
+    It looks the pool up on every transaction, so one made again (after ``POOLS.close_all``) serves
+    it too."""
 
     def __init__(self, url: str, schema: str) -> None:
         self.url = url
@@ -252,15 +253,10 @@ class PerDatabase(Generic[C]):
             each.close()
 
 
-_pools = PerDatabase(PostgresPool)
+POOLS = PerDatabase(PostgresPool)
+"""This process's pools, one per database URL."""
 
 
 def shared_pool(url: str) -> PostgresPool:
     """This process's one pool for ``url``: every store and ledger on that database shares it."""
-    return _pools.get(url)
-
-
-def close_pools() -> None:
-    """Closes every pool of this process (a test's end); the next transaction on a URL opens its
-    pool again."""
-    _pools.close_all()
+    return POOLS.get(url)

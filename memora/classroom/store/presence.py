@@ -149,15 +149,10 @@ class Presence:
             key = None
 
 
-_presences = PerDatabase(Presence)
+PRESENCES = PerDatabase(Presence)
+"""This process's presence locks, one per database URL."""
 
 
 def shared_presence(url: str) -> Presence:
     """This process's one presence on the database at ``url``."""
-    return _presences.get(url)
-
-
-def close_presences() -> None:
-    """Gives back every presence lock of this process (a test's end); the next booking takes a new
-    one."""
-    _presences.close_all()
+    return PRESENCES.get(url)
