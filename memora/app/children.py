@@ -53,11 +53,6 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def dies_with_parent() -> bool:
-    """Whether children started by ``spawn`` get SIGTERM when this process dies (Linux)."""
-    return _PRCTL is not None
-
-
 def spawn(
     command: Sequence[str], environ: Mapping[str, str], **options: object
 ) -> subprocess.Popen:
