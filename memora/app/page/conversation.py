@@ -36,8 +36,9 @@ from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
 from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, StoreError, is_conversation_id, open_store
-from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, Reopened, carry_choices, reopen, save_import
+from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper
 from memora.classroom.store.owner import owner_of
+from memora.classroom.store.reopen import Reopened, carry_choices, reopen, save_import
 from memora.memory import ShortTermMemory
 
 PARAM = "c"

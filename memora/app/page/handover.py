@@ -8,7 +8,7 @@ next save, built on the older version, would fork. Instead, every job is registe
 1. While the job runs, the new session shows the same memory and job as the old one (the reply goes
    on streaming, with its Stop button), and saves through the same keeper.
 2. Once the job has finished (its reply committed and saved, or stopped, or failed), the session
-   copies the conversation into its own memory and keeper (``keeper.reopen_live``), at the version
+   copies the conversation into its own memory and keeper (``reopen.reopen_live``), at the version
    the old keeper saved: its next save follows that version, so there is no fork. It continues with
    its own backend and caps, as after any restore.
 
@@ -35,7 +35,8 @@ from memora.app.settings import Settings
 from memora.classroom.flights import FLIGHTS, Flight
 from memora.classroom.job import ReplyJob
 from memora.classroom.shutdown import install as install_shutdown
-from memora.classroom.store.keeper import ConversationKeeper, Reopened, reopen_live
+from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.reopen import Reopened, reopen_live
 from memora.memory import ShortTermMemory
 
 
