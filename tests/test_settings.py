@@ -9,18 +9,15 @@ from pathlib import Path
 import pytest
 
 from memora.app import settings as settings_module
+from memora.app.build import CONNECT_TIMEOUT_S, build_backend, configured_memory, shown_url
 from memora.app.settings import (
     BACKENDS,
-    CONNECT_TIMEOUT_S,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
     SECRET_SETTINGS,
     Settings,
     SettingsError,
-    build_backend,
-    configured_memory,
     load_settings,
-    shown_url,
 )
 from memora.backends import OfflineBackend
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend

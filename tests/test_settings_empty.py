@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memora.app.settings import SettingsError, build_backend, load_settings
+from memora.app.build import build_backend
+from memora.app.settings import SettingsError, load_settings
 from memora.backends.chat_completions import NO_KEY
 from tests.support.settings import settings_read
 

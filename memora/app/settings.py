@@ -9,8 +9,8 @@ Each variable is declared once, as a field of ``_Variables`` (pydantic-settings)
 it accepts in words; pydantic validates them all at once, and each error it reports becomes one line of the
 SettingsError. What pydantic would take but Memora refuses ("1_000", ``True`` for a number) is refused before it.
 The page passes ``st.secrets`` in as a plain mapping, and may change a loaded
-``Settings`` with ``with_changes`` (its own widgets); ``build_backend`` then builds
-the same backend whichever way it was chosen.
+``Settings`` with ``with_changes`` (its own widgets). Building backends and memories from
+the settings is ``memora.app.build``.
 
 Variables (each may also be a key in ``.streamlit/secrets.toml``):
 
@@ -83,13 +83,12 @@ Conversation persistence (``memora.classroom.store``; see docs/postgresql.md):
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import BeforeValidator, Field, HttpUrl, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -101,11 +100,10 @@ from memora.classroom.limits import DEFAULT_MAX_MESSAGE_CHARS, SessionLimits
 from memora.classroom.server_budget import DEFAULT_DATA_DIR, ServerLedger
 from memora.classroom.store import StoreCaps, StoreURLError, check_store_url, default_store_url, is_postgres
 from memora.classroom.store.saved import MAX_SAVED_BYTES
-from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, ShortTermMemory, policies
+from memora.memory import DEFAULT_MODEL, MAX_INPUT_TOKENS, MAX_RECENT_TURNS, MAX_REPLY_TOKENS, FoldPolicy, policies
 
 if TYPE_CHECKING:
     from memora.classroom.postgres_ledger import PostgresServerLedger
-    from memora.memory.backend import Backend
 
 BackendName = Literal["offline", "openai", "chat"]
 BACKENDS: tuple[BackendName, ...] = ("offline", "openai", "chat")
@@ -118,8 +116,6 @@ FOLD_POLICIES: tuple[FoldPolicy, ...] = policies.names()  # the registry's, the 
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
 DEFAULT_TIMEOUT_S = 120.0
-CONNECT_TIMEOUT_S = 5.0
-"""The SDK's own connect timeout: an unreachable server is reported in seconds, not minutes."""
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_CONVERSATION_IDLE_DAYS = 30
 DEFAULT_MAX_CONVERSATION_KB = 1024
@@ -573,115 +569,3 @@ def _unknown_names(secrets: Mapping[str, Any], environ: Mapping[str, str]) -> li
         close = difflib.get_close_matches(name, known, n=2)
         problems.append(f"{name} is not a setting Memora reads" + (f": did you mean {' or '.join(close)}?" if close else ""))
     return problems
-
-
-def build_backend(settings: Settings) -> Backend:
-    """The backend the settings select.
-
-    Raises SettingsError for ``openai`` without a key and ``chat`` without a base URL.
-    """
-    from memora.backends import OfflineBackend
-
-    if settings.backend == "offline":
-        return OfflineBackend()
-    import openai
-
-    if settings.backend == "chat":
-        from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
-
-        if not settings.base_url:
-            raise SettingsError("The chat backend needs MEMORA_BASE_URL (Ollama: http://localhost:11434/v1).")
-        client = openai.OpenAI(
-            api_key=settings.chat_api_key or NO_KEY,
-            base_url=settings.base_url,
-            timeout=_timeout(settings),
-            max_retries=settings.max_retries,
-        )
-        return ChatCompletionsBackend(client, label=f"OpenAI-compatible server ({shown_url(settings.base_url)})")
-    if not settings.api_key:
-        raise SettingsError("The openai backend needs OPENAI_API_KEY (environment, secrets, or the page's key field).")
-    from memora.backends.openai_responses import OPENAI_HOST, PROXY_PROFILE, OpenAIResponsesBackend
-
-    client = openai.OpenAI(
-        api_key=settings.api_key,
-        base_url=settings.base_url,
-        timeout=_timeout(settings),
-        max_retries=settings.max_retries,
-    )
-    if settings.base_url and urlsplit(settings.base_url).hostname != OPENAI_HOST:
-        return OpenAIResponsesBackend(client, profile=PROXY_PROFILE, count_remotely=settings.token_counting == "api")
-    return OpenAIResponsesBackend(client, count_remotely=settings.token_counting == "api")
-
-
-def _timeout(settings: Settings) -> Any:  # -> openai.Timeout
-    import openai
-
-    return openai.Timeout(settings.timeout_s, connect=min(CONNECT_TIMEOUT_S, settings.timeout_s))
-
-
-def shown_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part, fit to show in the UI."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def build_memory(settings: Settings, backend: Backend | None = None) -> ShortTermMemory:
-    """A fresh ShortTermMemory as ``settings`` describe it: backend (which counts as ``MEMORA_TOKEN_COUNTING`` says),
-    model, budget, window and caps. ``backend`` defaults to ``build_backend(settings)``. Raises SettingsError or
-    ValueError (a budget too small, say) when the settings are unusable.
-    """
-    backend = backend if backend is not None else build_backend(settings)
-    return ShortTermMemory(
-        client=backend,
-        model=settings.model,
-        max_input_tokens=settings.max_input_tokens,
-        max_recent_turns=settings.max_recent_turns,
-        caps=settings.limits,
-        max_reply_tokens=settings.max_reply_tokens,
-        context_window=settings.context_window,
-        fold_policy=settings.fold_policy,
-    )
-
-
-LIMIT_SETTINGS = ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_REPLY_TOKENS", "MEMORA_CONTEXT_WINDOW")
-"""The settings whose values must fit together (``memora.memory.plan.check_limits``), each well-formed on its own."""
-
-
-def configured_memory(settings: Settings, backend: Backend | None = None) -> ShortTermMemory:
-    """``build_memory`` for the settings a server starts with: its ValueError (a budget below what the instructions
-    need, or a budget plus reply cap over the context window) becomes a SettingsError naming the variables to fix,
-    so the page and the REPL refuse to start on it like on any malformed value."""
-    try:
-        memory = build_memory(settings, backend)
-    except SettingsError:
-        raise
-    except ValueError as error:
-        raise SettingsError(f"{', '.join(LIMIT_SETTINGS[:-1])} and {LIMIT_SETTINGS[-1]} do not fit together: {error}") from None
-    check_room_for_a_turn(settings, memory)
-    return memory
-
-
-def check_room_for_a_turn(settings: Settings, memory: ShortTermMemory) -> None:
-    """Raises SettingsError when ``MEMORA_MAX_CONVERSATION_KB`` cannot hold a new conversation's first turn at its
-    largest (``memora.classroom.store.room``): the store would refuse every first message, before it is sent.
-
-    The bound grows with the reply cap and the summary cap; the message says the smallest value that works with
-    the other settings as they are. Without a store (``MEMORA_STORE_URL=off``) nothing is saved, so nothing is checked.
-    """
-    from memora.classroom.store import OFF
-    from memora.classroom.store.room import turn_growth
-    from memora.classroom.store.saved import dumps_saved
-
-    if settings.store_url == OFF:
-        return
-    needed = len(dumps_saved(memory, "zh-TW").encode()) + turn_growth(memory, "?")  # the longer language code
-    if needed > settings.max_conversation_kb * 1024:
-        raise SettingsError(
-            f"MEMORA_MAX_CONVERSATION_KB={settings.max_conversation_kb} cannot hold one turn at these settings (a first "
-            f"turn can save up to {needed:,} bytes, with MEMORA_MAX_REPLY_TOKENS and the summary cap as they are): "
-            f"use at least {math.ceil(needed / 1024)}, or lower MEMORA_MAX_REPLY_TOKENS."
-        )

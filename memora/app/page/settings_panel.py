@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from memora.app.build import build_backend
 from memora.app.page import glossary, render
 from memora.app.page import state as keys
 from memora.app.page.i18n import LANGUAGES, backend_label, t
 from memora.app.page.state import Notice, guarded
-from memora.app.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
+from memora.app.settings import BACKENDS, FOLD_POLICIES, SettingsError
 from memora.classroom.job import ReplyJob
 from memora.memory import ShortTermMemory
 
