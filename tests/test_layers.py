@@ -74,7 +74,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
     "memora.app": (
         ("settings", "first_run", "ports", "children"),
-        ("served_grace", "build"),  # serve's reading of a process's grace; a memory and its backend
+        ("served_grace", "build", "settings_docs"),  # serve's grace; memory and backend; the docs
         ("page", "repl", "probe", "serve"),
         ("__init__",),
     ),
