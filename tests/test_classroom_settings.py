@@ -48,7 +48,7 @@ def test_secrets_take_toml_types_and_win_over_the_environment() -> None:
         ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000, not 0"),
         ("MEMORA_MAX_SESSION_TOKENS", "-1", "MEMORA_MAX_SESSION_TOKENS must be a whole number from 1 to 1000000000000, not -1"),
         ("MEMORA_MAX_SESSION_TOKENS", "1e6", "MEMORA_MAX_SESSION_TOKENS must be a whole number from 1 to 1000000000000, not '1e6'"),
-        ("MEMORA_MAX_MESSAGE_CHARS", "0", "MEMORA_MAX_MESSAGE_CHARS must be a whole number from 1 to 100000000, not 0"),
+        ("MEMORA_MAX_MESSAGE_CHARS", "0", "MEMORA_MAX_MESSAGE_CHARS must be a whole number from 1 to 200000, not 0"),
     ],
 )
 def test_nonsense_caps_are_refused_naming_the_variable(name: str, raw: str, message: str) -> None:

@@ -14,6 +14,7 @@ from memora.app.settings import (
     BACKENDS,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    FOLD_POLICIES,
     SECRET_SETTINGS,
     Settings,
     SettingsError,
@@ -22,7 +23,8 @@ from memora.app.settings import (
 from memora.backends import OfflineBackend
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
-from memora.memory import DEFAULT_MODEL
+from memora.classroom.transcript.format import MAX_MESSAGE_CHARS
+from memora.memory import DEFAULT_MODEL, policies
 from tests.support.settings import MALFORMED, settings_read
 
 OLLAMA = {"MEMORA_BACKEND": "chat", "MEMORA_BASE_URL": "http://localhost:11434/v1", "MEMORA_MODEL": "llama3.2"}
@@ -264,6 +266,20 @@ def test_a_conversation_cap_too_small_for_one_turn_is_refused_at_startup_with_th
     # A smaller reply cap needs less room; without a store nothing is saved, so any cap starts.
     configured(smallest - 60, MEMORA_MAX_REPLY_TOKENS="400")
     configured(64, MEMORA_STORE_URL="off")
+
+
+def test_the_message_cap_is_at_most_what_a_saved_conversation_can_restore():
+    """Issue 45: the setting allowed 10**8 characters where the transcript restores at most 200,000,
+    so a longer message could be saved but never restored. One constant now bounds both."""
+    at_the_cap = {"MEMORA_MAX_MESSAGE_CHARS": str(MAX_MESSAGE_CHARS)}
+    assert load_settings({}, at_the_cap).max_message_chars == MAX_MESSAGE_CHARS
+    refused = f"^MEMORA_MAX_MESSAGE_CHARS must be a whole number from 1 to {MAX_MESSAGE_CHARS},"
+    with pytest.raises(SettingsError, match=refused):
+        load_settings({}, {"MEMORA_MAX_MESSAGE_CHARS": str(MAX_MESSAGE_CHARS + 1)})
+
+
+def test_the_default_fold_policy_is_the_registry_s_default():
+    assert Settings().fold_policy == policies.DEFAULT == FOLD_POLICIES[0]
 
 
 def test_a_misspelled_memora_variable_is_refused_with_the_names_it_is_close_to():

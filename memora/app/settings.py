@@ -38,7 +38,7 @@ Variables (each may also be a key in ``.streamlit/secrets.toml``):
 - ``MEMORA_MAX_REPLY_TOKENS``: a whole number from 1 to 1000000000000; default ``1000``.
 - ``MEMORA_FOLD_POLICY``: one of window, watermark; default ``window``.
 - ``MEMORA_CONTEXT_WINDOW``: a whole number from 1 to 1000000000000; default none.
-- ``MEMORA_MAX_MESSAGE_CHARS``: a whole number from 1 to 100000000; default ``20000``.
+- ``MEMORA_MAX_MESSAGE_CHARS``: a whole number from 1 to 200000; default ``20000``.
 - ``MEMORA_MAX_TURNS``: a whole number from 1 to 1000000; default no cap.
 - ``MEMORA_MAX_SESSION_TOKENS``: a whole number from 1 to 1000000000000; default no cap.
 - ``MEMORA_MAX_SERVER_TOKENS``: a whole number from 1 to 1000000000000; default no cap.
@@ -87,6 +87,7 @@ from memora.classroom.store import (
     is_postgres,
 )
 from memora.classroom.store.saved import MAX_SAVED_BYTES
+from memora.classroom.transcript.format import MAX_MESSAGE_CHARS
 from memora.memory import (
     DEFAULT_MODEL,
     MAX_INPUT_TOKENS,
@@ -130,7 +131,6 @@ MAX_TOKENS = 10**12
 any sum of bookings under it fits the 64-bit integers of SQLite and PostgreSQL."""
 MAX_COUNT = 10**6
 """The largest count of turns, recent turns or new conversations an hour."""
-MAX_MESSAGE_CHARS = 10**8
 MAX_RETRIES = 10
 """The SDK waits up to 8 s between retries: ten is over a minute of retrying one request."""
 MAX_IDLE_DAYS = 36_500
@@ -529,7 +529,7 @@ class Settings(BaseSettings):
         description="the output cap of one reply; a reply stopped there is kept and marked as cut",
     )
     fold_policy: _choice(FOLD_POLICIES) = Field(
-        "window",
+        policies.DEFAULT,
         alias="MEMORA_FOLD_POLICY",
         description=(
             "`window`: the article's rule, the oldest pair folded as it leaves the recent window"
@@ -552,7 +552,8 @@ class Settings(BaseSettings):
         DEFAULT_MAX_MESSAGE_CHARS,
         alias="MEMORA_MAX_MESSAGE_CHARS",
         description=(
-            "characters one message may have; longer ones are refused before anything is sent"
+            "characters one message may have; longer ones are refused before anything is sent. At"
+            " most the transcript's cap, so that every saved message can be restored"
         ),
     )
     max_turns: _cap(1, MAX_COUNT) = Field(
