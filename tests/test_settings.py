@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from memora.app import settings as settings_module
-from memora.app.build import CONNECT_TIMEOUT_S, build_backend, configured_memory, shown_url
+from memora.app.build import (
+    CONNECT_TIMEOUT_S,
+    COSTLIEST_CHARACTER,
+    build_backend,
+    configured_memory,
+    largest_message,
+    shown_url,
+)
 from memora.app.settings import (
     BACKENDS,
     DEFAULT_MAX_RETRIES,
@@ -23,6 +30,8 @@ from memora.app.settings import (
 from memora.backends import OfflineBackend
 from memora.backends.chat_completions import NO_KEY, ChatCompletionsBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
+from memora.classroom.store.room import escaped, turn_growth
+from memora.classroom.store.saved import dumps_saved
 from memora.classroom.transcript.format import MAX_MESSAGE_CHARS
 from memora.memory import DEFAULT_MODEL, policies
 from tests.support.settings import MALFORMED, settings_read
@@ -266,6 +275,34 @@ def test_a_conversation_cap_too_small_for_one_turn_is_refused_at_startup_with_th
     # A smaller reply cap needs less room; without a store nothing is saved, so any cap starts.
     configured(smallest - 60, MEMORA_MAX_REPLY_TOKENS="400")
     configured(64, MEMORA_STORE_URL="off")
+
+
+def test_the_issues_conversation_cap_that_refused_a_long_first_message_is_refused_at_startup(tmp_path):
+    """Issue 45: the room check sent "?", so MEMORA_MAX_CONVERSATION_KB=178 started, and then a 1,500-character
+    first message was refused. It now checks the largest message MEMORA_MAX_MESSAGE_CHARS allows."""
+    environ = {"MEMORA_DATA_DIR": str(tmp_path), "MEMORA_MAX_CONVERSATION_KB": "178"}
+    with pytest.raises(SettingsError) as refused:
+        configured_memory(load_settings({}, environ))
+    assert refused.value.problems[0].startswith("MEMORA_MAX_CONVERSATION_KB=178 cannot hold one turn")
+    assert "MEMORA_MAX_MESSAGE_CHARS=20,000 characters" in refused.value.problems[0]
+    smallest = int(re.search(r"use at least (\d+)", str(refused.value)).group(1))
+    settings = load_settings({}, {**environ, "MEMORA_MAX_CONVERSATION_KB": str(smallest)})
+    memory = configured_memory(settings)
+    needed = len(dumps_saved(memory, "zh-TW").encode()) + turn_growth(memory, largest_message(settings))
+    assert (smallest - 1) * 1024 < needed <= smallest * 1024
+    # A shorter message cap needs less room: the bound follows the setting (178 is short even of 1,500).
+    with pytest.raises(SettingsError, match="MEMORA_MAX_MESSAGE_CHARS=1,500 characters") as shorter:
+        configured_memory(load_settings({}, {**environ, "MEMORA_MAX_MESSAGE_CHARS": "1500"}))
+    assert 178 < int(re.search(r"use at least (\d+)", str(shorter.value)).group(1)) < smallest
+
+
+def test_the_largest_message_is_the_message_cap_at_the_costliest_saved_character():
+    settings = Settings(max_message_chars=7)
+    assert largest_message(settings) == COSTLIEST_CHARACTER * 7
+    assert escaped(COSTLIEST_CHARACTER) == 6
+    # No character is saved larger (surrogates are not text a browser can send).
+    characters = (chr(code) for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF)
+    assert max(escaped(character) for character in characters) == 6
 
 
 def test_the_message_cap_is_at_most_what_a_saved_conversation_can_restore():

@@ -3,7 +3,7 @@
 ``build_backend`` builds the same backend whichever way it was chosen: the environment, secrets, or
 the page's widgets (``Settings.with_changes``). ``configured_memory`` is what a server starts with:
 settings whose values cannot work together (a budget below the instructions, a conversation cap too
-small for a first turn) stop the page and the REPL like a malformed value does.
+small for the largest first turn) stop the page and the REPL like a malformed value does.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ CONNECT_TIMEOUT_S = 5.0
 LIMIT_SETTINGS = ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_REPLY_TOKENS", "MEMORA_CONTEXT_WINDOW")
 """The settings whose values must fit together (``memora.memory.plan.check_limits``), each
 well-formed on its own."""
+COSTLIEST_CHARACTER = "\x00"
+"""A character at its largest saved size: a control character is saved as ``\\u0000``, 6 bytes of
+UTF-8 JSON, more than any other character (a non-ASCII one is saved as itself, at most 4 bytes)."""
 
 
 def build_backend(settings: Settings) -> Backend:
@@ -123,14 +126,22 @@ def configured_memory(settings: Settings, backend: Backend | None = None) -> Sho
     return memory
 
 
+def largest_message(settings: Settings) -> str:
+    """The message that takes the most saved bytes under ``settings``: ``MEMORA_MAX_MESSAGE_CHARS``
+    characters, each at its largest saved size (``COSTLIEST_CHARACTER``, 6 bytes)."""
+    return COSTLIEST_CHARACTER * settings.max_message_chars
+
+
 def check_room_for_a_turn(settings: Settings, memory: ShortTermMemory) -> None:
     """Raises SettingsError when ``MEMORA_MAX_CONVERSATION_KB`` cannot hold a new conversation's
-    first turn at its largest (``memora.classroom.store.room``): the store would refuse every first
-    message, before it is sent.
+    first turn at its largest (``memora.classroom.store.room``): the largest message the settings
+    allow (``largest_message``), with its reply at the reply cap and its folds at the summary cap.
+    The store would otherwise refuse such a message, before it is sent, in a conversation that has
+    room for nothing else.
 
-    The bound grows with the reply cap and the summary cap; the message says the smallest value that
-    works with the other settings as they are. Without a store (``MEMORA_STORE_URL=off``) nothing is
-    saved, so nothing is checked.
+    The bound grows with the message cap, the reply cap and the summary cap; the message says the
+    smallest value that works with the other settings as they are. Without a store
+    (``MEMORA_STORE_URL=off``) nothing is saved, so nothing is checked.
     """
     from memora.classroom.store import OFF
     from memora.classroom.store.room import turn_growth
@@ -139,11 +150,13 @@ def check_room_for_a_turn(settings: Settings, memory: ShortTermMemory) -> None:
     if settings.store_url == OFF:
         return
     empty = len(dumps_saved(memory, "zh-TW").encode())  # the longer language code
-    needed = empty + turn_growth(memory, "?")
+    needed = empty + turn_growth(memory, largest_message(settings))
     if needed > settings.max_conversation_kb * 1024:
         raise SettingsError(
             f"MEMORA_MAX_CONVERSATION_KB={settings.max_conversation_kb} cannot hold one turn at"
-            f" these settings (a first turn can save up to {needed:,} bytes, with"
+            " these settings (a first turn of the largest message, MEMORA_MAX_MESSAGE_CHARS="
+            f"{settings.max_message_chars:,} characters, can save up to {needed:,} bytes with"
             " MEMORA_MAX_REPLY_TOKENS and the summary cap as they are): use at least"
-            f" {math.ceil(needed / 1024)}, or lower MEMORA_MAX_REPLY_TOKENS."
+            f" {math.ceil(needed / 1024)}, or lower MEMORA_MAX_MESSAGE_CHARS or"
+            " MEMORA_MAX_REPLY_TOKENS."
         )

@@ -613,8 +613,8 @@ class Settings(BaseSettings):
             "the saved size of one conversation (history, summary versions, ledger and last"
             " context), in KiB. A message is refused before it is sent once its turn, at its"
             " largest, could pass it, and the conversation stays as last saved; a cap that cannot"
-            " hold even a first turn stops the page and the REPL at start, saying the smallest"
-            " value that works"
+            " hold a first turn of the largest message `MEMORA_MAX_MESSAGE_CHARS` allows stops the"
+            " page and the REPL at start, saying the smallest value that works"
         ),
     )
     max_new_conversations_per_hour: _whole(1, MAX_COUNT) = Field(
