@@ -1,12 +1,14 @@
 """Issue 45: each setting is declared once, as a field of ``memora.app.settings.Settings``. The
 list in the module's docstring and the table in docs/configuration.md are written from it
-(``python -m memora.app.settings_docs``), and these tests fail on any difference."""
+(``python -m memora.app.settings_docs``), the page's help reads it, and these tests fail on any
+difference."""
 
 from __future__ import annotations
 
 import re
 
 from memora.app import settings_docs
+from memora.app.page.settings_panel import variable_help
 from memora.app.settings import VARIABLES, Settings, accepts, description
 from tests.support.settings import settings_read
 
@@ -42,3 +44,11 @@ def test_the_generated_parts_are_replaced_and_the_rest_kept():
     assert written.startswith(f"intro\n{settings_docs.TABLE_STARTS}| variable |")
     assert written.endswith(f"{settings_docs.TABLE_ENDS}after\n") and "stale rows" not in written
     assert settings_docs.with_table(written) == written
+
+
+def test_the_page_s_help_reads_each_variable_s_description():
+    """The English page shows the model's own words; the 繁體中文 page names the variable, as
+    code."""
+    for name in ("MEMORA_MAX_INPUT_TOKENS", "MEMORA_MAX_RECENT_TURNS", "MEMORA_FOLD_POLICY"):
+        assert variable_help("en", name) == f"\n\n`{name}`: {description(name)}."
+        assert variable_help("zh-TW", name) == f"\n\n`{name}`"
