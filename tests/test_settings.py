@@ -63,6 +63,16 @@ def test_secrets_win_over_the_environment() -> None:
     assert settings.max_retries == 0  # zero is a value, not "unset"
 
 
+def test_settings_built_by_field_name_never_read_the_process_environment(monkeypatch) -> None:
+    """Only load_settings reads variables: Settings(...) in a test or a benchmark is what it is
+    given, whatever the process's environment holds (settings_customise_sources)."""
+    monkeypatch.setenv("MEMORA_MAX_TURNS", "5")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
+    assert Settings() == load_settings({}, {})
+    assert Settings(max_turns=7).max_turns == 7
+    assert Settings(api_key="sk-given").backend == "openai", "a key given selects openai here too"
+
+
 def test_the_key_never_shows_in_repr() -> None:
     settings = load_settings({"OPENAI_API_KEY": "sk-hidden", "MEMORA_API_KEY": "local-hidden"}, {})
     assert "sk-hidden" not in repr(settings) and "local-hidden" not in repr(settings)
