@@ -155,6 +155,9 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 """ASCII digits and one point: float() would also take fullwidth or Arabic-Indic digits, "1_000",
 "1e3" and "inf", which ``_WHOLE`` refuses."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ONE_LINE = r"^[^\x00-\x1f\x7f-\x9f]*$"
+"""No control character (``_CONTROL``), as a pattern pydantic checks: a name or a folder on one
+line."""
 # Printable ASCII, no space: what an HTTP Authorization header can carry.
 _KEY = re.compile(r"[!-~]+")
 _FLAG_WORDS = ("1", "true", "yes", "on", "0", "false", "no", "off")
@@ -235,12 +238,6 @@ def _flag_word(raw: Any) -> Any:
 
 def _lower(raw: Any) -> Any:
     return raw.strip().lower() if isinstance(raw, str) else raw
-
-
-def _one_line(raw: Any) -> Any:
-    if isinstance(raw, str) and _CONTROL.search(raw):
-        raise _Refused
-    return raw
 
 
 def _server_url(raw: Any) -> Any:
@@ -328,7 +325,7 @@ def _model(raw: Any, info: ValidationInfo) -> Any:
     """The model given, else ``DEFAULT_MODEL``; ``chat`` has no default model and needs one
     given."""
     if raw is not None:
-        return _one_line(_one_value(raw))
+        return _one_value(raw)
     if _chat_needs(info):
         raise _needs(
             "MEMORA_BACKEND=chat needs MEMORA_MODEL, a model the server has (Ollama: llama3.2)."
@@ -359,7 +356,10 @@ def _choice(choices: tuple[str, ...], *after: AfterValidator) -> Any:
 
 def _text(what: str) -> Any:
     return Annotated[
-        str, _before(_one_line), Accepts(f"{what} on one line, without control characters")
+        str,
+        _before(_one_value),
+        Field(pattern=_ONE_LINE),
+        Accepts(f"{what} on one line, without control characters"),
     ]
 
 
@@ -401,6 +401,7 @@ _StoreURL = Annotated[
 _Model = Annotated[
     str,
     BeforeValidator(_model),
+    Field(pattern=_ONE_LINE),
     Accepts("a model's name on one line, without control characters"),
 ]
 
