@@ -102,24 +102,12 @@ if TYPE_CHECKING:
 
 BackendName = Literal["offline", "openai", "chat"]
 BACKENDS: tuple[BackendName, ...] = ("offline", "openai", "chat")
-BACKEND_LABELS: dict[BackendName, str] = {
-    "offline": "Offline (no language model)",
-    "openai": "OpenAI (Responses API)",
-    "chat": "OpenAI-compatible server (Ollama, LM Studio, vLLM, llama.cpp)",
-}
 # The registry's, the default first: the page's radio lists them so.
 FOLD_POLICIES: tuple[FoldPolicy, ...] = policies.names()
 TokenCounting = Literal["local", "api"]
 TOKEN_COUNTING: tuple[TokenCounting, ...] = ("local", "api")
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 2
-DEFAULT_CONVERSATION_IDLE_DAYS = 30
-DEFAULT_MAX_CONVERSATION_KB = 1024
-"""1 MiB: about 400 short turns (250 KiB at 100 turns, summary versions included:
-benchmarks/conversation_save.py), ten times a classroom's 40-turn cap; a file padded to an import's
-2 MiB, its bulk in the last context, is refused."""
-DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR = 20
-DEFAULT_MAX_STORE_MB = 1024
 
 MAX_SECONDS = 3600
 """The longest ``MEMORA_TIMEOUT``: an hour. A socket or a wait given much more raises OverflowError,
@@ -603,12 +591,15 @@ class Settings(BaseSettings):
         json_schema_extra=_in_words("`conversations.sqlite3` under `MEMORA_DATA_DIR`"),
     )
     conversation_idle_days: _whole(1, MAX_IDLE_DAYS) = Field(
-        DEFAULT_CONVERSATION_IDLE_DAYS,
+        30,
         alias="MEMORA_CONVERSATION_IDLE_DAYS",
         description="conversations not saved for longer are deleted (checked hourly)",
     )
     max_conversation_kb: _whole(1, MAX_SAVED_BYTES // 1024) = Field(
-        DEFAULT_MAX_CONVERSATION_KB,
+        # 1 MiB: about 400 short turns (250 KiB at 100 turns, summary versions included:
+        # benchmarks/conversation_save.py), ten times a classroom's 40-turn cap; a file padded to an
+        # import's 2 MiB, its bulk in the last context, is refused.
+        1024,
         alias="MEMORA_MAX_CONVERSATION_KB",
         description=(
             "the saved size of one conversation (history, summary versions, ledger and last"
@@ -619,7 +610,7 @@ class Settings(BaseSettings):
         ),
     )
     max_new_conversations_per_hour: _whole(1, MAX_COUNT) = Field(
-        DEFAULT_MAX_NEW_CONVERSATIONS_PER_HOUR,
+        20,
         alias="MEMORA_MAX_NEW_CONVERSATIONS_PER_HOUR",
         description=(
             "conversations one browser may start in an hour (new ones from their first reply,"
@@ -627,7 +618,7 @@ class Settings(BaseSettings):
         ),
     )
     max_store_mb: _whole(1, MAX_STORE_MB) = Field(
-        DEFAULT_MAX_STORE_MB,
+        1024,
         alias="MEMORA_MAX_STORE_MB",
         description=(
             "every saved conversation together, in MiB; a message is refused before it is sent"
