@@ -96,6 +96,7 @@ MODULE_TIERS = {
             "test_replay",
             "test_settings",
             "test_settings_empty",
+            "test_settings_docs",
             "test_saved_format",
             "test_store",
             "test_token_calibration",

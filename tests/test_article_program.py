@@ -14,8 +14,9 @@ import openai
 import pytest
 
 from benchmarks.harness.servers import ResponsesServer
+from memora.app.build import build_memory
 from memora.app.repl import repl
-from memora.app.settings import build_memory, load_settings
+from memora.app.settings import load_settings
 from memora.backends.offline import OfflineBackend
 from memora.backends.openai_responses import OpenAIResponsesBackend
 

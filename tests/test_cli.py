@@ -231,10 +231,10 @@ def test_python_m_memora_refuses_malformed_settings_listing_each_and_never_start
     assert result.stdout == "", "no banner, no reply: nothing ran"
     lines = result.stderr.splitlines()
     assert lines[0] == "Configuration error: Memora cannot start until these settings are fixed:"
-    assert lines[1:] == [
+    assert lines[1:] == [  # in the order memora.app.settings.Settings declares them
+        "  - MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'",
         "  - MEMORA_BASE_URL must be an http:// or https:// URL with a host, such as http://localhost:11434/v1"
         " (the value is not shown: it may hold a password)",
-        "  - MEMORA_LOCK_SETTINGS must be true or false (or 1/0, yes/no, on/off), not 'ture'",
         "  - MEMORA_MAX_STORE_MB must be a whole number from 1 to 1000000000, not 0",
     ]
     assert key not in result.stderr

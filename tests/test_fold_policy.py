@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memora.app.settings import Settings, build_memory, load_settings
+from memora.app.build import build_memory
+from memora.app.settings import Settings, load_settings
 from memora.memory import ShortTermMemory, policies
 from memora.memory.plan import PlanSizes, plan_turn
 from memora.text.messages import Message

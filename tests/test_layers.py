@@ -75,7 +75,7 @@ ORDER: dict[str, tuple[tuple[str, ...], ...]] = {
     "memora.teaching": (("audit", "ledger", "probe", "replay", "story"), ("prices",), ("what_if",), ("__init__",)),
     "memora.app": (
         ("settings", "first_run", "ports", "children"),
-        ("served_grace",),  # what memora.serve reads of the settings of a process it starts
+        ("served_grace", "build", "settings_docs"),  # serve's grace; memory and backend; the docs
         ("page", "repl", "probe", "serve"),
         ("__init__",),
     ),

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from memora.app.build import build_memory
 from memora.app.page import state as keys
 from memora.app.page.i18n import t
-from memora.app.settings import FOLD_POLICIES, Settings, build_memory, load_settings
+from memora.app.settings import FOLD_POLICIES, Settings, load_settings
 from memora.memory import ShortTermMemory
 from memora.memory.core import full_history_tokens
 from memora.teaching.what_if import what_if

@@ -306,7 +306,7 @@ def test_zero_recent_turns_is_valid_and_folds_everything_completed(backend) -> N
         ("MEMORA_MAX_INPUT_TOKENS", "50", "MEMORA_CONTEXT_WINDOW do not fit together: max_input_tokens must be at least"),
         ("MEMORA_MAX_RECENT_TURNS", "-1", "MEMORA_MAX_RECENT_TURNS must be a whole number from 0 to 1000000"),
         ("MEMORA_MAX_TURNS", "0", "MEMORA_MAX_TURNS must be a whole number from 1 to 1000000"),
-        ("MEMORA_MAX_MESSAGE_CHARS", "-5", "MEMORA_MAX_MESSAGE_CHARS must be a whole number from 1 to 100000000"),
+        ("MEMORA_MAX_MESSAGE_CHARS", "-5", "MEMORA_MAX_MESSAGE_CHARS must be a whole number from 1 to 200000"),
         ("MEMORA_LOCK_SETTINGS", "maybe", "MEMORA_LOCK_SETTINGS must be true or false"),
     ],
 )

@@ -262,7 +262,7 @@ def test_the_payload_never_holds_a_key_or_a_url(tmp_path):
     settings = load_settings(
         {}, {"OPENAI_API_KEY": "sk-test-never-stored-4f1a", "OPENAI_BASE_URL": "http://user:pw-secret@127.0.0.1:9/v1", "MEMORA_MODEL": "m"}
     )
-    from memora.app.settings import build_memory
+    from memora.app.build import build_memory
 
     memory = build_memory(settings)
     memory.restore(talked("Hi.").history)

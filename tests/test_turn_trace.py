@@ -16,7 +16,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from memora.app.settings import build_memory, load_settings
+from memora.app.build import build_memory
+from memora.app.settings import load_settings
 from memora.backends import OfflineBackend
 from memora.memory import ShortTermMemory
 

@@ -14,7 +14,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from memora.app.settings import BACKENDS, SettingsError, build_backend, load_settings
+from memora.app.build import build_backend
+from memora.app.settings import BACKENDS, SettingsError, load_settings
 from memora.memory.backend import BackendError
 from memora.teaching.probe import (
     SCHEMA_FILE,

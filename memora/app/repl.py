@@ -18,9 +18,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from memora import __version__
+from memora.app.build import configured_memory
 from memora.app.page.i18n import t
 from memora.app.page.views import fold_event, fold_label
-from memora.app.settings import SettingsError, configured_memory, load_settings
+from memora.app.settings import SettingsError, load_settings
 from memora.classroom.job import ReplyJob, fold_ahead
 from memora.memory import ShortTermMemory, TurnStats
 from memora.memory.backend import BackendError

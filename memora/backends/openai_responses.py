@@ -1,7 +1,7 @@
 """OpenAI's Responses API: streaming replies, bounded summaries, server-side counting.
 
 Timeouts and retries are the client's own (``openai.OpenAI(timeout=..., max_retries=...)``);
-``memora.app.settings.build_backend`` sets them from MEMORA_TIMEOUT and MEMORA_MAX_RETRIES.
+``memora.app.build.build_backend`` sets them from MEMORA_TIMEOUT and MEMORA_MAX_RETRIES.
 The request bodies are built by ``reply_params``, ``summary_params`` and ``count_params``,
 which the contract tests send to a mock of OpenAI's published spec.
 """

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from memora.app.build import build_backend
 from memora.app.page import glossary, render
 from memora.app.page import state as keys
 from memora.app.page.i18n import LANGUAGES, backend_label, t
 from memora.app.page.state import Notice, guarded
-from memora.app.settings import BACKENDS, FOLD_POLICIES, SettingsError, build_backend
+from memora.app.settings import BACKENDS, FOLD_POLICIES, SettingsError, description
 from memora.classroom.job import ReplyJob
 from memora.memory import ShortTermMemory
 
@@ -98,7 +99,7 @@ def render_settings(lang: str) -> None:
             t(lang, "settings.max_input_tokens"),
             key=keys.BUDGET_INPUT,
             step=100,
-            help=t(lang, "settings.limits_help"),
+            help=t(lang, "settings.limits_help") + variable_help(lang, "MEMORA_MAX_INPUT_TOKENS"),
             on_change=_apply_limits,
             disabled=locked,
         )
@@ -106,7 +107,7 @@ def render_settings(lang: str) -> None:
             t(lang, "settings.max_recent_turns"),
             key=keys.WINDOW_INPUT,
             step=1,
-            help=t(lang, "settings.limits_help"),
+            help=t(lang, "settings.limits_help") + variable_help(lang, "MEMORA_MAX_RECENT_TURNS"),
             on_change=_apply_limits,
             disabled=locked,
         )
@@ -130,10 +131,23 @@ def render_fold_policy(lang: str) -> None:
         format_func=lambda policy: t(lang, f"policy.{policy}"),
         captions=[t(lang, f"policy.{policy}_caption") for policy in FOLD_POLICIES],
         key=keys.FOLD_POLICY_INPUT,
-        help=t(lang, "settings.fold_policy_help") + "\n\n" + glossary.explain(lang, "recent_window", "watermark"),
+        help=t(lang, "settings.fold_policy_help")
+        + "\n\n"
+        + glossary.explain(lang, "recent_window", "watermark")
+        + variable_help(lang, "MEMORA_FOLD_POLICY"),
         on_change=_apply_limits,
         disabled=is_locked(),
     )
+
+
+def variable_help(lang: str, variable: str) -> str:
+    """The end of a widget's help: the variable that sets the widget's value at start and, on the
+    English page, what it means, in the settings' own words (``memora.app.settings.description``, as
+    docs/configuration.md shows them). Those words are written in English only: the 繁體中文
+    page names the variable, as code, and leaves the words to the English page."""
+    if lang == "en":
+        return f"\n\n`{variable}`: {description(variable)}."
+    return f"\n\n`{variable}`"
 
 
 def _render_key_field(lang: str, locked: bool) -> None:

@@ -14,15 +14,9 @@ from typing import Any, Literal
 
 import streamlit as st
 
+from memora.app.build import build_backend, build_memory, configured_memory
 from memora.app.page.i18n import DEFAULT_LANGUAGE, LANGUAGES
-from memora.app.settings import (
-    Settings,
-    SettingsError,
-    build_backend,
-    build_memory,
-    configured_memory,
-    load_settings,
-)
+from memora.app.settings import Settings, SettingsError, load_settings
 from memora.classroom.guard import GuardedBackend
 from memora.memory import ShortTermMemory
 
