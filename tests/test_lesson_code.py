@@ -14,9 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "memora"
-NOT_YET = (PACKAGE / "app" / "page", PACKAGE / "app" / "settings.py")
-"""TEMPORARY: being rewritten elsewhere, still at 140 columns (``memora/app/page/ruff.toml``, and ``app/settings.py``'s
-exceptions in ``memora/ruff.toml``); delete this and those exceptions once both are at 100."""
+NOT_YET = (PACKAGE / "app" / "page",)
+"""TEMPORARY: being rewritten elsewhere, still at 140 columns (``memora/app/page/ruff.toml``);
+delete this and that file once it is at 100."""
 
 
 def _code(path: Path) -> bool:
