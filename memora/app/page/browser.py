@@ -1,10 +1,11 @@
 """This browser's secret: read from its cookie, or made on a first visit and set by a small script.
 
-The secret is what a conversation is bound to (``memora.classroom.store.owner``; the store keeps its hash).
-Streamlit gives the cookies of the request that opened the session (``st.context.cookies``); a page
-cannot set a cookie from the server, so ``remember_browser`` sets it from the browser (and replaces a
-malformed or forgotten one). This module holds the page's only raw HTML: that script, built from
-validated secrets and one catalog sentence, which the script shows as text when cookies are blocked.
+The secret is what a conversation is bound to (``memora.classroom.store.owner``; the store keeps its
+hash). Streamlit gives the cookies of the request that opened the session (``st.context.cookies``);
+a page cannot set a cookie from the server, so ``remember_browser`` sets it from the browser (and
+replaces a malformed or forgotten one). This module holds the page's only raw HTML: that script,
+built from validated secrets and one catalog sentence, which the script shows as text when cookies
+are blocked.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from memora.classroom.store.owner import is_browser_secret, new_browser_secret
 COOKIE = "memora_browser"
 """The cookie that holds this browser's secret."""
 COOKIE_MAX_AGE_S = 400 * 24 * 3600
-"""400 days, the longest Chromium keeps a cookie; conversations idle for less than that come back."""
+"""400 days, the longest Chromium keeps a cookie; conversations idle for less than that come
+back."""
 
 
 def browser_secret(state: Any) -> str:
-    """This browser's secret: the one its cookie sent, else a new one, made on the session's first run so
-    that its very first save is bound to it; ``remember_browser`` then sets the cookie. A cookie that is
-    not a secret of ours (a hostile value) is ignored, like none."""
+    """This browser's secret: the one its cookie sent, else a new one, made on the session's first
+    run so that its very first save is bound to it; ``remember_browser`` then sets the cookie. A
+    cookie that is not a secret of ours (a hostile value) is ignored, like none."""
     if state[keys.BROWSER_SECRET] is None:
         cookie = st.context.cookies.get(COOKIE)
         state[keys.BROWSER_SECRET] = cookie if is_browser_secret(cookie) else new_browser_secret()
@@ -36,23 +38,32 @@ def browser_secret(state: Any) -> str:
 
 def remember_browser(secret: str, blocked_notice: str, forgotten: str | None = None) -> None:
     """Sets the cookie in the browser when it lacks a secret of ours: a first visit, cookies cleared
-    meanwhile, a malformed value (which the server ignored, so it is replaced, or every reload would lose
-    the conversation), or ``forgotten``, the secret this session forgot (*Forget this browser*).
+    meanwhile, a malformed value (which the server ignored, so it is replaced, or every reload would
+    lose the conversation), or ``forgotten``, the secret this session forgot (*Forget this
+    browser*).
 
     If the browser has another secret already (two first-visit tabs opened at once, say: the other
-    tab set its own), this tab reloads once, so that its session takes the browser's secret; a flag in
-    the tab's sessionStorage keeps a browser that does not send the cookie back from reloading forever.
-    When the cookie cannot be set (cookies blocked), ``blocked_notice`` is shown in its place: a reload
-    will start over. This is the page's only raw HTML, and it holds nothing but that script.
+    tab set its own), this tab reloads once, so that its session takes the browser's secret; a flag
+    in the tab's sessionStorage keeps a browser that does not send the cookie back from reloading
+    forever. When the cookie cannot be set (cookies blocked), ``blocked_notice`` is shown in its
+    place: a reload will start over. This is the page's only raw HTML, and it holds nothing but that
+    script.
     """
-    st.html(cookie_script(secret, blocked_notice, forgotten), unsafe_allow_javascript=True, width="content")
+    st.html(
+        cookie_script(secret, blocked_notice, forgotten),
+        unsafe_allow_javascript=True,
+        width="content",
+    )
 
 
 def cookie_script(secret: str, blocked_notice: str, forgotten: str | None = None) -> str:
-    """The script ``remember_browser`` runs. ``secret`` and ``forgotten`` must be ours (``is_browser_secret``),
-    else ValueError: they need no escaping, and the JSON quoting is a second guard. ``blocked_notice`` is
-    any text: it is quoted for a script (no ``<``, ``>`` or ``&`` left raw) and shown as text, never markup."""
-    if not is_browser_secret(secret) or (forgotten is not None and not is_browser_secret(forgotten)):
+    """The script ``remember_browser`` runs. ``secret`` and ``forgotten`` must be ours
+    (``is_browser_secret``), else ValueError: they need no escaping, and the JSON quoting is a
+    second guard. ``blocked_notice`` is any text: it is quoted for a script (no ``<``, ``>`` or
+    ``&`` left raw) and shown as text, never markup."""
+    if not is_browser_secret(secret) or (
+        forgotten is not None and not is_browser_secret(forgotten)
+    ):
         raise ValueError("not a browser secret")
     return f"""<script>(function () {{
   var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)}, forgotten = {json.dumps(forgotten)};
@@ -83,5 +94,6 @@ def cookie_script(secret: str, blocked_notice: str, forgotten: str | None = None
 
 
 def _script_string(text: str) -> str:
-    """``text`` as a JavaScript string literal that cannot end the script element or start markup."""
+    """``text`` as a JavaScript string literal that cannot end the script element or start
+    markup."""
     return json.dumps(text).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

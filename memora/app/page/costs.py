@@ -16,7 +16,15 @@ import streamlit as st
 
 from memora.app.page import render
 from memora.app.page.i18n import t
-from memora.teaching.prices import COST_COLUMNS, PRICES_CHECKED, CostSummary, PriceTable, cost_summary, format_usd, ledger_cost_frame
+from memora.teaching.prices import (
+    COST_COLUMNS,
+    PRICES_CHECKED,
+    CostSummary,
+    PriceTable,
+    cost_summary,
+    format_usd,
+    ledger_cost_frame,
+)
 from memora.text.usage import UsageRecord
 
 OFFLINE_MODEL = "offline"
@@ -24,7 +32,8 @@ OFFLINE_MODEL = "offline"
 
 
 def ledger_table(records: Sequence[UsageRecord], prices: PriceTable | None = None) -> pd.DataFrame:
-    """The ledger with its cost columns in USD when at least one row is priced; tokens only otherwise.
+    """The ledger with its cost columns in USD when at least one row is priced; tokens only
+    otherwise.
 
     Unpriced rows in a priced ledger have NaN costs (an empty cell), not 0.
     """
@@ -35,22 +44,31 @@ def ledger_table(records: Sequence[UsageRecord], prices: PriceTable | None = Non
 
 
 def price_list(prices: PriceTable | None = None) -> str:
-    """``gpt-5-mini $0.25 / $0.025 / $2.00 · …``: each model's input, cached input and output price per 1M tokens."""
+    """``gpt-5-mini $0.25 / $0.025 / $2.00 · …``: each model's input, cached input and output price
+    per 1M tokens."""
     prices = PriceTable() if prices is None else prices
-    return " · ".join(f"{p.model} ${p.input:g} / ${p.cached_input:g} / ${p.output:g}" for p in prices.values())
+    return " · ".join(
+        f"{p.model} ${p.input:g} / ${p.cached_input:g} / ${p.output:g}" for p in prices.values()
+    )
 
 
 def render_costs(
-    records: Sequence[UsageRecord], lang: str, prices: PriceTable | None = None, *, summary: CostSummary | None = None
+    records: Sequence[UsageRecord],
+    lang: str,
+    prices: PriceTable | None = None,
+    *,
+    summary: CostSummary | None = None,
 ) -> None:
-    """Spent, full-history cost and saved, in USD, when anything is priced; then which rows show tokens only.
-    ``summary``: ``cost_summary(records, prices)`` when the caller keeps it already."""
+    """Spent, full-history cost and saved, in USD, when anything is priced; then which rows show
+    tokens only. ``summary``: ``cost_summary(records, prices)`` when the caller keeps it already."""
     summary = cost_summary(records, prices) if summary is None else summary
     if summary.spent_usd is not None:
         spent, full, saved = st.columns(3)
         spent.metric(t(lang, "cost.spent"), format_usd(summary.spent_usd))
         full.metric(t(lang, "cost.full_history"), format_usd(summary.full_history_usd))
-        saved.metric(t(lang, "cost.saved"), format_usd(summary.saved_usd), help=t(lang, "cost.saved_help"))
+        saved.metric(
+            t(lang, "cost.saved"), format_usd(summary.saved_usd), help=t(lang, "cost.saved_help")
+        )
     unpriced = [model for model in summary.unpriced_models if model != OFFLINE_MODEL]
     if OFFLINE_MODEL in summary.unpriced_models:
         render.caption(t(lang, "cost.offline_only"))
@@ -63,8 +81,8 @@ _SOURCE = re.compile(r"(estimated|billed|reported) by (.+)")
 
 
 def source_name(lang: str, source: str) -> str:
-    """A ledger row's ``source`` (``memora.text.usage.usage_label``) in ``lang``; text of another shape, from an
-    imported file, shows as it is."""
+    """A ledger row's ``source`` (``memora.text.usage.usage_label``) in ``lang``; text of another
+    shape, from an imported file, shows as it is."""
     if source == "estimated locally (o200k_base)":
         return t(lang, "ledger.source_local")
     matched = _SOURCE.fullmatch(source)
@@ -75,12 +93,17 @@ def source_name(lang: str, source: str) -> str:
 
 
 def shown_ledger(ledger: pd.DataFrame, lang: str) -> pd.DataFrame:
-    """One page of the ledger with its words in ``lang``: kind, source and the offline engine's model name.
+    """One page of the ledger with its words in ``lang``: kind, source and the offline engine's
+    model name.
 
     The CSV download keeps the ledger's own words (``ledger_csv``), which a script reads back.
     """
     return ledger.assign(
-        kind=ledger["kind"].map(lambda kind: t(lang, f"kind.{kind}") if kind in ("reply", "summary") else kind),
-        model=ledger["model"].map(lambda model: t(lang, "ledger.offline_model") if model == OFFLINE_MODEL else model),
+        kind=ledger["kind"].map(
+            lambda kind: t(lang, f"kind.{kind}") if kind in ("reply", "summary") else kind
+        ),
+        model=ledger["model"].map(
+            lambda model: t(lang, "ledger.offline_model") if model == OFFLINE_MODEL else model
+        ),
         source=ledger["source"].map(lambda source: source_name(lang, source)),
     )

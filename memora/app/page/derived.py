@@ -1,9 +1,11 @@
-"""What a panel derives from the conversation, built once and kept in the session until the conversation changes.
+"""What a panel derives from the conversation, built once and kept in the session until the
+conversation changes.
 
 The history is a frozen value (``memora.memory.plan.History``: the memory replaces it at each
 change) and the ledger only grows, so "has it changed?" is a question of identity and length, not of
-content: ``conversation_key`` answers it in constant time. A panel's table or chart of a conversation
-at the size cap took tenths of a CPU-second to rebuild; a rerun with nothing new now rebuilds nothing.
+content: ``conversation_key`` answers it in constant time. A panel's table or chart of a
+conversation at the size cap took tenths of a CPU-second to rebuild; a rerun with nothing new now
+rebuilds nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ T = TypeVar("T")
 
 
 class Same:
-    """Equal only to a ``Same`` of the very same object: a key part for a value compared by identity, kept alive
-    by the key so that its id cannot be reused by another object while the key is held."""
+    """Equal only to a ``Same`` of the very same object: a key part for a value compared by
+    identity, kept alive by the key so that its id cannot be reused by another object while the key
+    is held."""
 
     __slots__ = ("value",)
 
@@ -37,14 +40,16 @@ class Same:
 
 
 def conversation_key(memory: ShortTermMemory) -> tuple[Hashable, ...]:
-    """Changes whenever the history, its summary versions or the ledger do: the frozen history by identity,
-    the append-only ledger by identity and length (a restore or an import gives a new ledger object)."""
+    """Changes whenever the history, its summary versions or the ledger do: the frozen history by
+    identity, the append-only ledger by identity and length (a restore or an import gives a new
+    ledger object)."""
     return (Same(memory.conversation), Same(memory.ledger), len(memory.ledger))
 
 
 def derived(name: str, key: tuple[Hashable, ...], build: Callable[[], T]) -> T:
-    """``build()``, or the value it gave in this session for the same ``name`` and ``key``: one value per name
-    is kept, so a changed key replaces it. Outside a Streamlit session nothing is kept."""
+    """``build()``, or the value it gave in this session for the same ``name`` and ``key``: one
+    value per name is kept, so a changed key replaces it. Outside a Streamlit session nothing is
+    kept."""
     cache: dict[str, tuple[tuple[Hashable, ...], Any]] | None = st.session_state.get(keys.DERIVED)
     if cache is None:
         return build()
@@ -57,6 +62,6 @@ def derived(name: str, key: tuple[Hashable, ...], build: Callable[[], T]) -> T:
 
 
 def memory_story(memory: ShortTermMemory) -> Story:
-    """``story(memory)``, told once per change of the ledger or the summary: the chat, the turn boxes, Status, the
-    summary panel and the ledger all read this one story."""
+    """``story(memory)``, told once per change of the ledger or the summary: the chat, the turn
+    boxes, Status, the summary panel and the ledger all read this one story."""
     return derived("story", conversation_key(memory), lambda: story(memory))

@@ -37,10 +37,14 @@ def usage_per_turn(records: Iterable[UsageRecord]) -> pd.DataFrame:
 
 
 def replay_per_turn(run: Replay, reply_output: pd.Series) -> pd.Series:
-    """What ``run`` would have spent on each turn of ``reply_output``'s index: its requests' input and summaries
-    (``Replay.tokens_per_turn``) plus the turn's real reply output, the same under every strategy.
+    """What ``run`` would have spent on each turn of ``reply_output``'s index: its requests' input
+    and summaries (``Replay.tokens_per_turn``) plus the turn's real reply output, the same under
+    every strategy.
 
-    A turn past the replay's last finished turn (a reply in progress) is NaN: the line has no point there.
+    A turn past the replay's last finished turn (a reply in progress) is NaN: the line has no point
+    there.
     """
-    replayed = pd.Series(run.tokens_per_turn(), index=pd.RangeIndex(1, run.turns + 1), dtype="float64")
+    replayed = pd.Series(
+        run.tokens_per_turn(), index=pd.RangeIndex(1, run.turns + 1), dtype="float64"
+    )
     return replayed.reindex(reply_output.index) + reply_output.astype("float64")

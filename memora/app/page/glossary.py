@@ -1,8 +1,10 @@
-"""The glossary: the few words the lesson needs, in the page's language, and the tooltips that point to it.
+"""The glossary: the few words the lesson needs, in the page's language, and the tooltips that point
+to it.
 
-The glossary itself is a popover under the page's title (``render_glossary``). Where each term first appears on
-the page (the Status panel, open by default, then the chat's fold mark and the ledger), its widget or caption
-carries the term's entry as a tooltip (``explain``), ending with a pointer to the glossary.
+The glossary itself is a popover under the page's title (``render_glossary``). Where each term first
+appears on the page (the Status panel, open by default, then the chat's fold mark and the ledger),
+its widget or caption carries the term's entry as a tooltip (``explain``), ending with a pointer to
+the glossary.
 """
 
 from __future__ import annotations
@@ -13,16 +15,24 @@ from memora.app.page import render
 from memora.app.page.i18n import t
 
 TERMS = ("fold", "summary", "recent_window", "budget", "token", "watermark", "ledger")
-"""The glossary's terms in the order the lesson meets them; each has ``glossary.<term>.name`` and ``.text``."""
+"""The glossary's terms in the order the lesson meets them; each has ``glossary.<term>.name`` and
+``.text``."""
 
 
 def entry(lang: str, term: str) -> str:
-    """One term's entry as Markdown: its name in bold, then what it means (``glossary.entry`` sets the colon)."""
-    return t(lang, "glossary.entry", name=t(lang, f"glossary.{term}.name"), text=t(lang, f"glossary.{term}.text"))
+    """One term's entry as Markdown: its name in bold, then what it means (``glossary.entry`` sets
+    the colon)."""
+    return t(
+        lang,
+        "glossary.entry",
+        name=t(lang, f"glossary.{term}.name"),
+        text=t(lang, f"glossary.{term}.text"),
+    )
 
 
 def explain(lang: str, *terms: str) -> str:
-    """A tooltip for the place where ``terms`` first appear: their entries, then where the whole glossary is."""
+    """A tooltip for the place where ``terms`` first appear: their entries, then where the whole
+    glossary is."""
     return "\n\n".join([*(entry(lang, term) for term in terms), t(lang, "glossary.more")])
 
 

@@ -1,9 +1,11 @@
-"""A reload (F5) while a reply is being written: the new tab takes the reply over instead of forking.
+"""A reload (F5) while a reply is being written: the new tab takes the reply over instead of
+forking.
 
 A reload starts a new session. The old one's reply job runs on and commits under the conversation's
 id, so a new session restored from the store would show the conversation without that reply, and its
-next save, built on the older version, would fork. Instead, every job is registered with its keeper in
-``memora.classroom.flights.FLIGHTS``, and a session opening an id with a job still running there *adopts* it:
+next save, built on the older version, would fork. Instead, every job is registered with its keeper
+in ``memora.classroom.flights.FLIGHTS``, and a session opening an id with a job still running there
+*adopts* it:
 
 1. While the job runs, the new session shows the same memory and job as the old one (the reply goes
    on streaming, with its Stop button), and saves through the same keeper.
@@ -13,13 +15,13 @@ next save, built on the older version, would fork. Instead, every job is registe
    its own backend and caps, as after any restore.
 
 An id whose last save the store refused (``dirty``: the live memory is newer than the store) is
-copied the same way at once, so a reload loses nothing while the store is down. The copy then takes the
-flight's place in ``FLIGHTS`` (``hand_over``) until a save succeeds, so a second reload, or the tab closed
-and opened again, is given the copy, not the store's older one. Only the browser that
+copied the same way at once, so a reload loses nothing while the store is down. The copy then takes
+the flight's place in ``FLIGHTS`` (``hand_over``) until a save succeeds, so a second reload, or the
+tab closed and opened again, is given the copy, not the store's older one. Only the browser that
 owns the conversation (``keeper.owner``) can adopt it: another browser's link opens a new one, as a
-restore from the store would.
-Only one process sees its own jobs: with several processes behind a proxy, a reload routed to another
-process restores the store's copy, as before (sticky sessions avoid that; docs/classroom.md).
+restore from the store would. Only one process sees its own jobs: with several processes behind a
+proxy, a reload routed to another process restores the store's copy, as before (sticky sessions
+avoid that; docs/classroom.md).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from memora.memory import ShortTermMemory
 def track(job: ReplyJob, url_param: str) -> None:
     """Registers ``job`` with the session's keeper, so a reload or a shutdown finds it.
 
-    A conversation not saved yet (its first reply) gets its id into the URL now, under ``url_param``,
-    so that a reload during that reply knows which conversation to adopt.
+    A conversation not saved yet (its first reply) gets its id into the URL now, under
+    ``url_param``, so that a reload during that reply knows which conversation to adopt.
     """
     state = st.session_state
     settings: Settings = state[keys.SETTINGS]
@@ -53,28 +55,35 @@ def track(job: ReplyJob, url_param: str) -> None:
     if keeper is None or keeper.memory is not job.memory:
         return
     FLIGHTS.add(job, keeper)
-    if job.progress.user_text is not None and st.query_params.get(url_param) != keeper.conversation_id:
+    if (
+        job.progress.user_text is not None
+        and st.query_params.get(url_param) != keeper.conversation_id
+    ):
         st.query_params[url_param] = keeper.conversation_id
 
 
 def turn_ended(keeper: ConversationKeeper) -> None:
-    """A turn's job has ended (on its thread): the store room booked for it is given back and, when the turn
-    was saved (so the store works), the conversations this process still holds unsaved are tried again."""
+    """A turn's job has ended (on its thread): the store room booked for it is given back and, when
+    the turn was saved (so the store works), the conversations this process still holds unsaved are
+    tried again."""
     keeper.release_room()
     if not keeper.dirty:
         FLIGHTS.resave()
 
 
 def in_flight(keeper: ConversationKeeper) -> bool:
-    """Whether a job of ``keeper``'s conversation is running in this process (its id belongs in the URL)."""
+    """Whether a job of ``keeper``'s conversation is running in this process (its id belongs in the
+    URL)."""
     return any(flight.keeper is keeper for flight in FLIGHTS.running())
 
 
 def adopt(state: Any, requested_id: str | None, owner: str) -> ConversationKeeper | None:
-    """On a session's first run: takes over ``requested_id`` when this process has it newer than the store
-    and it is ``owner``'s (the hash of this browser's secret), the same rule as a restore from the store.
+    """On a session's first run: takes over ``requested_id`` when this process has it newer than the
+    store and it is ``owner``'s (the hash of this browser's secret), the same rule as a restore from
+    the store.
 
-    Returns the keeper the session goes on with, or None when the store's copy is the one to open (or none).
+    Returns the keeper the session goes on with, or None when the store's copy is the one to open
+    (or none).
     """
     flight = FLIGHTS.for_conversation(requested_id, owner)
     if flight is None:
@@ -84,7 +93,9 @@ def adopt(state: Any, requested_id: str | None, owner: str) -> ConversationKeepe
         if restored is None:
             return None
         FLIGHTS.hand_over(flight, restored.keeper)
-        state[keys.NOTICE] = Notice("warning", "conversation.restored_unsaved", {"messages": len(restored.memory.history)})
+        state[keys.NOTICE] = Notice(
+            "warning", "conversation.restored_unsaved", {"messages": len(restored.memory.history)}
+        )
         return restored.keeper
     own: ShortTermMemory = state[keys.MEMORY]
     _use(state, flight.job.memory, flight.keeper.language)

@@ -32,7 +32,8 @@ LANGUAGE_NAME_KEY = "language.name"
 
 
 class CatalogError(RuntimeError):
-    """A catalog file is missing, unreadable, not TOML, or holds something other than "key" = "text"."""
+    """A catalog file is missing, unreadable, not TOML, or holds something other than "key" =
+    "text"."""
 
 
 def read_catalog(path: Path) -> Mapping[str, str]:
@@ -46,16 +47,22 @@ def read_catalog(path: Path) -> Mapping[str, str]:
         with path.open("rb") as file:
             data = tomllib.load(file)
     except FileNotFoundError:
-        raise CatalogError(f"{path}: the catalog file is missing (installed without its package data?)") from None
+        raise CatalogError(
+            f"{path}: the catalog file is missing (installed without its package data?)"
+        ) from None
     except OSError as error:
         raise CatalogError(f"{path}: the catalog file cannot be read ({error.strerror})") from error
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise CatalogError(f"{path}: the catalog file is not valid TOML ({error})") from error
     not_text = [key for key, value in data.items() if not isinstance(value, str)]
     if not_text:
-        raise CatalogError(f'{path}: every entry must be "key" = "text" with the key in quotes; not text: {", ".join(not_text)}')
+        raise CatalogError(
+            f'{path}: every entry must be "key" = "text" with the key in quotes; not text: {", ".join(not_text)}'
+        )
     if LANGUAGE_NAME_KEY not in data:
-        raise CatalogError(f'{path}: the catalog does not name its language ("{LANGUAGE_NAME_KEY}" = ...)')
+        raise CatalogError(
+            f'{path}: the catalog does not name its language ("{LANGUAGE_NAME_KEY}" = ...)'
+        )
     return MappingProxyType(data)
 
 
@@ -73,7 +80,9 @@ def read_catalogs(folder: Path) -> Mapping[str, Mapping[str, str]]:
 
 CATALOG: Mapping[str, Mapping[str, str]] = read_catalogs(LOCALES)
 # Language code -> its own name ("繁體中文"), in the order the selector lists them.
-LANGUAGES: Mapping[str, str] = MappingProxyType({lang: messages[LANGUAGE_NAME_KEY] for lang, messages in CATALOG.items()})
+LANGUAGES: Mapping[str, str] = MappingProxyType(
+    {lang: messages[LANGUAGE_NAME_KEY] for lang, messages in CATALOG.items()}
+)
 
 
 def t(lang: str, key: str, **fmt: object) -> str:
@@ -94,7 +103,8 @@ def backend_label(lang: str, name: str) -> str:
 
 
 def role_name(lang: str, role: str) -> str:
-    """A message's role as the page shows it (``user`` is 使用者 in zh-TW); a role no catalog names shows as it is."""
+    """A message's role as the page shows it (``user`` is 使用者 in zh-TW); a role no catalog names
+    shows as it is."""
     key = f"role.{role}"
     return t(lang, key) if key in CATALOG.get(lang, CATALOG[DEFAULT_LANGUAGE]) else role
 
@@ -107,9 +117,16 @@ def error_message(lang: str, error: BaseException) -> str:
     its type, because its text could carry a request's internals.
     """
     if isinstance(error, ContextBudgetError):
-        return t(lang, "error.budget", input_tokens=error.input_tokens, max_input_tokens=error.max_input_tokens)
+        return t(
+            lang,
+            "error.budget",
+            input_tokens=error.input_tokens,
+            max_input_tokens=error.max_input_tokens,
+        )
     if isinstance(error, LimitReached):
-        return t(lang, f"error.limit.{error.code}", value=f"{error.value:,}", limit=f"{error.limit:,}")
+        return t(
+            lang, f"error.limit.{error.code}", value=f"{error.value:,}", limit=f"{error.limit:,}"
+        )
     if isinstance(error, SummaryError):
         return t(lang, "error.summary")
     if isinstance(error, BackendError):

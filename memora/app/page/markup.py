@@ -1,4 +1,5 @@
-"""Markdown that draws text and links but never makes the browser fetch anything; pure, no Streamlit.
+"""Markdown that draws text and links but never makes the browser fetch anything; pure, no
+Streamlit.
 
 Streamlit renders Markdown with raw HTML escaped (no ``<img>``, ``<script>``,
 ``javascript:``), so the one way left for a message, a reply or a summary to
@@ -32,10 +33,12 @@ _LINE_MARKS = re.compile(r"^(?:#{1,6} |> ?)", re.MULTILINE)
 
 
 def plain_text(text: str) -> str:
-    """``text`` without the Markdown a reply may carry: bold markers (``**``, ``__``), headings and quote marks.
+    """``text`` without the Markdown a reply may carry: bold markers (``**``, ``__``), headings and
+    quote marks.
 
-    For the places that show a message as text, not Markdown (``/context``, the summary audit's folded
-    messages), so the offline engine's ``**Offline mode…**`` reads as words. Lists, code and everything else
-    stay as they are; ``a__b`` loses its underscores, as the terminal's own ``PlainText`` does.
+    For the places that show a message as text, not Markdown (``/context``, the summary audit's
+    folded messages), so the offline engine's ``**Offline mode…**`` reads as words. Lists, code and
+    everything else stay as they are; ``a__b`` loses its underscores, as the terminal's own
+    ``PlainText`` does.
     """
     return _LINE_MARKS.sub("", text).replace("**", "").replace("__", "")

@@ -1,4 +1,5 @@
-"""The summary off the critical path, in the sidebar: a summary being updated, or why it could not be.
+"""The summary off the critical path, in the sidebar: a summary being updated, or why it could not
+be.
 
 The fold runs on the reply's own job (``memora.classroom.job.fold_ahead``), right after the
 commit, while the user reads the reply; the next message's turn (``ShortTermMemory.turn``) then
@@ -21,16 +22,21 @@ from memora.classroom.job import Progress
 
 
 def status_slot():
-    """A placeholder near the top of the sidebar for the "updating summary" status; call inside ``st.sidebar``."""
+    """A placeholder near the top of the sidebar for the "updating summary" status; call inside
+    ``st.sidebar``."""
     return st.empty()
 
 
 def render_status(slot, progress: Progress | None, lang: str) -> None:
-    """The sidebar status: running while a job summarizes; the reason when the job that just finished could not."""
+    """The sidebar status: running while a job summarizes; the reason when the job that just
+    finished could not."""
     if progress is None:
         return
     if progress.phase == "summarizing":
         slot.status(t(lang, "prefold.running"), state="running", expanded=False)
     elif progress.phase == "done" and progress.after_error is not None:
         with slot.status(t(lang, "prefold.failed_label"), state="error", expanded=True):
-            render.alert("warning", t(lang, "prefold.failed", reason=error_message(lang, progress.after_error)))
+            render.alert(
+                "warning",
+                t(lang, "prefold.failed", reason=error_message(lang, progress.after_error)),
+            )

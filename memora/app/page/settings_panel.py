@@ -37,15 +37,19 @@ def render_language() -> None:
 
 
 def _keep_panels_open() -> None:
-    """Sets each panel's and each drawn turn box's open state anew, so the renamed expanders of the next run open as
-    they were, not closed."""
+    """Sets each panel's and each drawn turn box's open state anew, so the renamed expanders of the
+    next run open as they were, not closed."""
     state = st.session_state
-    turn_boxes = [key for key in state if isinstance(key, str) and key.startswith(keys.TURN_BOX_OPEN_PREFIX)]
+    turn_boxes = [
+        key for key in state if isinstance(key, str) and key.startswith(keys.TURN_BOX_OPEN_PREFIX)
+    ]
     for key in (*keys.PANELS_OPEN, *turn_boxes):
         state[key] = bool(state.get(key, False))
 
 
-def chosen_option(key: str, options: Sequence[str], label: Callable[[str, str], str], fallback: str) -> None:
+def chosen_option(
+    key: str, options: Sequence[str], label: Callable[[str, str], str], fallback: str
+) -> None:
     """Re-asserts, before its widget is drawn, the option chosen in the radio or selectbox ``key``.
 
     Streamlit 1.67 sends a radio's or selectbox's choice as the option's label and
@@ -61,23 +65,30 @@ def chosen_option(key: str, options: Sequence[str], label: Callable[[str, str], 
     state = st.session_state
     value = state.get(key)
     if value not in options:
-        value = next((option for option in options for lang in LANGUAGES if label(lang, option) == value), fallback)
+        value = next(
+            (option for option in options for lang in LANGUAGES if label(lang, option) == value),
+            fallback,
+        )
     state[key] = value
 
 
 def is_locked() -> bool:
-    """Whether the teacher locked the settings (MEMORA_LOCK_SETTINGS); read from the server-side settings only."""
+    """Whether the teacher locked the settings (MEMORA_LOCK_SETTINGS); read from the server-side
+    settings only."""
     return bool(st.session_state[keys.SETTINGS].locked)
 
 
 def render_settings(lang: str) -> None:
     state = st.session_state
     locked = is_locked()
-    with render.lazy_panel(lang, "settings.title", keys.SETTINGS_PANEL_OPEN, ":material/tune:") as opened:
+    with render.lazy_panel(
+        lang, "settings.title", keys.SETTINGS_PANEL_OPEN, ":material/tune:"
+    ) as opened:
         if not opened and not state[keys.DEFERRED_SETTINGS]:
-            # Streamlit drops a widget's state when it is not drawn, but not the value seeded before it: reopened,
-            # the widget would show that stale seed. Closed, the inputs follow the memory instead. A change waiting
-            # for the reply lives in its widget (``apply_deferred``), so while one waits the body is drawn, closed.
+            # Streamlit drops a widget's state when it is not drawn, but not the value seeded before
+            # it: reopened, the widget would show that stale seed. Closed, the inputs follow the
+            # memory instead. A change waiting for the reply lives in its widget
+            # (``apply_deferred``), so while one waits the body is drawn, closed.
             _inputs_from_memory()
             return
         if locked:
@@ -92,9 +103,15 @@ def render_settings(lang: str) -> None:
             on_change=_apply_backend,
             disabled=locked,
         )
-        st.text_input(t(lang, "settings.model"), key=keys.MODEL_INPUT, on_change=_apply_backend, disabled=locked)
+        st.text_input(
+            t(lang, "settings.model"),
+            key=keys.MODEL_INPUT,
+            on_change=_apply_backend,
+            disabled=locked,
+        )
         _render_key_field(lang, locked)
-        # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the lesson.
+        # No min_value: Streamlit would clamp 0 or -1 silently, and the memory's own reason is the
+        # lesson.
         st.number_input(
             t(lang, "settings.max_input_tokens"),
             key=keys.BUDGET_INPUT,
@@ -119,12 +136,17 @@ def render_settings(lang: str) -> None:
 def render_fold_policy(lang: str) -> None:
     """The fold policy's radio, in the Status panel, so the other policy is one click away.
 
-    The article's window comes first, as the default; each option's caption says what it teaches or saves.
-    It changes the memory as the budget and window do (``_apply_limits``): refused when locked, kept for later
-    while a reply is being written.
+    The article's window comes first, as the default; each option's caption says what it teaches or
+    saves. It changes the memory as the budget and window do (``_apply_limits``): refused when
+    locked, kept for later while a reply is being written.
     """
     memory: ShortTermMemory = st.session_state[keys.MEMORY]
-    chosen_option(keys.FOLD_POLICY_INPUT, FOLD_POLICIES, lambda lang, policy: t(lang, f"policy.{policy}"), memory.limits.fold_policy)
+    chosen_option(
+        keys.FOLD_POLICY_INPUT,
+        FOLD_POLICIES,
+        lambda lang, policy: t(lang, f"policy.{policy}"),
+        memory.limits.fold_policy,
+    )
     st.radio(
         t(lang, "settings.fold_policy"),
         options=list(FOLD_POLICIES),
@@ -154,7 +176,9 @@ def _render_key_field(lang: str, locked: bool) -> None:
     """Where the key comes from, or a password field for one; a locked page has no field."""
     source = st.session_state[keys.KEY_SOURCE]
     if source in ("secrets", "env"):
-        render.caption(t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}")))
+        render.caption(
+            t(lang, "settings.api_key_configured", source=t(lang, f"settings.source_{source}"))
+        )
     elif not locked:  # a locked page has no key field: it uses the teacher's configuration only
         st.text_input(
             t(lang, "settings.api_key"),
@@ -165,7 +189,9 @@ def _render_key_field(lang: str, locked: bool) -> None:
             autocomplete="off",
         )
         if source == "field":
-            render.caption(t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field")))
+            render.caption(
+                t(lang, "settings.api_key_configured", source=t(lang, "settings.source_field"))
+            )
 
 
 def _show(notice: Notice, lang: str) -> None:
@@ -202,7 +228,8 @@ def _inputs_from_memory() -> None:
 
 
 def _deferred_while_replying(change: str) -> bool:
-    """Keeps ``change`` (``"limits"`` or ``"backend"``) for ``apply_deferred`` while a job runs; True when it did."""
+    """Keeps ``change`` (``"limits"`` or ``"backend"``) for ``apply_deferred`` while a job runs;
+    True when it did."""
     state = st.session_state
     job: ReplyJob | None = state[keys.REPLY_JOB]
     if job is None or job.progress.finished:
@@ -213,7 +240,8 @@ def _deferred_while_replying(change: str) -> bool:
 
 
 def apply_deferred() -> None:
-    """Applies the changes kept while a job ran, from their widgets' current values; call once it has finished."""
+    """Applies the changes kept while a job ran, from their widgets' current values; call once it
+    has finished."""
     state = st.session_state
     deferred = state[keys.DEFERRED_SETTINGS]
     state[keys.DEFERRED_SETTINGS] = frozenset()
@@ -224,11 +252,13 @@ def apply_deferred() -> None:
 
 
 DISCARD_WAIT_S = 5.0
-"""How long a deletion or an import waits for a cancelled job to let go of the old memory before going on without it."""
+"""How long a deletion or an import waits for a cancelled job to let go of the old memory before
+going on without it."""
 
 
 def discard_job() -> None:
-    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For a deletion and an import."""
+    """Cancels the session's job and waits a bounded time for it; its outcome is never shown. For a
+    deletion and an import."""
     state = st.session_state
     job: ReplyJob | None = state[keys.REPLY_JOB]
     state[keys.REPLY_JOB] = None
@@ -262,7 +292,8 @@ def _apply_typed_key() -> None:
     if _refuse_when_locked():
         return
     typed = state[keys.API_KEY_INPUT].strip()
-    # The key moves into the session's settings and out of the widget, so the browser does not keep it.
+    # The key moves into the session's settings and out of the widget, so the browser does not keep
+    # it.
     state[keys.API_KEY_INPUT] = ""
     if not typed:
         return
@@ -285,7 +316,9 @@ def _apply_backend() -> None:
     try:
         backend = guarded(settings, build_backend(settings))
     except (SettingsError, ValueError) as error:
-        state[keys.SETTINGS_NOTICE] = Notice("error", "settings.backend_failed", {"backend": name, "reason": str(error)})
+        state[keys.SETTINGS_NOTICE] = Notice(
+            "error", "settings.backend_failed", {"backend": name, "reason": str(error)}
+        )
         state[keys.BACKEND_INPUT] = state[keys.BACKEND_NAME]
         state[keys.MODEL_INPUT] = memory.model
         return

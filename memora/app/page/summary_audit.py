@@ -25,7 +25,8 @@ VERSIONS_AUDITED = 5
 
 
 def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIONS_AUDITED) -> None:
-    """The newest ``shown`` versions, newest first, each with tabs: changes, folded messages, full text."""
+    """The newest ``shown`` versions, newest first, each with tabs: changes, folded messages, full
+    text."""
     audits = audit_summaries(memory.conversation.versions, memory.history, last=shown)
     if not audits:
         return
@@ -38,8 +39,16 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
             if audit.cut:
                 render.caption(":material/content_cut: " + t(lang, "audit.cut"))
             if audit.clipped:
-                render.caption(":material/compress: " + t(lang, "audit.clipped", count=audit.clipped))
-            changes, folded, text = st.tabs([t(lang, "audit.tab_changes"), t(lang, "audit.tab_folded"), t(lang, "audit.tab_text")])
+                render.caption(
+                    ":material/compress: " + t(lang, "audit.clipped", count=audit.clipped)
+                )
+            changes, folded, text = st.tabs(
+                [
+                    t(lang, "audit.tab_changes"),
+                    t(lang, "audit.tab_folded"),
+                    t(lang, "audit.tab_text"),
+                ]
+            )
             with changes:
                 if not audit.unchanged:
                     render.markdown(diff_markdown(audit.diff))
@@ -52,20 +61,27 @@ def render_summary_audit(memory: ShortTermMemory, lang: str, shown: int = VERSIO
                 else:
                     render.caption(t(lang, "audit.no_folded"))
             with text:
-                render.plain(audit.text)  # no Markdown: the version exactly as the next request sent it
+                # no Markdown: the version exactly as the next request sent it
+                render.plain(audit.text)
     hidden = len(memory.conversation.versions) - len(audits)
     if hidden:
         render.caption(t(lang, "panel.summary_hidden", count=hidden))
 
 
 def version_label(audit: SummaryAudit, told: Story, lang: str) -> str:
-    """``Version 2, after reply 4, for turn 5: folded messages 3–4 (2 messages), 31 tokens``: the fold's one label
-    (``told``'s, as the chat's), and the chat's 1-based message numbers."""
+    """``Version 2, after reply 4, for turn 5: folded messages 3–4 (2 messages), 31 tokens``: the
+    fold's one label (``told``'s, as the chat's), and the chat's 1-based message numbers."""
     fold = told.folds[audit.version - 1]
     label = fold_label(fold, lang)
     first, last = audit.folded
     if last <= first:
-        return t(lang, "panel.summary_version_rewrite", number=audit.version, label=label, tokens=audit.tokens)
+        return t(
+            lang,
+            "panel.summary_version_rewrite",
+            number=audit.version,
+            label=label,
+            tokens=audit.tokens,
+        )
     return t(
         lang,
         "panel.summary_version",
@@ -83,12 +99,19 @@ def change_counts(audit: SummaryAudit, lang: str) -> str:
         return t(lang, "audit.counts_first", added=audit.added_words)
     if audit.unchanged:
         return t(lang, "audit.unchanged", previous=audit.version - 1)
-    return t(lang, "audit.counts", added=audit.added_words, removed=audit.removed_words, previous=audit.version - 1)
+    return t(
+        lang,
+        "audit.counts",
+        added=audit.added_words,
+        removed=audit.removed_words,
+        previous=audit.version - 1,
+    )
 
 
 def folded_lines(audit: SummaryAudit, lang: str) -> list[str]:
-    """One Markdown list item per folded message: its 1-based history number, role and text, its own Markdown
-    removed (``plain_text``) and the rest escaped, so a reply's ``**bold**`` reads as words, not asterisks."""
+    """One Markdown list item per folded message: its 1-based history number, role and text, its own
+    Markdown removed (``plain_text``) and the rest escaped, so a reply's ``**bold**`` reads as
+    words, not asterisks."""
     start = audit.folded[0]
     return [
         f"- **{start + offset + 1}** · {role_name(lang, message.role)}: {escape_markdown(' '.join(plain_text(message.content).split()))}"

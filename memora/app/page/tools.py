@@ -38,14 +38,19 @@ from memora.teaching.probe import Fact, ProbeReport, Scenario, bundled_scenarios
 DEFAULT_SCENARIO = "article-b1-travel"
 PROGRESS_TEXT_CHARS = 60
 UPLOAD_LIMIT_MB = math.ceil(MAX_TRANSCRIPT_BYTES / 1024 / 1024)
-"""The transcript's own limit in Streamlit's unit (MiB), so the upload box shows the limit the import enforces."""
+"""The transcript's own limit in Streamlit's unit (MiB), so the upload box shows the limit the
+import enforces."""
 
 
 def render_tools(memory: ShortTermMemory, lang: str) -> None:
-    with render.lazy_panel(lang, "tools.title", keys.TOOLS_PANEL_OPEN, ":material/science:") as opened:
+    with render.lazy_panel(
+        lang, "tools.title", keys.TOOLS_PANEL_OPEN, ":material/science:"
+    ) as opened:
         if not opened:
             return
-        probe_tab, transcript_tab = st.tabs([t(lang, "tools.tab_probe"), t(lang, "tools.tab_transcript")])
+        probe_tab, transcript_tab = st.tabs(
+            [t(lang, "tools.tab_probe"), t(lang, "tools.tab_transcript")]
+        )
         with probe_tab:
             render_probe(memory, lang)
         with transcript_tab:
@@ -78,7 +83,9 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
         return
     available = scenarios()
     if state[keys.PROBE_SCENARIO_INPUT] not in available:
-        state[keys.PROBE_SCENARIO_INPUT] = DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
+        state[keys.PROBE_SCENARIO_INPUT] = (
+            DEFAULT_SCENARIO if DEFAULT_SCENARIO in available else next(iter(available))
+        )
     render.caption(t(lang, "probe.intro"))
     st.selectbox(
         t(lang, "probe.scenario"),
@@ -88,7 +95,14 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
     )
     scenario = available[state[keys.PROBE_SCENARIO_INPUT]]
     total = probe_turns(scenario)
-    render.caption(t(lang, "probe.requests", turns=total, backend=backend_label(lang, state[keys.BACKEND_NAME])))
+    render.caption(
+        t(
+            lang,
+            "probe.requests",
+            turns=total,
+            backend=backend_label(lang, state[keys.BACKEND_NAME]),
+        )
+    )
     if st.button(t(lang, "probe.run"), icon=":material/play_arrow:"):
         state[keys.PROBE_RESULT] = run_with_progress(scenario, memory, lang, total)
     result = state[keys.PROBE_RESULT]
@@ -98,8 +112,11 @@ def render_probe(memory: ShortTermMemory, lang: str) -> None:
         render.alert("error", t(lang, "probe.failed", reason=error_message(lang, result)))
 
 
-def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, total: int) -> ProbeReport | Exception:
-    """Runs the probe on the memory's backend and model, with a progress bar; returns the report or the error.
+def run_with_progress(
+    scenario: Scenario, memory: ShortTermMemory, lang: str, total: int
+) -> ProbeReport | Exception:
+    """Runs the probe on the memory's backend and model, with a progress bar; returns the report or
+    the error.
 
     Only ``Exception`` is caught: Streamlit's stop and rerun end the probe, and
     its own memory (never the session's) goes with it.
@@ -108,9 +125,13 @@ def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, to
 
     def on_turn(number: int, text: str) -> None:
         shown = text if len(text) <= PROGRESS_TEXT_CHARS else text[: PROGRESS_TEXT_CHARS - 1] + "…"
-        bar.progress(min(number / total, 1.0), text=t(lang, "probe.progress", number=number, total=total, text=shown))
+        bar.progress(
+            min(number / total, 1.0),
+            text=t(lang, "probe.progress", number=number, total=total, text=shown),
+        )
 
-    speak(memory, lang)  # offline, the engine's account of each request is in the page's language, as a turn's is
+    # offline, the engine's account of each request is in the page's language, as a turn's is
+    speak(memory, lang)
     try:
         report = run_probe(scenario, memory.server.backend, model=memory.model, on_turn=on_turn)
     except Exception as error:  # a failed model request or budget: shown, the page stays up
@@ -121,17 +142,20 @@ def run_with_progress(scenario: Scenario, memory: ShortTermMemory, lang: str, to
 
 
 def answer_key(report: ProbeReport, prefix: str) -> str:
-    """The catalog key for the answer's figure: offline there is no answer, only what would have been sent."""
+    """The catalog key for the answer's figure: offline there is no answer, only what would have
+    been sent."""
     return f"{prefix}_sent" if report.offline else f"{prefix}_answer"
 
 
 def scenario_title(lang: str, scenario_id: str, title: str) -> str:
-    """A bundled scenario's title in ``lang`` (``scenario.<id>``); a scenario the catalogs do not name keeps its own."""
+    """A bundled scenario's title in ``lang`` (``scenario.<id>``); a scenario the catalogs do not
+    name keeps its own."""
     return CATALOG[lang].get(f"scenario.{scenario_id}", title)
 
 
 def fact_name(lang: str, scenario_id: str, fact: Fact) -> str:
-    """A planted fact's name in ``lang`` (``scenario.<id>.<fact>``), else the scenario file's own description."""
+    """A planted fact's name in ``lang`` (``scenario.<id>.<fact>``), else the scenario file's own
+    description."""
     return CATALOG[lang].get(f"scenario.{scenario_id}.{fact.id}", fact.description)
 
 
@@ -139,25 +163,34 @@ def probe_frame(report: ProbeReport, lang: str) -> pd.DataFrame:
     """One row per fact: description, kind, status in the summary and in the answer, translated."""
     return pd.DataFrame(
         {
-            t(lang, "probe.col_fact"): [fact_name(lang, report.scenario_id, r.fact) for r in report.facts],
+            t(lang, "probe.col_fact"): [
+                fact_name(lang, report.scenario_id, r.fact) for r in report.facts
+            ],
             t(lang, "probe.col_kind"): [t(lang, f"probe.kind.{r.fact.kind}") for r in report.facts],
-            t(lang, "probe.col_summary"): [t(lang, f"probe.status.{r.summary.status}") for r in report.facts],
-            t(lang, answer_key(report, "probe.col")): [t(lang, f"probe.status.{r.answer.status}") for r in report.facts],
+            t(lang, "probe.col_summary"): [
+                t(lang, f"probe.status.{r.summary.status}") for r in report.facts
+            ],
+            t(lang, answer_key(report, "probe.col")): [
+                t(lang, f"probe.status.{r.answer.status}") for r in report.facts
+            ],
         }
     )
 
 
 def render_report(report: ProbeReport, lang: str) -> None:
-    """The report: what was probed, then how many facts each place kept, as counts ("2 of 2"), never a bare share.
+    """The report: what was probed, then how many facts each place kept, as counts ("2 of 2"), never
+    a bare share.
 
-    Offline, no model answers: the second figure is the facts found in the engine's account of what would
-    have been sent, and it is labelled so; the header names the model only when one answered.
+    Offline, no model answers: the second figure is the facts found in the engine's account of what
+    would have been sent, and it is labelled so; the header names the model only when one answered.
     """
     header = t(
         lang,
         "probe.header",
         title=escape_markdown(scenario_title(lang, report.scenario_id, report.scenario_title)),
-        backend=backend_label(lang, "offline") if report.offline else escape_markdown(report.backend_label),
+        backend=backend_label(lang, "offline")
+        if report.offline
+        else escape_markdown(report.backend_label),
         filler=report.filler_turns,
         versions=report.summary_versions,
         tokens=f"{report.session_total_tokens:,}",
@@ -173,9 +206,15 @@ def render_report(report: ProbeReport, lang: str) -> None:
     in_summary = sum(r.summary.status == "kept" for r in report.facts)
     in_answer = sum(r.answer.status == "kept" for r in report.facts)
     summary_recall, answer_recall = st.columns(2)
-    summary_recall.metric(t(lang, "probe.recall_summary"), t(lang, "probe.kept_of", kept=in_summary, total=total))
-    answer_recall.metric(t(lang, answer_key(report, "probe.recall")), t(lang, "probe.kept_of", kept=in_answer, total=total))
-    # A static table, the fact as its row's name: it wraps to a phone's width, where a data grid scrolled sideways.
+    summary_recall.metric(
+        t(lang, "probe.recall_summary"), t(lang, "probe.kept_of", kept=in_summary, total=total)
+    )
+    answer_recall.metric(
+        t(lang, answer_key(report, "probe.recall")),
+        t(lang, "probe.kept_of", kept=in_answer, total=total),
+    )
+    # A static table, the fact as its row's name: it wraps to a phone's width, where a data grid
+    # scrolled sideways.
     table = probe_frame(report, lang)
     st.table(table.set_index(table.columns[0]))
     render.caption(t(lang, "probe.legend"))
@@ -205,29 +244,32 @@ def render_transcript(memory: ShortTermMemory, lang: str) -> None:
         max_upload_size=UPLOAD_LIMIT_MB,
         help=t(lang, "transcript.import_help"),
     )
-    st.button(t(lang, "transcript.import_button"), on_click=import_uploaded, icon=":material/upload_file:")
+    st.button(
+        t(lang, "transcript.import_button"), on_click=import_uploaded, icon=":material/upload_file:"
+    )
     notice: Notice | None = st.session_state[keys.IMPORT_NOTICE]
     if notice is not None:
         render.alert(notice.level, t(lang, notice.key, **import_notice_params(notice, lang)))
 
 
 UPLOAD_BOX = f".st-key-{keys.IMPORT_INPUT}"
-"""The import box's element, by its key: the one upload box whose words the page sets (``upload_box_words``)."""
+"""The import box's element, by its key: the one upload box whose words the page sets
+(``upload_box_words``)."""
 
 
 def upload_box_words(lang: str) -> None:
     """The import box's button and limit in ``lang``, the limit being the transcript's own (2 MiB).
 
-    Streamlit writes them in English ("Upload", "2MB per file • JSON") with no option to change them; a style sheet
-    (``upload_box_style``) hides its words and shows the catalog's in their place. A Streamlit that renames these
-    elements shows its own English words again, never none.
+    Streamlit writes them in English ("Upload", "2MB per file • JSON") with no option to change
+    them; a style sheet (``upload_box_style``) hides its words and shows the catalog's in their
+    place. A Streamlit that renames these elements shows its own English words again, never none.
     """
     st.html(upload_box_style(lang))
 
 
 def upload_box_style(lang: str) -> str:
-    """The style sheet of ``upload_box_words``. The catalog's words go in as CSS strings, with every ``<`` escaped,
-    so that no catalog text can end the sheet or add markup."""
+    """The style sheet of ``upload_box_words``. The catalog's words go in as CSS strings, with every
+    ``<`` escaped, so that no catalog text can end the sheet or add markup."""
     limit = f"{MAX_TRANSCRIPT_BYTES // 1024 // 1024} MiB"
     button = _css_string(t(lang, "transcript.upload"))
     instructions = _css_string(t(lang, "transcript.upload_limit", limit=limit))
@@ -243,12 +285,14 @@ def upload_box_style(lang: str) -> str:
 
 
 def _css_string(text: str) -> str:
-    """``text`` as a quoted CSS string: JSON's quoting (a CSS string takes its backslash escapes), ``<`` as ``\\3c``."""
+    """``text`` as a quoted CSS string: JSON's quoting (a CSS string takes its backslash escapes),
+    ``<`` as ``\\3c``."""
     return json.dumps(text, ensure_ascii=False).replace("<", "\\3c ")
 
 
 def import_uploaded() -> None:
-    """The import button's callback: a new memory from the uploaded file, or a notice saying why not.
+    """The import button's callback: a new memory from the uploaded file, or a notice saying why
+    not.
 
     The new memory continues on the session's backend, model, token counter and
     session limits, with the transcript's history, summary versions and ledger.
@@ -268,9 +312,14 @@ def import_uploaded() -> None:
         transcript = parse_transcript(uploaded.getvalue())
         memory = continue_in_session(transcript, old, locked=state[keys.SETTINGS].locked)
     except TranscriptError as error:
-        state[keys.IMPORT_NOTICE] = Notice("error", "transcript.failed", {"name": uploaded.name, "code": error.code, "path": error.path})
+        state[keys.IMPORT_NOTICE] = Notice(
+            "error",
+            "transcript.failed",
+            {"name": uploaded.name, "code": error.code, "path": error.path},
+        )
         return
-    refused = conversation.adopt_import(state, memory)  # saved at once, or refused by a store cap with nothing changed
+    # saved at once, or refused by a store cap with nothing changed
+    refused = conversation.adopt_import(state, memory)
     if refused is not None:
         state[keys.IMPORT_NOTICE] = refused
         return
@@ -288,12 +337,17 @@ def import_uploaded() -> None:
     state[keys.IMPORT_NOTICE] = Notice(
         "success",
         "transcript.imported",
-        {"name": uploaded.name, "messages": len(memory.history), "versions": len(memory.conversation.versions)},
+        {
+            "name": uploaded.name,
+            "messages": len(memory.history),
+            "versions": len(memory.conversation.versions),
+        },
     )
 
 
 def import_notice_params(notice: Notice, lang: str) -> dict[str, Any]:
-    """The notice's placeholders, escaped (a file name is the user's), with the error code's translated reason.
+    """The notice's placeholders, escaped (a file name is the user's), with the error code's
+    translated reason.
 
     Code and path are shown in code spans, where Markdown does not apply; a
     backtick, which could close the span, cannot come from this module's codes
@@ -303,7 +357,11 @@ def import_notice_params(notice: Notice, lang: str) -> dict[str, Any]:
     if notice.key == "transcript.failed":
         code = str(notice.params["code"])
         reason_key = f"transcript.code.{code}"
-        params["reason"] = t(lang, reason_key if reason_key in CATALOG[DEFAULT_LANGUAGE] else "transcript.code.other")
+        params["reason"] = t(
+            lang, reason_key if reason_key in CATALOG[DEFAULT_LANGUAGE] else "transcript.code.other"
+        )
         params["code"] = code.replace("`", "'")
-        params["path"] = str(notice.params["path"]).replace("`", "'") or t(lang, "transcript.path_root")
+        params["path"] = str(notice.params["path"]).replace("`", "'") or t(
+            lang, "transcript.path_root"
+        )
     return params
