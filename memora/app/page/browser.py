@@ -66,18 +66,20 @@ def cookie_script(secret: str, blocked_notice: str, forgotten: str | None = None
     ):
         raise ValueError("not a browser secret")
     return f"""<script>(function () {{
-  var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)}, forgotten = {json.dumps(forgotten)};
+  var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)};
+  var forgotten = {json.dumps(forgotten)};
   var pattern = new RegExp("(?:^|; )" + name + "=([^;]*)");
   var found = document.cookie.match(pattern), current = found ? found[1] : null;
   if (current === null || !/^[A-Za-z0-9_-]{{43}}$/.test(current) || current === forgotten) {{
-    document.cookie = name + "=" + secret + "; Path=/; Max-Age={COOKIE_MAX_AGE_S}; SameSite=Strict" +
-      (location.protocol === "https:" ? "; Secure" : "");
+    document.cookie = name + "=" + secret + "; Path=/; Max-Age={COOKIE_MAX_AGE_S}" +
+      "; SameSite=Strict" + (location.protocol === "https:" ? "; Secure" : "");
     var kept = document.cookie.match(pattern);
     if (!navigator.cookieEnabled || !kept || kept[1] !== secret) {{
       var notice = document.createElement("div");
       notice.setAttribute("role", "alert");
       notice.setAttribute("data-testid", "memoraCookiesBlocked");
-      notice.style.cssText = "padding:0.75rem 1rem;border-radius:0.5rem;background:rgba(255,189,69,0.2);";
+      notice.style.cssText =
+        "padding:0.75rem 1rem;border-radius:0.5rem;background:rgba(255,189,69,0.2);";
       notice.textContent = {_script_string(blocked_notice)};
       var here = document.currentScript;
       (here && here.parentNode ? here.parentNode : document.body).appendChild(notice);

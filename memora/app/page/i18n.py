@@ -56,8 +56,10 @@ def read_catalog(path: Path) -> Mapping[str, str]:
         raise CatalogError(f"{path}: the catalog file is not valid TOML ({error})") from error
     not_text = [key for key, value in data.items() if not isinstance(value, str)]
     if not_text:
+        not_text_keys = ", ".join(not_text)
         raise CatalogError(
-            f'{path}: every entry must be "key" = "text" with the key in quotes; not text: {", ".join(not_text)}'
+            f'{path}: every entry must be "key" = "text" with the key in quotes; '
+            f"not text: {not_text_keys}"
         )
     if LANGUAGE_NAME_KEY not in data:
         raise CatalogError(

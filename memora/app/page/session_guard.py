@@ -232,8 +232,9 @@ def _check_shape() -> None:
     parameters = tuple(inspect.signature(Runtime.connect_session).parameters)
     if parameters != CONNECT_PARAMETERS:
         raise RuntimeError(
-            f"Runtime.connect_session takes {parameters}, not {CONNECT_PARAMETERS}: this Streamlit is not the one "
-            "memora.app.page.session_guard was written for; recheck the internals its docstring lists"
+            f"Runtime.connect_session takes {parameters}, not {CONNECT_PARAMETERS}: "
+            "this Streamlit is not the one memora.app.page.session_guard was written for; "
+            "recheck the internals its docstring lists"
         )
 
 
@@ -258,7 +259,8 @@ def _guarded(runtime: Runtime, connect: Callable[..., str]) -> Callable[..., str
             # The id is not logged: it is the key to a session, and the refused websocket's browser
             # is not its own.
             log.warning(
-                "A websocket named a session that is not its browser's: it gets a new session, the other is untouched"
+                "A websocket named a session that is not its browser's: "
+                "it gets a new session, the other is untouched"
             )
             existing_session_id = None
         session_id = connect(

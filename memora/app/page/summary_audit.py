@@ -19,6 +19,7 @@ from memora.app.page.views import fold_label
 from memora.memory import ShortTermMemory
 from memora.teaching.audit import SummaryAudit, audit_summaries, diff_markdown, escape_markdown
 from memora.teaching.story import Story
+from memora.text.messages import Message
 
 VERSIONS_AUDITED = 5
 """Versions drawn with their audit, newest first; a long conversation has hundreds."""
@@ -114,6 +115,11 @@ def folded_lines(audit: SummaryAudit, lang: str) -> list[str]:
     words, not asterisks."""
     start = audit.folded[0]
     return [
-        f"- **{start + offset + 1}** · {role_name(lang, message.role)}: {escape_markdown(' '.join(plain_text(message.content).split()))}"
+        f"- **{start + offset + 1}** · {role_name(lang, message.role)}: {_escaped_words(message)}"
         for offset, message in enumerate(audit.folded_messages)
     ]
+
+
+def _escaped_words(message: Message) -> str:
+    """The message's text without its Markdown, its whitespace collapsed, the rest escaped."""
+    return escape_markdown(" ".join(plain_text(message.content).split()))

@@ -274,12 +274,13 @@ def upload_box_style(lang: str) -> str:
     button = _css_string(t(lang, "transcript.upload"))
     instructions = _css_string(t(lang, "transcript.upload_limit", limit=limit))
     words = f"{UPLOAD_BOX} [data-testid=stFileUploaderDropzone]"
-    hidden = f"{words} [data-testid=stMarkdownContainer] p, {words} [data-testid=stFileUploaderDropzoneInstructions] span"
+    dropzone_text = f"{words} [data-testid=stFileUploaderDropzoneInstructions]"
+    hidden = f"{words} [data-testid=stMarkdownContainer] p, {dropzone_text} span"
     return (
         "<style>"
         f"{hidden} {{display: none}}"
         f"{words} button [data-testid=stMarkdownContainer]::after {{content: {button}}}"
-        f"{words} [data-testid=stFileUploaderDropzoneInstructions] > div::after {{content: {instructions}; font-size: 0.8rem}}"
+        f"{dropzone_text} > div::after {{content: {instructions}; font-size: 0.8rem}}"
         "</style>"
     )
 
