@@ -61,9 +61,8 @@ def cookie_script(secret: str, blocked_notice: str, forgotten: str | None = None
     (``is_browser_secret``), else ValueError: they need no escaping, and the JSON quoting is a
     second guard. ``blocked_notice`` is any text: it is quoted for a script (no ``<``, ``>`` or
     ``&`` left raw) and shown as text, never markup."""
-    if not is_browser_secret(secret) or (
-        forgotten is not None and not is_browser_secret(forgotten)
-    ):
+    bad_forgotten = forgotten is not None and not is_browser_secret(forgotten)
+    if not is_browser_secret(secret) or bad_forgotten:
         raise ValueError("not a browser secret")
     return f"""<script>(function () {{
   var name = {json.dumps(COOKIE)}, secret = {json.dumps(secret)};

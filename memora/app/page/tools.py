@@ -184,13 +184,14 @@ def render_report(report: ProbeReport, lang: str) -> None:
     Offline, no model answers: the second figure is the facts found in the engine's account of what
     would have been sent, and it is labelled so; the header names the model only when one answered.
     """
+    backend = escape_markdown(report.backend_label)
+    if report.offline:
+        backend = backend_label(lang, "offline")
     header = t(
         lang,
         "probe.header",
         title=escape_markdown(scenario_title(lang, report.scenario_id, report.scenario_title)),
-        backend=backend_label(lang, "offline")
-        if report.offline
-        else escape_markdown(report.backend_label),
+        backend=backend,
         filler=report.filler_turns,
         versions=report.summary_versions,
         tokens=f"{report.session_total_tokens:,}",
@@ -358,11 +359,10 @@ def import_notice_params(notice: Notice, lang: str) -> dict[str, Any]:
     if notice.key == "transcript.failed":
         code = str(notice.params["code"])
         reason_key = f"transcript.code.{code}"
-        params["reason"] = t(
-            lang, reason_key if reason_key in CATALOG[DEFAULT_LANGUAGE] else "transcript.code.other"
-        )
+        if reason_key not in CATALOG[DEFAULT_LANGUAGE]:
+            reason_key = "transcript.code.other"
+        params["reason"] = t(lang, reason_key)
         params["code"] = code.replace("`", "'")
-        params["path"] = str(notice.params["path"]).replace("`", "'") or t(
-            lang, "transcript.path_root"
-        )
+        path = str(notice.params["path"]).replace("`", "'")
+        params["path"] = path or t(lang, "transcript.path_root")
     return params

@@ -105,12 +105,13 @@ def read(
     if cap is None:
         return Submission(text, command)
     # Nothing to export or keep in an empty conversation: its notice says only what to do next.
-    prefix = (
-        "conversation.cap_fork" if keeper is not None and keeper.would_fork else "conversation.cap"
-    )
-    return Submission(
-        text, command, cap_notice(cap, prefix if memory.history else "conversation.cap_new")
-    )
+    if not memory.history:
+        prefix = "conversation.cap_new"
+    elif keeper is not None and keeper.would_fork:
+        prefix = "conversation.cap_fork"
+    else:
+        prefix = "conversation.cap"
+    return Submission(text, command, cap_notice(cap, prefix))
 
 
 def _say_finishing(lang: str) -> None:

@@ -330,13 +330,12 @@ def what_if_frame(what_if: WhatIf, lang: str) -> pd.DataFrame:
     columns: dict[str, list[str]] = {}
     for column in what_if.columns:
         name = t(lang, f"whatif.{column.strategy}")
-        kind = (
-            "col_live"
-            if column.from_ledger
-            else "col_full"
-            if column.strategy == FULL_HISTORY
-            else "col_replay"
-        )
+        if column.from_ledger:
+            kind = "col_live"
+        elif column.strategy == FULL_HISTORY:
+            kind = "col_full"
+        else:
+            kind = "col_replay"
         columns[t(lang, f"whatif.{kind}", strategy=name)] = [
             what_if_cell(column.figure(row), row, lang) for row in ROWS
         ]
