@@ -1,5 +1,4 @@
-"""The page's conversation: open this browser's one named in the URL, keep it saved, say where it
-stands.
+"""The page's conversation: open this browser's one in the URL, keep it saved, say where it stands.
 
 A conversation belongs to the browser that made it. Each browser holds a random secret in a cookie
 (``memora.app.page.browser``); the store keeps only its hash, bound to every conversation saved from

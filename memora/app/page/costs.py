@@ -93,8 +93,7 @@ def source_name(lang: str, source: str) -> str:
 
 
 def shown_ledger(ledger: pd.DataFrame, lang: str) -> pd.DataFrame:
-    """One page of the ledger with its words in ``lang``: kind, source and the offline engine's
-    model name.
+    """One page of the ledger in ``lang``'s words: kind, source and the offline engine's model name.
 
     The CSV download keeps the ledger's own words (``ledger_csv``), which a script reads back.
     """

@@ -1,5 +1,4 @@
-"""The glossary: the few words the lesson needs, in the page's language, and the tooltips that point
-to it.
+"""The glossary: the lesson's few words, in the page's language, and the tooltips that point to it.
 
 The glossary itself is a popover under the page's title (``render_glossary``). Where each term first
 appears on the page (the Status panel, open by default, then the chat's fold mark and the ledger),

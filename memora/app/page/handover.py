@@ -1,5 +1,4 @@
-"""A reload (F5) while a reply is being written: the new tab takes the reply over instead of
-forking.
+"""A reload (F5) during a reply: the new tab takes the reply over instead of forking.
 
 A reload starts a new session. The old one's reply job runs on and commits under the conversation's
 id, so a new session restored from the store would show the conversation without that reply, and its

@@ -1,5 +1,4 @@
-"""Markdown that draws text and links but never makes the browser fetch anything; pure, no
-Streamlit.
+"""Markdown that draws text and links, never making the browser fetch anything; pure, no Streamlit.
 
 Streamlit renders Markdown with raw HTML escaped (no ``<img>``, ``<script>``,
 ``javascript:``), so the one way left for a message, a reply or a summary to

@@ -39,8 +39,7 @@ class Page:
 
 
 def page_of(total: int, size: int, number: int) -> Page:
-    """Page ``number`` (1: the newest ``size`` items) of ``total`` items, oldest first within the
-    page.
+    """Page ``number`` (1: the newest ``size`` items) of ``total`` items, oldest first in the page.
 
     Pages are cut from the newest end, so every page but the oldest holds ``size`` items and an even
     ``size`` keeps a user message with its reply when ``total`` is even. A ``number`` past either

@@ -1,5 +1,4 @@
-"""The summary off the critical path, in the sidebar: a summary being updated, or why it could not
-be.
+"""The summary off the critical path, in the sidebar: a summary being updated, or why it failed.
 
 The fold runs on the reply's own job (``memora.classroom.job.fold_ahead``), right after the
 commit, while the user reads the reply; the next message's turn (``ShortTermMemory.turn``) then

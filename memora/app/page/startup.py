@@ -1,5 +1,4 @@
-"""The page's first step: the session's state on the configured settings, or a page that refuses to
-start.
+"""The page's first step: the session's state on the configured settings, or a refusal to start.
 
 Settings fail closed: a malformed value (or a secrets file that cannot be read, or limits that do
 not fit together) stops the page before anything else is drawn, and says which variables are wrong

@@ -132,8 +132,7 @@ def queue(text: str | None = None) -> None:
 
 
 def catch_up(submitted: str | None, took: bool) -> None:
-    """Queues a submission that reached this run with no callback, and runs the page again to take
-    it.
+    """Queues a submission that reached this run with no callback; runs the page again to take it.
 
     Streamlit calls ``on_submit`` only for a widget this session has drawn before. The first run of
     a session that a message opens, such as a page reconnected to another process behind the
