@@ -21,11 +21,13 @@ from tests.support.app import (
     expander,
     ledger_cards,
     new_app,
+    number_line,
     open_panels,
     open_turn_boxes,
     send,
     status_figures,
     texts,
+    words,
 )
 
 B1 = "My English level is B1 and I want to practise travel English."
@@ -118,9 +120,9 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     memory = at.session_state[keys.MEMORY]
     messages = at.chat_message
     assert len(messages) == len(memory.history)
-    folded = [m for m in messages if any("Folded into the summary" in c.value for c in m.caption)]
+    folded = [m for m in messages if "Folded into the summary" in number_line(m)]
     assert len(folded) == memory.summarized_message_count
-    assert messages[0].markdown[0].value == B1
+    assert words(messages[0]) == B1
 
     open_turn_boxes(at, 5)  # a box draws its figures only when opened
     stats = expander(at, "Turn 5: tokens and context")
@@ -131,8 +133,8 @@ def test_folded_messages_are_marked_and_each_reply_has_its_stats():
     # though turn 5's own request folded nothing.
     assert turn_5.record.newly_summarized == 0 and memory.conversation.versions[0].turn == 4
     assert "| Messages newly summarized | 2 |" in table
-    assert any("summary v1, after reply 4, for turn 5" in c.value for c in stats.caption)
-    assert "local o200k_base count" in stats.caption[-1].value
+    assert "summary v1, after reply 4, for turn 5" in table
+    assert table.endswith(":gray[:small[Offline engine: every figure is a local o200k_base count, no model was billed.]]")
 
 
 def test_panels_show_summary_versions_context_budget_history_and_ledger():
@@ -165,7 +167,7 @@ def test_panels_show_summary_versions_context_budget_history_and_ledger():
     assert [int(card.rsplit(" · ", 1)[1].split()[0]) for card in cards] == list(memory.last_prepared.message_tokens)
     # The picture at the top of the sidebar says the same request in words, part by part, against the budget.
     prepared = memory.last_prepared
-    sent = next(c.value for c in at.sidebar.caption if c.value.startswith("Last request: :gray[instructions "))
+    sent = next(m.value for m in at.sidebar.markdown if "Last request: :gray[instructions " in m.value)
     assert f"{prepared.input_tokens:,} of {memory.max_input_tokens:,} used" in sent
     summary_tokens = prepared.message_tokens[0]
     assert f" · :orange[summary {summary_tokens:,}] · " in sent, "each part in its bar's colour: the caption is the legend"
@@ -325,8 +327,7 @@ def test_a_message_over_the_budget_fails_before_any_request(backend):
 def test_user_markdown_and_html_render_safely():
     at = new_app()
     send(at, "**bold** <script>alert(1)</script> <b>x</b>")
-    user = at.chat_message[0].markdown[0]
-    assert user.value == "**bold** <script>alert(1)</script> <b>x</b>"
+    assert words(at.chat_message[0]) == "**bold** <script>alert(1)</script> <b>x</b>"
     assert all(not m.proto.allow_html for m in at.markdown)
 
 
@@ -425,11 +426,11 @@ def test_older_chat_messages_are_drawn_only_when_their_expander_is_open(backend)
     older = expander(at, "Earlier messages (4)")
     assert older.caption[0].value.startswith("Open to show them. The newest 20 messages")
     assert len(at.chat_message) == 20
-    assert at.chat_message[0].markdown[0].value == "Question 3."
+    assert words(at.chat_message[0]) == "Question 3."
     at.session_state[keys.OLDER_MESSAGES_OPEN] = True
     at.run()
     assert len(at.chat_message) == 24
-    assert at.chat_message[0].markdown[0].value == "Question 1."
+    assert words(at.chat_message[0]) == "Question 1."
 
 
 def long_memory(backend, turns: int) -> ShortTermMemory:
@@ -448,15 +449,15 @@ def test_earlier_chat_messages_are_drawn_a_page_at_a_time_and_every_page_is_reac
     older = expander(at, "Earlier messages (60)")
     assert "Page 1 of 3 (41–60 of 60)" in [c.value for c in older.caption]
     assert len(at.chat_message) == 20 + 20  # one page of the earlier messages, then the newest 20
-    assert at.chat_message[0].markdown[0].value == "Question 21."
+    assert words(at.chat_message[0]) == "Question 21."
     older_button = at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.older")
     older_button.click().run()
     older_button.click().run()
-    assert at.chat_message[0].markdown[0].value == "Question 1."
+    assert words(at.chat_message[0]) == "Question 1."
     assert "Page 3 of 3 (1–20 of 60)" in [c.value for c in expander(at, "Earlier messages (60)").caption]
     assert at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.older").disabled
     at.button(key=f"{keys.OLDER_MESSAGES_PAGE}_pager.newer").click().run()
-    assert at.chat_message[0].markdown[0].value == "Question 11."
+    assert words(at.chat_message[0]) == "Question 11."
 
 
 def test_the_full_history_and_the_ledger_show_a_page_of_rows_and_reach_every_row(backend):
@@ -517,5 +518,5 @@ def test_the_glossary_explains_the_lesson_s_words_where_they_first_appear(lang):
     shown = "\n".join(helps)
     for term in TERMS:
         assert entry(lang, term) in shown, f"{term} is linked to its entry where it first appears"
-    folded = next(c for c in at.caption if t(lang, "chat.folded") in c.value)
+    folded = next(m for m in at.markdown if t(lang, "chat.folded") in m.value)
     assert entry(lang, "fold") in folded.proto.help and t(lang, "glossary.more") in folded.proto.help

@@ -47,8 +47,11 @@ def test_a_collapsed_turn_box_draws_no_chart_and_an_opened_one_draws_the_turns_p
     # Its rows travel inside the spec, each layer's own, not as an Arrow table Streamlit would convert on every run.
     spec = json.loads(charts[0].proto.spec)
     assert "data" not in spec and not charts[0].proto.data.data and not charts[0].proto.datasets
-    rows = [layer["data"]["values"] for layer in spec["layer"]]
-    assert rows[0] and all(layer_rows == rows[0] for layer_rows in rows)
+    parts, ticks = (layer["data"]["values"] for layer in spec["layer"])
+    sent = replies[2].parts
+    assert sent is not None
+    assert sum(row["tokens"] for row in parts) == sent.budget, "the parts and the free room fill the budget"
+    assert ticks == [{"bar": "This request", "budget": sent.budget}], "the budget's tick has rows of its own"
     counted = replies[2].counted_input_tokens
     assert f"| Counted input tokens (local, before sending) | {counted:,} |" in opened.markdown[0].value
     assert drawn(turn_box(at, 1)) == drawn(turn_box(at, 3)) == [], "the other boxes stay collapsed and empty"

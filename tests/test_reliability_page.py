@@ -30,7 +30,7 @@ from memora.classroom.transcript.format import dumps_transcript, parse_transcrip
 from memora.memory import ShortTermMemory
 from memora.memory.core import minimum_budget
 from memora.teaching.ledger import ledger_frame
-from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, open_panels, send, texts, tree_text
+from tests.support.app import APP, CLASSROOM_ENV, ENV_NAMES, assert_alternating, finish, new_app, open_panels, send, texts, tree_text, words
 from tests.support.app import CLASSROOM_KEY as KEY
 from tests.support.fakes import ScriptedBackend
 from tests.support.faults import FAULTS, HTTP_KINDS, SCRIPTED_STEP, arm_http, heal_http
@@ -186,7 +186,7 @@ def test_cjk_and_emoji_round_trip_through_the_page_commands_and_export(backend) 
     send(at, text)
     send(at, "Next: 下一個問題 🚆")
     assert memory.history[0].content == text
-    assert at.chat_message[0].markdown[-1].value == text
+    assert words(at.chat_message[0]) == text
     assert text in memory.summary  # folded with window 0, byte for byte
     send(at, "/history")
     assert text in at.code[0].value
@@ -202,7 +202,7 @@ def test_markdown_and_html_from_users_and_models_render_as_text() -> None:
     send(at, "Second message, so the first one is folded into the summary.")
     at.session_state[keys.HISTORY_PANEL_OPEN] = True
     at.run()
-    assert at.chat_message[0].markdown[-1].value == hostile
+    assert words(at.chat_message[0]) == hostile
     assert "<script>" in at.session_state[keys.MEMORY].summary
     assert all(not m.proto.allow_html for m in at.markdown)
     # The only raw HTML is the cookie script (memora/app/page/browser.py) and the upload box's style sheet
@@ -223,7 +223,7 @@ def test_no_page_code_allows_raw_html(monkeypatch) -> None:
         code = path.read_text(encoding="utf-8")
         for raw in ("unsafe_allow_html", "st.html(", "components.v1", "components.html"):
             if path.name == "browser.py" and raw == "st.html(":
-                assert code.count(raw) == 1 and "st.html(cookie_script(secret, blocked_notice, forgotten)" in code
+                assert code.count(raw) == 1 and "st.html(\n        cookie_script(secret, blocked_notice, forgotten)," in code
                 continue
             if path.name == "tools.py" and raw == "st.html(":
                 assert code.count(raw) == 1 and "st.html(upload_box_style(lang))" in code

@@ -98,6 +98,18 @@ def texts(at: AppTest) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+def words(message) -> str:
+    """A chat message's words as drawn: its Markdown without the number line above them (``#3``)."""
+    number_line, _, body = message.markdown[0].value.partition("\n\n")
+    assert number_line.startswith(":gray[:small["), f"no number line above {message.markdown[0].value!r}"
+    return body
+
+
+def number_line(message) -> str:
+    """The line a chat message is drawn under: its number, and whether it is folded."""
+    return message.markdown[0].value.partition("\n\n")[0]
+
+
 def expander(at: AppTest, label: str):
     matches = [e for e in at.expander if e.label == label]
     assert matches, f"no expander {label!r} in {[e.label for e in at.expander]}"

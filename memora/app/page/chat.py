@@ -15,6 +15,7 @@ from memora.app.page import glossary, render, turn
 from memora.app.page import state as keys
 from memora.app.page.derived import memory_story
 from memora.app.page.i18n import error_message, t
+from memora.app.page.markup import small
 from memora.app.page.pager import page_of, render_pager
 from memora.app.page.picture import picture_caption, picture_spec, request_picture
 from memora.app.page.state import Notice
@@ -82,13 +83,14 @@ def folds_after_message(told: Story, index: int) -> tuple[Fold, ...]:
 def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, told: Story, lang: str) -> None:
     account = told.turn((index + 1) // 2) if index % 2 else None
     with st.chat_message(message.role):
+        # The number line and the words are one element: a chat of 20 messages drawn by every run of every page is
+        # 20 elements fewer a run than with the number in a caption of its own.
         number = t(lang, "chat.number", number=index + 1)
         if folded:
-            folded_note = f"{number} · :material/inventory_2: {t(lang, 'chat.folded')}"
-            render.caption(folded_note, help=glossary.explain(lang, "fold", "summary"))
+            number_line = small(f"{number} · :material/inventory_2: {t(lang, 'chat.folded')}")
+            render.markdown(f"{number_line}\n\n{message.content}", help=glossary.explain(lang, "fold", "summary"))
         else:
-            render.caption(number)
-        render.markdown(message.content)
+            render.markdown(f"{small(number)}\n\n{message.content}")
         if account is not None:
             _render_turn_box(memory, account, lang)
     for fold in folds_after_message(told, index):
@@ -97,11 +99,12 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
 
 def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
     """What a reply shows under it: the cut note and the over-budget warning, always; then the turn's box, whose
-    picture, caption, table and fold lines are drawn only while it is open.
+    picture and words (the picture's caption, the table, the fold lines) are drawn only while it is open.
 
     Streamlit runs a collapsed expander's body on every run, and ``st.vega_lite_chart`` converted the picture's rows
     to Arrow each time: up to ten hidden charts a run, growing with the conversation, made the page cost 1.84x the
-    CPU with 40 students (issue 43). Each box keeps its open state under its turn's key (``keys.turn_box_open``).
+    CPU with 40 students (issue 43). An open box stays open through every later run, so its words are one Markdown
+    element under the chart, not four. Each box keeps its open state under its turn's key (``keys.turn_box_open``).
     """
     record = account.record
     if record.cut and memory.limits.max_reply_tokens is not None:
@@ -116,16 +119,17 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
         if not is_open:
             return
         if record.parts is None:
-            render.caption(t(lang, "picture.not_kept"))
+            words = [small(t(lang, "picture.not_kept"))]
         else:
             picture = request_picture(record.parts, row="turn")
             render.chart(picture_spec([picture], lang))
-            render.caption(picture_caption(picture, lang))
-        render.markdown(stats_table(account, lang))
+            words = [small(picture_caption(picture, lang))]
+        words.append(stats_table(account, lang))
         for fold in account.folds:
-            render.caption(t(lang, "stats.fold", version=fold.version, label=fold_label(fold, lang), count=fold.count))
+            words.append(small(t(lang, "stats.fold", version=fold.version, label=fold_label(fold, lang), count=fold.count)))
         if memory.server.backend.offline:
-            render.caption(t(lang, "stats.offline_note"))
+            words.append(small(t(lang, "stats.offline_note")))
+        render.markdown("\n\n".join(words))
 
 
 def stats_table(account: TurnAccount, lang: str) -> str:

@@ -28,6 +28,15 @@ def inert_markdown(text: str) -> str:
     return _IMAGE_OPENER.sub(r"!\\[", text)
 
 
+def small(words: str) -> str:
+    """``words`` as a caption reads, inside a larger Markdown element: small and grey.
+
+    For the page's own words, which may hold colour directives of their own (``:orange[summary
+    55]``): a ``[`` or ``]`` that is not paired would end the directive early.
+    """
+    return f":gray[:small[{words}]]"
+
+
 _LINE_MARKS = re.compile(r"^(?:#{1,6} |> ?)", re.MULTILINE)
 
 

@@ -22,6 +22,7 @@ from memora.app.page.chart import usage_chart, usage_chart_spec
 from memora.app.page.costs import ledger_table, render_costs, shown_ledger
 from memora.app.page.derived import Same, conversation_key, derived, memory_story
 from memora.app.page.i18n import role_name, t
+from memora.app.page.markup import small
 from memora.app.page.pager import page_of, render_pager
 from memora.app.page.picture import (
     next_picture,
@@ -102,11 +103,13 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
         render.caption(t(lang, "picture.empty"))
         return
     render.chart(view.spec)
-    render.markdown(picture_key(lang))
+    # The key and the two sentences are one element under the chart: every run of every page draws them.
+    words = [picture_key(lang)]
     if view.sent is not None:
-        render.caption(view.sent)
+        words.append(small(view.sent))
     if view.plan is not None:
-        render.markdown(view.plan)
+        words.append(view.plan)
+    render.markdown("\n\n".join(words))
 
 
 def render_current_summary(memory: ShortTermMemory, lang: str) -> None:

@@ -81,31 +81,30 @@ def next_plan(memory: ShortTermMemory) -> TurnPlan | None:
 
 
 def picture_rows(pictures: Sequence[Picture], lang: str) -> list[dict[str, Any]]:
-    """One row per part of each picture: the bar's name, the part's name and order, its tokens, its start and end.
-    Plain rows, inlined in the spec: a DataFrame's Arrow encoding cost each turn box several milliseconds a run."""
+    """One row per part each picture draws: the bar's name, the part's name, its tokens, where it starts and ends.
+    A part of 0 tokens draws nothing and has no row. Plain rows, inlined in the spec: a DataFrame's Arrow encoding
+    cost each turn box several milliseconds a run, and every byte is sent again by every run that draws the box."""
     rows = []
     for picture in pictures:
+        bar = t(lang, f"picture.row_{picture.row}")
         start = 0
-        for order, part in enumerate(PARTS):
+        for part in PARTS:
             tokens = picture.tokens(part)
-            rows.append(
-                {
-                    "bar": t(lang, f"picture.row_{picture.row}"),
-                    "part": t(lang, f"picture.{part}"),
-                    "order": order,
-                    "tokens": tokens,
-                    "start": start,
-                    "end": start + tokens,
-                    "budget": picture.budget,
-                }
-            )
+            if tokens:
+                rows.append({"bar": bar, "part": t(lang, f"picture.{part}"), "tokens": tokens, "start": start, "end": start + tokens})
             start += tokens
     return rows
 
 
+def budget_rows(pictures: Sequence[Picture], lang: str) -> list[dict[str, Any]]:
+    """One row per picture: the bar's name and its budget, where the tick is drawn."""
+    return [{"bar": t(lang, f"picture.row_{picture.row}"), "budget": picture.budget} for picture in pictures]
+
+
 def picture_spec(pictures: Sequence[Picture], lang: str) -> dict[str, Any]:
-    """A Vega-Lite spec of ``pictures``, their rows inlined (``picture_rows``): one horizontal stacked bar each, parts
-    in the request's order, and the budget as a black tick across each bar. Hovering a part shows its name and tokens."""
+    """A Vega-Lite spec of ``pictures``, their rows inlined (``picture_rows``, ``budget_rows``): one horizontal stacked
+    bar each, parts in the request's order, and the budget as a black tick across each bar. Hovering a part shows its
+    name and tokens."""
     parts = [t(lang, f"picture.{part}") for part in PARTS]
     y = {"field": "bar", "type": "nominal", "title": None, "sort": None, "axis": {"labelLimit": 90}}
     tooltip = [{"field": "bar", "title": " "}, {"field": "part", "title": " "}, {"field": "tokens", "title": t(lang, "picture.tokens")}]
@@ -132,6 +131,7 @@ def picture_spec(pictures: Sequence[Picture], lang: str) -> dict[str, Any]:
                 },
             },
             {
+                "data": {"values": budget_rows(pictures, lang)},
                 "mark": {"type": "tick", "color": "#000000", "thickness": 2},
                 "encoding": {"y": y, "x": {"field": "budget", "type": "quantitative"}},
             },

@@ -91,8 +91,8 @@ def lazy_expander(label: str, open_key: str, icon: str) -> Iterator[bool]:
 @contextmanager
 def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
     """A ``lazy_expander`` titled ``t(lang, title)``: a panel that grows with the conversation costs nothing closed.
-    Closed, it says why it is empty."""
+
+    Closed, it draws nothing at all, not even a word on why it is empty: a collapsed panel's body is never seen,
+    and the page's seven panels are drawn by every run of every student's page."""
     with lazy_expander(t(lang, title), open_key, icon) as is_open:
-        if not is_open:
-            caption(t(lang, "panel.lazy_hint"))
         yield is_open
