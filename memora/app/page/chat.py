@@ -35,37 +35,55 @@ def render_header(memory: ShortTermMemory, lang: str) -> None:
     render.caption(t(lang, "page.caption"))
     glossary.render_glossary(lang)
     if memory.server.backend.offline:
-        render.alert("info", t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"), icon=":material/cloud_off:")
+        render.alert(
+            "info",
+            t(lang, "page.offline_banner") + "\n\n" + t(lang, "page.offline_howto"),
+            icon=":material/cloud_off:",
+        )
     else:
-        render.caption(t(lang, "page.online_caption", backend=memory.server.backend.label, model=memory.model))
+        render.caption(
+            t(lang, "page.online_caption", backend=memory.server.backend.label, model=memory.model)
+        )
 
 
 @st.fragment
-def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES) -> None:
-    """The first ``shown`` messages of the history (all by default): the newest ``recent`` in the chat, the older ones
-    in a collapsed expander, drawn only while it is open and then one page of ``OLDER_PAGE`` at a time.
+def render_history(
+    memory: ShortTermMemory, lang: str, shown: int | None = None, recent: int = RECENT_MESSAGES
+) -> None:
+    """The first ``shown`` messages of the history (all by default): the newest ``recent`` in the
+    chat, the older ones in a collapsed expander, drawn only while it is open and then one page of
+    ``OLDER_PAGE`` at a time.
 
     The split point and the pages are kept even, so that a user message and its reply stay together.
 
-    A fragment, so that opening or closing a turn box or the earlier messages, or turning their page, reruns the
-    chat's history alone, not the sidebar and the rest of the page. One fragment, not one a box: Streamlit copies
-    the container stack on each fragment call, about 0.2 ms, which ten boxes would pay on every run. A fragment's
-    rerun draws with the arguments of the last full run, so it shows the conversation as that run did.
+    A fragment, so that opening or closing a turn box or the earlier messages, or turning their
+    page, reruns the chat's history alone, not the sidebar and the rest of the page. One fragment,
+    not one a box: Streamlit copies the container stack on each fragment call, about 0.2 ms, which
+    ten boxes would pay on every run. A fragment's rerun draws with the arguments of the last full
+    run, so it shows the conversation as that run did.
     """
-    conversation = memory.conversation  # one frozen value: a reply job may replace the memory's while this draws
+    # one frozen value: a reply job may replace the memory's while this draws
+    conversation = memory.conversation
     history = conversation.messages
     shown = len(history) if shown is None else min(shown, len(history))
     told = memory_story(memory)
     split = max(0, shown - recent)
     split -= split % 2
     if split:
-        older = st.expander(t(lang, "chat.older", count=split), key=keys.OLDER_MESSAGES_OPEN, on_change="rerun", icon=":material/history:")
+        older = st.expander(
+            t(lang, "chat.older", count=split),
+            key=keys.OLDER_MESSAGES_OPEN,
+            on_change="rerun",
+            icon=":material/history:",
+        )
         with older:
             if older.open:
                 page = page_of(split, OLDER_PAGE, st.session_state[keys.OLDER_MESSAGES_PAGE])
                 render_pager(lang, keys.OLDER_MESSAGES_PAGE, page)
                 for index in range(page.start, page.stop):
-                    _render_message(memory, index, history[index], index < conversation.folded, told, lang)
+                    _render_message(
+                        memory, index, history[index], index < conversation.folded, told, lang
+                    )
             else:
                 render.caption(t(lang, "chat.older_hint", count=shown - split))
     for index in range(split, shown):
@@ -73,22 +91,27 @@ def render_history(memory: ShortTermMemory, lang: str, shown: int | None = None,
 
 
 def folds_after_message(told: Story, index: int) -> tuple[Fold, ...]:
-    """The folds that happened right after history message ``index``: after a reply, the folds ahead it was followed
-    by; after a user message, the folds its own turn made before its reply."""
+    """The folds that happened right after history message ``index``: after a reply, the folds ahead
+    it was followed by; after a user message, the folds its own turn made before its reply."""
     if index % 2:
         return tuple(fold for fold in told.folds_after((index + 1) // 2) if fold.ahead)
     return tuple(fold for fold in told.folds_after(index // 2) if not fold.ahead)
 
 
-def _render_message(memory: ShortTermMemory, index: int, message: Message, folded: bool, told: Story, lang: str) -> None:
+def _render_message(
+    memory: ShortTermMemory, index: int, message: Message, folded: bool, told: Story, lang: str
+) -> None:
     account = told.turn((index + 1) // 2) if index % 2 else None
     with st.chat_message(message.role):
-        # The number line and the words are one element: a chat of 20 messages drawn by every run of every page is
-        # 20 elements fewer a run than with the number in a caption of its own.
+        # The number line and the words are one element: a chat of 20 messages drawn by every run of
+        # every page is 20 elements fewer a run than with the number in a caption of its own.
         number = t(lang, "chat.number", number=index + 1)
         if folded:
             number_line = small(f"{number} · :material/inventory_2: {t(lang, 'chat.folded')}")
-            render.markdown(f"{number_line}\n\n{message.content}", help=glossary.explain(lang, "fold", "summary"))
+            render.markdown(
+                f"{number_line}\n\n{message.content}",
+                help=glossary.explain(lang, "fold", "summary"),
+            )
         else:
             render.markdown(f"{small(number)}\n\n{message.content}")
         if account is not None:
@@ -98,24 +121,38 @@ def _render_message(memory: ShortTermMemory, index: int, message: Message, folde
 
 
 def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -> None:
-    """What a reply shows under it: the cut note and the over-budget warning, always; then the turn's box, whose
-    picture and words (the picture's caption, the table, the fold lines) are drawn only while it is open.
+    """What a reply shows under it: the cut note and the over-budget warning, always; then the
+    turn's box, whose picture and words (the picture's caption, the table, the fold lines) are drawn
+    only while it is open.
 
-    Streamlit runs a collapsed expander's body on every run, and ``st.vega_lite_chart`` converted the picture's rows
-    to Arrow each time: up to ten hidden charts a run, growing with the conversation, made the page cost 1.84x the
-    CPU with 40 students (issue 43). An open box stays open through every later run, so its words are one Markdown
-    element under the chart, not four. Each box keeps its open state under its turn's key (``keys.turn_box_open``).
+    Streamlit runs a collapsed expander's body on every run, and ``st.vega_lite_chart`` converted
+    the picture's rows to Arrow each time: up to ten hidden charts a run, growing with the
+    conversation, made the page cost 1.84x the CPU with 40 students (issue 43). An open box stays
+    open through every later run, so its words are one Markdown element under the chart, not four.
+    Each box keeps its open state under its turn's key (``keys.turn_box_open``).
     """
     record = account.record
     if record.cut and memory.limits.max_reply_tokens is not None:
-        render.caption(":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens))
+        render.caption(
+            ":material/content_cut: " + t(lang, "chat.cut", cap=memory.limits.max_reply_tokens)
+        )
     if record.over_budget:
         render.alert(
             "warning",
-            t(lang, "chat.over_budget", billed=record.server_input_tokens, budget=record.input_budget, counted=record.counted_input_tokens),
+            t(
+                lang,
+                "chat.over_budget",
+                billed=record.server_input_tokens,
+                budget=record.input_budget,
+                counted=record.counted_input_tokens,
+            ),
             icon=":material/warning:",
         )
-    with render.lazy_expander(t(lang, "chat.stats", turn=record.turn), keys.turn_box_open(record.turn), ":material/analytics:") as is_open:
+    with render.lazy_expander(
+        t(lang, "chat.stats", turn=record.turn),
+        keys.turn_box_open(record.turn),
+        ":material/analytics:",
+    ) as is_open:
         if not is_open:
             return
         if record.parts is None:
@@ -126,30 +163,53 @@ def _render_turn_box(memory: ShortTermMemory, account: TurnAccount, lang: str) -
             words = [small(picture_caption(picture, lang))]
         words.append(stats_table(account, lang))
         for fold in account.folds:
-            words.append(small(t(lang, "stats.fold", version=fold.version, label=fold_label(fold, lang), count=fold.count)))
+            words.append(
+                small(
+                    t(
+                        lang,
+                        "stats.fold",
+                        version=fold.version,
+                        label=fold_label(fold, lang),
+                        count=fold.count,
+                    )
+                )
+            )
         if memory.server.backend.offline:
             words.append(small(t(lang, "stats.offline_note")))
         render.markdown("\n\n".join(words))
 
 
 def stats_table(account: TurnAccount, lang: str) -> str:
-    """The article's per-turn block as a Markdown table; each input figure says whose it is (billed only by a
-    provider that bills by it), and a figure the server tokenizer's own count contradicts says so. The folds and the
-    session total are the story's (``memora.teaching.story``): a fold ahead counts for the turn it served."""
+    """The article's per-turn block as a Markdown table; each input figure says whose it is (billed
+    only by a provider that bills by it), and a figure the server tokenizer's own count contradicts
+    says so. The folds and the session total are the story's (``memora.teaching.story``): a fold
+    ahead counts for the turn it served."""
     record = account.record
-    actual = t(lang, "stats.not_reported") if record.input_tokens is None else f"{record.input_tokens:,}"
+    actual = (
+        t(lang, "stats.not_reported") if record.input_tokens is None else f"{record.input_tokens:,}"
+    )
     if record.estimated and record.input_tokens is not None:
         actual = t(lang, "stats.estimated", value=actual)
     elif record.implausible:
         actual = t(lang, "stats.implausible", value=actual)
     elif record.disagrees:
-        actual = t(lang, "stats.disagrees", value=actual, exact=f"{record.server_counted_input_tokens:,}")
+        actual = t(
+            lang, "stats.disagrees", value=actual, exact=f"{record.server_counted_input_tokens:,}"
+        )
     elif record.input_tokens is not None:
         actual = t(lang, "stats.billed" if record.billed else "stats.reported", value=actual)
-    output = t(lang, "stats.not_reported") if record.output_tokens is None else f"{record.output_tokens:,}"
+    output = (
+        t(lang, "stats.not_reported")
+        if record.output_tokens is None
+        else f"{record.output_tokens:,}"
+    )
     rows = [
         ("stats.counted_input", f"{record.counted_input_tokens:,}"),
-        *([("stats.server_counted", f"{record.server_counted_input_tokens:,}")] if record.server_counted_input_tokens is not None else []),
+        *(
+            [("stats.server_counted", f"{record.server_counted_input_tokens:,}")]
+            if record.server_counted_input_tokens is not None
+            else []
+        ),
         ("stats.actual_input", actual),
         ("stats.output", output),
         ("stats.summary", f"{account.summary_tokens:,}"),
@@ -186,8 +246,9 @@ def render_notice(lang: str) -> None:
 
 
 def render_input(lang: str, disabled: bool = False, took: bool = True) -> None:
-    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while a reply is written.
-    ``took``: whether this run took a queued text (``turn.take``); a submission it did not take is caught up."""
+    """The chat input, drawn last; refilled with the text of a turn that failed. ``disabled`` while
+    a reply is written. ``took``: whether this run took a queued text (``turn.take``); a submission
+    it did not take is caught up."""
     state = st.session_state
     restore = state[keys.RESTORE_TEXT]
     if restore is not None:
@@ -195,6 +256,10 @@ def render_input(lang: str, disabled: bool = False, took: bool = True) -> None:
         state[keys.CHAT_INPUT] = restore
         state[keys.RESTORE_TEXT] = None
     submitted = st.chat_input(
-        t(lang, "chat.placeholder"), key=keys.CHAT_INPUT, on_submit=turn.queue, submit_mode="disable", disabled=disabled
+        t(lang, "chat.placeholder"),
+        key=keys.CHAT_INPUT,
+        on_submit=turn.queue,
+        submit_mode="disable",
+        disabled=disabled,
     )
     turn.catch_up(submitted, took)

@@ -2,8 +2,8 @@
 
 Each is an expander. The last request's context, the full history, the token usage and the "what if"
 replays track their state and draw only while open: the long ones page through what grows with the
-conversation (``memora.app.page.pager``), so a rerun costs the same at turn 2,000 as at turn 10, and a closed
-panel costs a run next to nothing (every student's page runs twice a turn). The replays are
+conversation (``memora.app.page.pager``), so a rerun costs the same at turn 2,000 as at turn 10, and
+a closed panel costs a run next to nothing (every student's page runs twice a turn). The replays are
 also kept per history length (``what_if_for``), so a rerun with no new turn redoes none.
 """
 
@@ -70,7 +70,8 @@ def render_panels(memory: ShortTermMemory, lang: str) -> None:
 
 @dataclass(frozen=True)
 class PictureView:
-    """The sidebar's picture as drawn: the chart's spec (None before any request or plan), and its sentences."""
+    """The sidebar's picture as drawn: the chart's spec (None before any request or plan), and its
+    sentences."""
 
     spec: dict[str, Any] | None
     sent: str | None
@@ -86,24 +87,35 @@ def picture_view(memory: ShortTermMemory, lang: str) -> PictureView:
         pictures.append(next_picture(plan))
     return PictureView(
         picture_spec(pictures, lang) if pictures else None,
-        None if sent is None else t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)),
+        None
+        if sent is None
+        else t(lang, "picture.sent_caption", parts=picture_caption(pictures[0], lang)),
         None if plan is None else plan_caption(memory, plan, lang),
     )
 
 
 def render_picture(memory: ShortTermMemory, lang: str) -> None:
-    """The last request against the budget, part by part, and beside it the plan of the next one: what the next
-    message will fold first, and why. Drawn before every panel: it is what the page teaches. Planned again only when
-    the conversation, a setting or what the server taught changed: every student's page runs twice a turn."""
+    """The last request against the budget, part by part, and beside it the plan of the next one:
+    what the next message will fold first, and why. Drawn before every panel: it is what the page
+    teaches. Planned again only when the conversation, a setting or what the server taught changed:
+    every student's page runs twice a turn."""
     render.markdown(f"**{t(lang, 'picture.title')}**")
     server = memory.server
-    key = (*conversation_key(memory), Same(memory.limits), Same(server), Same(server.calibration), server.server_window, lang)
+    key = (
+        *conversation_key(memory),
+        Same(memory.limits),
+        Same(server),
+        Same(server.calibration),
+        server.server_window,
+        lang,
+    )
     view = derived("picture", key, lambda: picture_view(memory, lang))
     if view.spec is None:
         render.caption(t(lang, "picture.empty"))
         return
     render.chart(view.spec)
-    # The key and the two sentences are one element under the chart: every run of every page draws them.
+    # The key and the two sentences are one element under the chart: every run of every page draws
+    # them.
     words = [picture_key(lang)]
     if view.sent is not None:
         words.append(small(view.sent))
@@ -113,28 +125,36 @@ def render_picture(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_current_summary(memory: ShortTermMemory, lang: str) -> None:
-    """The summary the next request sends, under the picture: which version, which messages it holds, its text."""
+    """The summary the next request sends, under the picture: which version, which messages it
+    holds, its text."""
     versions = memory.conversation.versions
     if not versions:
         render.caption(t(lang, "panel.summary_empty"))
         return
-    render.markdown(f"**{t(lang, 'summary.now', version=len(versions), last=memory.summarized_message_count)}**")
+    render.markdown(
+        f"**{t(lang, 'summary.now', version=len(versions), last=memory.summarized_message_count)}**"
+    )
     render.caption(memory.summary)
 
 
 def render_status(memory: ShortTermMemory, lang: str) -> None:
-    """What the memory is set to and why it last folded, one click away: its figures are ``status_line``'s, above it."""
+    """What the memory is set to and why it last folded, one click away: its figures are
+    ``status_line``'s, above it."""
     with st.expander(t(lang, "panel.status"), icon=":material/monitoring:"):
         render.caption(bounded_note(memory, lang), help=glossary.explain(lang, "budget", "token"))
-        render_fold_policy(lang)  # one click away: the article's window by default, the watermark beside it
+        # one click away: the article's window by default, the watermark beside it
+        render_fold_policy(lang)
         render.caption(fold_note(memory, lang), help=glossary.explain(lang, "fold"))
         render.caption(calibration_note(memory, lang))
         budget.render_standing(memory, lang)
 
 
 def render_summary(memory: ShortTermMemory, lang: str) -> None:
-    # Drawn only while open: its audit of every version grows with the conversation and cost every run of every page.
-    with render.lazy_panel(lang, "panel.summary", keys.SUMMARY_PANEL_OPEN, ":material/summarize:") as opened:
+    # Drawn only while open: its audit of every version grows with the conversation and cost every
+    # run of every page.
+    with render.lazy_panel(
+        lang, "panel.summary", keys.SUMMARY_PANEL_OPEN, ":material/summarize:"
+    ) as opened:
         if not opened:
             return
         if not memory.conversation.versions:
@@ -146,8 +166,11 @@ def render_summary(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_context(memory: ShortTermMemory, lang: str) -> None:
-    # Drawn only while open, like the long panels: its table costs every run of every student, opened or not.
-    with render.lazy_panel(lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:") as opened:
+    # Drawn only while open, like the long panels: its table costs every run of every student,
+    # opened or not.
+    with render.lazy_panel(
+        lang, "panel.context", keys.CONTEXT_PANEL_OPEN, ":material/input:"
+    ) as opened:
         if not opened:
             return
         rows = last_context_rows(memory, memory_story(memory).folds)
@@ -165,8 +188,9 @@ def render_context(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_card(labels: list[str], tokens: int, content: str, lang: str) -> None:
-    """One message as a card, not a table row: its ``labels`` and ``tokens`` in one line, the start of its ``content``,
-    and the whole of it one click away. Nothing is cut at a phone's width, where a table's columns were."""
+    """One message as a card, not a table row: its ``labels`` and ``tokens`` in one line, the start
+    of its ``content``, and the whole of it one click away. Nothing is cut at a phone's width, where
+    a table's columns were."""
     with st.container(border=True):
         render.caption(" · ".join([*labels, t(lang, "context.tokens", tokens=tokens)]))
         render.plain(preview(content))
@@ -191,7 +215,9 @@ LEDGER_PAGE = 50
 
 
 def render_history(memory: ShortTermMemory, lang: str) -> None:
-    with render.lazy_panel(lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:") as opened:
+    with render.lazy_panel(
+        lang, "panel.history", keys.HISTORY_PANEL_OPEN, ":material/forum:"
+    ) as opened:
         if not opened:
             return
         total = len(memory.conversation.messages)
@@ -200,12 +226,16 @@ def render_history(memory: ShortTermMemory, lang: str) -> None:
             return
         page = page_of(total, HISTORY_PAGE, st.session_state[keys.HISTORY_PAGE])
         render_pager(lang, keys.HISTORY_PAGE, page)
-        for number, role, state, tokens, content in history_frame(memory, lang, page.start, page.stop).itertuples(index=False):
+        for number, role, state, tokens, content in history_frame(
+            memory, lang, page.start, page.stop
+        ).itertuples(index=False):
             render_card([str(number), role, state], tokens, content, lang)
 
 
 def render_usage(memory: ShortTermMemory, lang: str) -> None:
-    with render.lazy_panel(lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:") as opened:
+    with render.lazy_panel(
+        lang, "panel.usage", keys.USAGE_PANEL_OPEN, ":material/bar_chart:"
+    ) as opened:
         if not opened:
             return
         if not memory.ledger:
@@ -213,24 +243,36 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
             return
         key = (*conversation_key(memory), memory.max_input_tokens, lang)
         other = what_if_for(memory).other
-        chart = derived("usage_chart", (*key, Same(other)), lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]))
+        chart = derived(
+            "usage_chart",
+            (*key, Same(other)),
+            lambda: usage_chart(memory.ledger, memory.max_input_tokens, lang, [other]),
+        )
         st.vega_lite_chart(chart.frame, usage_chart_spec(lang, [other.strategy]), width="stretch")
         render.caption(t(lang, "whatif.chart_note", strategy=t(lang, f"whatif.{other.strategy}")))
         render.caption(t(lang, "chart.fold_ahead_note"))
         if chart.turns_per_point > 1:
             render.caption(t(lang, "chart.buckets", turns=chart.turns_per_point))
-        render_costs(memory.ledger, lang, summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)))
-        render.markdown(f"**{t(lang, 'panel.usage_ledger')}**", help=glossary.explain(lang, "ledger"))
+        render_costs(
+            memory.ledger,
+            lang,
+            summary=derived("cost_summary", key, lambda: cost_summary(memory.ledger)),
+        )
+        render.markdown(
+            f"**{t(lang, 'panel.usage_ledger')}**", help=glossary.explain(lang, "ledger")
+        )
         ledger = derived("ledger_table", key, lambda: ledger_table(memory.ledger))
         page = page_of(len(ledger), LEDGER_PAGE, st.session_state[keys.LEDGER_PAGE])
         render_pager(lang, keys.LEDGER_PAGE, page)
         folds = memory_story(memory).by_request()
-        shown = shown_ledger(ledger.iloc[page.start : page.stop], lang)  # its words in the page's language
+        # its words in the page's language
+        shown = shown_ledger(ledger.iloc[page.start : page.stop], lang)
         for position, (_, row) in enumerate(shown.iterrows(), start=page.start):
             render_request_card(row, position, folds.get(position), lang)
         st.download_button(
             t(lang, "panel.usage_download"),
-            data=lambda: ledger_csv(ledger),  # built only when clicked; no cell a spreadsheet would run
+            # built only when clicked; no cell a spreadsheet would run
+            data=lambda: ledger_csv(ledger),
             file_name="memora-ledger.csv",
             mime="text/csv",
             icon=":material/download:",
@@ -238,11 +280,18 @@ def render_usage(memory: ShortTermMemory, lang: str) -> None:
 
 
 def render_request_card(row: pd.Series, position: int, fold: Fold | None, lang: str) -> None:
-    """One model request of the ledger as a card: its number, turn, kind (a summary's fold label with it), counted
-    input and total, and every figure of its ledger row one click away; the CSV download holds them all, as columns."""
+    """One model request of the ledger as a card: its number, turn, kind (a summary's fold label
+    with it), counted input and total, and every figure of its ledger row one click away; the CSV
+    download holds them all, as columns."""
     kind = row["kind"]
     if fold is not None:
-        kind = t(lang, "ledger.summary_fold", kind=kind, version=fold.version, label=fold_label(fold, lang))
+        kind = t(
+            lang,
+            "ledger.summary_fold",
+            kind=kind,
+            version=fold.version,
+            label=fold_label(fold, lang),
+        )
     head = [
         str(position + 1),
         f"{t(lang, 'ledger.turn')} {row['turn']}",
@@ -254,13 +303,21 @@ def render_request_card(row: pd.Series, position: int, fold: Fold | None, lang: 
     with st.container(border=True):
         render.caption(" · ".join(head))
         with st.popover(t(lang, "ledger.open"), icon=":material/open_in_full:"):
-            figures = [f"| {t(lang, f'ledger.{name}')} | {ledger_cell(value)} |" for name, value in row.items()]
-            render.markdown(f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n" + "\n".join(figures))
+            figures = [
+                f"| {t(lang, f'ledger.{name}')} | {ledger_cell(value)} |"
+                for name, value in row.items()
+            ]
+            render.markdown(
+                f"| {t(lang, 'stats.figure')} | {t(lang, 'stats.value')} |\n|---|--:|\n"
+                + "\n".join(figures)
+            )
 
 
 def ledger_cell(value: object) -> str:
-    """A ledger figure as its card shows it: thousands separated, dollars to six places, an empty cell as "–"."""
-    value = value.item() if hasattr(value, "item") else value  # a pandas cell holds NumPy's scalars, not Python's
+    """A ledger figure as its card shows it: thousands separated, dollars to six places, an empty
+    cell as "–"."""
+    # a pandas cell holds NumPy's scalars, not Python's
+    value = value.item() if hasattr(value, "item") else value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, bool):
@@ -276,12 +333,14 @@ WHAT_IF_TABLE_STYLE = [
     {"selector": "th", "props": [("font-size", "0.8125rem"), ("padding", "0.125rem 0.1875rem")]},
     {"selector": "td", "props": [("font-size", "0.8125rem"), ("padding", "0.125rem 0.1875rem")]},
 ]
-"""The what-if table's cells: 13 px type and 3 px sides (Streamlit's are 14 px and 6 px). At 390 px a phone's sidebar
-holds 255 px of table; the four columns at Streamlit's own sizes took 276, and scrolled sideways."""
+"""The what-if table's cells: 13 px type and 3 px sides (Streamlit's are 14 px and 6 px). At 390 px
+a phone's sidebar holds 255 px of table; the four columns at Streamlit's own sizes took 276, and
+scrolled sideways."""
 
 
 def what_if_for(memory: ShortTermMemory) -> WhatIf:
-    """``what_if(memory)``, replayed again only when the history, its folds or a setting changed since the last time."""
+    """``what_if(memory)``, replayed again only when the history, its folds or a setting changed
+    since the last time."""
     state = st.session_state
     key = cache_key(memory)
     cached = state[keys.WHAT_IF]
@@ -292,7 +351,9 @@ def what_if_for(memory: ShortTermMemory) -> WhatIf:
 
 
 def render_what_if(memory: ShortTermMemory, lang: str) -> None:
-    with render.lazy_panel(lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:") as opened:
+    with render.lazy_panel(
+        lang, "panel.what_if", keys.WHAT_IF_PANEL_OPEN, ":material/compare_arrows:"
+    ) as opened:
         if not opened:
             return
         comparison = what_if_for(memory)
@@ -300,11 +361,16 @@ def render_what_if(memory: ShortTermMemory, lang: str) -> None:
             render.caption(t(lang, "whatif.empty"))
             return
         render.caption(t(lang, "whatif.intro"), help=glossary.explain(lang, "ledger"))
-        # One table, the strategies as columns: st.table wraps its cells' words to the sidebar's width (a Markdown
-        # table spilled out of it), in a smaller type with less padding so that four columns fit a phone's sidebar.
+        # One table, the strategies as columns: st.table wraps its cells' words to the sidebar's
+        # width (a Markdown table spilled out of it), in a smaller type with less padding so that
+        # four columns fit a phone's sidebar.
         st.table(what_if_frame(comparison, lang).style.set_table_styles(WHAT_IF_TABLE_STYLE))
         for pay in payoffs(comparison):
             render.caption(payoff_note(pay, lang))
         priced = comparison.model is not None
-        render.caption(t(lang, "whatif.priced", model=comparison.model) if priced else t(lang, "whatif.unpriced"))
+        render.caption(
+            t(lang, "whatif.priced", model=comparison.model)
+            if priced
+            else t(lang, "whatif.unpriced")
+        )
         render.caption(t(lang, "whatif.assumptions", cap=f"{comparison.other_cap:,}"))

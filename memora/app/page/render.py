@@ -25,7 +25,8 @@ Level = Literal["info", "success", "warning", "error"]
 
 
 def session_secrets() -> tuple[str | None, ...]:
-    """The session's secrets: both keys, and the passwords of the store's and the server's URLs, in every form."""
+    """The session's secrets: both keys, and the passwords of the store's and the server's URLs, in
+    every form."""
     settings = st.session_state.get(keys.SETTINGS)
     return () if settings is None else settings.redacted_secrets
 
@@ -59,14 +60,14 @@ def code(text: str, **options: Any) -> None:
 
 
 def chart(spec: dict[str, Any]) -> None:
-    """``st.vega_lite_chart`` of a layered ``spec`` whose rows are inlined at its top (``data.values``), drawn
-    without converting them to Arrow.
+    """``st.vega_lite_chart`` of a layered ``spec`` whose rows are inlined at its top
+    (``data.values``), drawn without converting them to Arrow.
 
-    Streamlit 1.67 pulls a top-level ``data.values`` out of the spec and converts it to an Arrow table on every
-    run (about 1.4 ms a chart here, 8x the rest of the call), though the rows are a handful. Vega-Lite's layers
-    inherit the top-level data, so each layer is given the rows itself, and Streamlit sends them inside the spec,
-    as JSON. A layer with data of its own keeps it; a spec without layers, or with data that is not inline rows,
-    is drawn as it is."""
+    Streamlit 1.67 pulls a top-level ``data.values`` out of the spec and converts it to an Arrow
+    table on every run (about 1.4 ms a chart here, 8x the rest of the call), though the rows are a
+    handful. Vega-Lite's layers inherit the top-level data, so each layer is given the rows itself,
+    and Streamlit sends them inside the spec, as JSON. A layer with data of its own keeps it; a spec
+    without layers, or with data that is not inline rows, is drawn as it is."""
     data = spec.get("data")
     layers = spec.get("layer")
     if isinstance(data, dict) and set(data) == {"values"} and isinstance(layers, list):
@@ -77,12 +78,13 @@ def chart(spec: dict[str, Any]) -> None:
 
 @contextmanager
 def lazy_expander(label: str, open_key: str, icon: str) -> Iterator[bool]:
-    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its body only
-    while open. Streamlit runs a collapsed expander's body on every run, hidden or not; this one's stays empty.
+    """An expander that tracks whether it is open (``open_key``) and yields it: the caller draws its
+    body only while open. Streamlit runs a collapsed expander's body on every run, hidden or not;
+    this one's stays empty.
 
-    Opening or closing it reruns the page, or only the fragment it is drawn in (``st.fragment``). The open state
-    is a widget's: ``label`` is part of its identity, so a renamed expander starts closed, and its key is dropped
-    by any run that does not draw it."""
+    Opening or closing it reruns the page, or only the fragment it is drawn in (``st.fragment``).
+    The open state is a widget's: ``label`` is part of its identity, so a renamed expander starts
+    closed, and its key is dropped by any run that does not draw it."""
     expander = st.expander(label, key=open_key, on_change="rerun", icon=icon)
     with expander:
         yield bool(expander.open)
@@ -90,9 +92,10 @@ def lazy_expander(label: str, open_key: str, icon: str) -> Iterator[bool]:
 
 @contextmanager
 def lazy_panel(lang: str, title: str, open_key: str, icon: str) -> Iterator[bool]:
-    """A ``lazy_expander`` titled ``t(lang, title)``: a panel that grows with the conversation costs nothing closed.
+    """A ``lazy_expander`` titled ``t(lang, title)``: a panel that grows with the conversation costs
+    nothing closed.
 
-    Closed, it draws nothing at all, not even a word on why it is empty: a collapsed panel's body is never seen,
-    and the page's seven panels are drawn by every run of every student's page."""
+    Closed, it draws nothing at all, not even a word on why it is empty: a collapsed panel's body is
+    never seen, and the page's seven panels are drawn by every run of every student's page."""
     with lazy_expander(t(lang, title), open_key, icon) as is_open:
         yield is_open
