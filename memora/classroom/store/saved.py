@@ -29,6 +29,7 @@ from pydantic import AfterValidator, Field
 
 from memora.classroom.transcript import untrusted
 from memora.classroom.transcript.format import (
+    MAX_MESSAGE_CHARS,
     Transcript,
     TranscriptError,
     continue_in_session,
@@ -44,9 +45,6 @@ SAVED_VERSION = 1
 MAX_SAVED_BYTES = 8 * 1024 * 1024
 """Above an import's 2 MiB: a conversation may grow past what anyone would upload, and must still
 come back."""
-MAX_PENDING_CHARS = 200_000
-"""A pending message was accepted by the page under ``MEMORA_MAX_MESSAGE_CHARS``; this only bounds a
-hostile payload."""
 
 
 class SavedConversationError(TranscriptError):
@@ -64,7 +62,9 @@ class SavedFile(StrictModel):
     """A registered policy's name (``memora.memory.policies``): an unknown one is refused, naming
     the choices."""
     transcript: dict[str, Any]
-    pending_message: Annotated[str, Field(max_length=MAX_PENDING_CHARS)] | None = None
+    # The page accepted it under MEMORA_MAX_MESSAGE_CHARS, whose bound this is: only a hostile
+    # payload is longer.
+    pending_message: Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)] | None = None
 
 
 @dataclass(frozen=True)
