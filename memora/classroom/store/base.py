@@ -80,6 +80,11 @@ class StoreError(RuntimeError):
     """The store could not be reached or could not complete a read or write; nothing was changed by it."""
 
 
+class StoreUnreachable(StoreError):
+    """The store did not answer: its connection was cut or refused, or the database is starting (a PostgreSQL restart,
+    say). Nothing was changed by it, and the same question asked again once the database is back may succeed."""
+
+
 class VersionConflict(StoreError):
     """The conversation was saved by someone else (another tab) since this copy was loaded or saved."""
 

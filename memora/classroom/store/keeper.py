@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from memora.classroom.store.base import (
     CapReached,
@@ -34,6 +34,7 @@ from memora.classroom.store.base import (
     RoomRequest,
     StoredConversation,
     StoreError,
+    StoreUnreachable,
     VersionConflict,
     is_conversation_id,
     new_conversation_id,
@@ -51,6 +52,12 @@ BUSY_POLL_S = 0.2
 """How often a tab with no unsaved work asks the store again whether a turn running on its conversation elsewhere has
 ended. It waits for no fixed time: as long as that turn's holder lives (``ConversationStore.book``: on PostgreSQL by
 its presence lock, on SQLite by its pid), at most the booking's lease."""
+
+STORE_RETURN_S = 10.0
+"""How long ``room`` asks again a store that did not answer (``StoreUnreachable``: a PostgreSQL restart takes a few
+seconds; 2.3 s in docs/classroom.md's runs) before it sends the turn unbooked, as for a store that is down."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -268,7 +275,7 @@ class ConversationKeeper:
             return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
         try:
-            admission = self.store.book(request)
+            admission = _asked(lambda: self.store.book(request))
             waiting = False
             while catch_up and admission.busy and not self._unsaved_work(memory):
                 if admission.refusal is None:
@@ -276,9 +283,9 @@ class ConversationKeeper:
                 if not waiting and on_wait is not None:
                     on_wait()
                 waiting = True
-                while self.store.running(self.conversation_id, self.holder):  # reads only: no booking, no lock
+                while _asked(lambda: self.store.running(self.conversation_id, self.holder)):  # reads only: no booking, no lock
                     time.sleep(BUSY_POLL_S)
-                admission = self.store.book(request)  # once it has ended; busy again if another turn began meanwhile
+                admission = _asked(lambda: self.store.book(request))  # once it has ended; busy again if another turn began
         except StoreError:
             return None
         if catch_up and admission.behind and not self._unsaved_work(memory):
@@ -365,6 +372,22 @@ class ConversationKeeper:
         self.attach(memory)
 
 
+def _asked(question: Callable[[], T]) -> T:
+    """``question()`` (a read or a booking of ``room``, the load of ``reopen``), asked again every ``BUSY_POLL_S`` while the store does not
+    answer, up to ``STORE_RETURN_S``. Why: a turn sent unbooked while PostgreSQL restarts is not told of the turn a
+    stopping process is finishing on its conversation, whose save then lands first and makes this turn's save a copy
+    (a fork). Edge cases: any other StoreError is raised at once (a full disk is not waited on); past
+    ``STORE_RETURN_S`` the last StoreUnreachable is raised, and ``room`` goes on as for a store that is down."""
+    deadline = time.monotonic() + STORE_RETURN_S
+    while True:
+        try:
+            return question()
+        except StoreUnreachable:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(BUSY_POLL_S)
+
+
 def save_import(keeper: ConversationKeeper, memory: ShortTermMemory) -> CapReached | Gone | None:
     """Saves ``memory`` (an imported conversation, in no other hands yet) as a new conversation, if the caps let it.
 
@@ -434,8 +457,8 @@ def reopen(
     saved by another browser or before owners existed, or not an id at all: these are not told apart, and
     nothing of another owner's conversation is read). ``refused``: its payload is malformed
     (``problem`` is a SavedConversationError). ``failed``: the store could not be read (``problem`` is a
-    StoreError). In every case but ``restored`` the keeper holds a new id, so nothing overwrites the
-    conversation that was asked for.
+    StoreError), after asking again for up to ``STORE_RETURN_S`` while it did not answer (``_asked``). In every
+    case but ``restored`` the keeper holds a new id, so nothing overwrites the conversation that was asked for.
     """
     fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
     if requested_id is None:
@@ -443,7 +466,9 @@ def reopen(
     if not is_conversation_id(requested_id):
         return Reopened("missing", fresh, requested_id=requested_id)
     try:
-        row = store.load(requested_id, owner)
+        # Asked again while the store does not answer: a page that opens during a PostgreSQL restart would else start
+        # a second conversation beside hers (``failed`` gives a new id).
+        row = _asked(lambda: store.load(requested_id, owner))
     except StoreError as error:
         return Reopened("failed", fresh, requested_id=requested_id, problem=error)
     if row is None:

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from memora.classroom.store.base import StoreError
+from memora.classroom.store.base import StoreError, StoreUnreachable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,7 +66,8 @@ class PostgresPool:
 
     def run(self, work: Callable[[Any], T], schema: str = "") -> T:
         """``work(connection)`` inside one transaction on one of the pool's connections, once ``schema``'s tables
-        exist; psycopg's and the pool's errors become StoreError, whose text names no host, role or password."""
+        exist; psycopg's and the pool's errors become StoreError (StoreUnreachable when the server was not reached, cut
+        the connection or is starting), whose text names no host, role or password."""
         import psycopg
 
         for attempt in (1, 2):
@@ -88,7 +89,11 @@ class PostgresPool:
                     continue
                 # libpq's text names the host, port, role and database: the teacher's log only, never a page.
                 log.warning("Memora: PostgreSQL at %s (role %s) failed: %s", self.place, self._role, self._safe(error))
-                raise StoreError(f"PostgreSQL: {_reason(error)}; the server's log says where and why") from None
+                # OperationalError: the server was not reached, cut us off or is starting (the pool's timeout too).
+                unreachable = isinstance(error, psycopg.OperationalError)
+                raise (StoreUnreachable if unreachable else StoreError)(
+                    f"PostgreSQL: {_reason(error)}; the server's log says where and why"
+                ) from None
         raise AssertionError("unreachable")
 
     def close(self) -> None:
