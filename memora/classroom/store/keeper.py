@@ -248,7 +248,9 @@ class ConversationKeeper:
         a second tab's turn makes (``would_fork``: weighed as a new, whole conversation); Gone when the conversation was
         deleted, or the browser forgotten, in another tab. None when there is room: the turn is then booked in the store
         until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
-        (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile.
+        (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile. A store that does
+        not answer (``StoreUnreachable``: a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S`` first
+        (``_asked``), so that a restart does not pass for "down" and let the turn skip a wait it owes.
 
         With ``catch_up``, a turn that would fork only because another tab or process saved a later version since this
         tab opened or saved it (no turn running on it now), while this tab holds no unsaved work of its own (a
