@@ -493,6 +493,26 @@ def test_a_postgresql_restart_while_a_tab_sends_neither_forks_it_nor_loses_the_s
         inner.close()
 
 
+def test_a_page_back_during_a_first_reply_is_told_it_still_runs_though_postgresql_restarts_as_it_asks(tmp_path):
+    """Issue 44's campaign again, after the fix above: 4 of 24 students still forked, each during the conversation's first
+    reply, which ``room`` cannot weigh (no row yet); the page's own wait (``wait_for_finishing``) asks
+    ``turn_running_elsewhere``, which took "no answer" for "no turn", so her message started the conversation beside
+    the stopping process's first reply, whose save then came first. Now it asks again until the store answers."""
+    inner = make_store("sqlite", tmp_path)
+    try:
+        tab_a = ConversationKeeper(inner, owner=OWNER)
+        tab_a.attach(ShortTermMemory(ScriptedBackend(), max_recent_turns=1))
+        assert tab_a.room("A's first message.") is None, "A's first turn is booked under the id it will be saved as"
+        store = Restarting(inner, {("running", 1): None, ("running", 2): None})
+        page_back = ConversationKeeper(store, tab_a.conversation_id, 0, owner=OWNER)
+        assert page_back.turn_running_elsewhere() is True and store.calls["running"] == 3
+        chat(tab_a.memory, "A's first message.")
+        tab_a.release_room()
+        assert page_back.turn_running_elsewhere() is False, "once A's turn has ended, and saved"
+    finally:
+        inner.close()
+
+
 def test_a_page_that_opens_while_postgresql_restarts_opens_her_conversation_not_a_second_one(tmp_path):
     """Before, a load that failed during the restart gave the page a new id, and her next message a second
     conversation beside hers; now the load is asked again until the store answers."""

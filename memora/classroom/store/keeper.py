@@ -305,10 +305,12 @@ class ConversationKeeper:
         """Whether a turn runs on this conversation elsewhere now (another tab's reply, a process stopping mid-reply,
         alive by the store's account), whose save will come first: the page may say that her last reply is being
         finished, and look again. A conversation this keeper has not saved yet is asked about too: a page that came
-        back during its first reply keeps its id while the stopping process saves it. False when the store cannot
-        say; never raises."""
+        back during its first reply keeps its id while the stopping process saves it. A store that does not answer
+        (a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S`` (``_asked``): taken for "no turn", it let
+        her next message start the conversation beside the stopping process's first reply, whose save then forked it.
+        False when the store still cannot say; never raises."""
         try:
-            return self.store.running(self.conversation_id, self.holder, self.owner)
+            return _asked(lambda: self.store.running(self.conversation_id, self.holder, self.owner))
         except StoreError:
             return False
 
