@@ -36,7 +36,7 @@ from memora.app.page.state import Notice
 from memora.app.settings import Settings
 from memora.classroom.grace import DEFAULT_SHUTDOWN_GRACE_S
 from memora.classroom.store import CapReached, ConversationStore, Gone, IdleSweep, StoreCaps, StoreError, is_conversation_id, open_store
-from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, Reopened, carry_choices, reopen, save_import
+from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, Reopened, ask_until_answered, carry_choices, reopen, save_import
 from memora.classroom.store.owner import owner_of
 from memora.memory import ShortTermMemory
 
@@ -202,7 +202,9 @@ def follow_stored(state: Any) -> bool:
     if memory is None or len(memory.history) != keeper.stored_messages:
         return False
     try:
-        row = keeper.store.load(keeper.conversation_id, keeper.owner)
+        # Asked again while PostgreSQL restarts: a first reply's save missed here lets her message start the
+        # conversation beside it (version 0 is never "behind" in ``room``), and the two saves fork it.
+        row = ask_until_answered(lambda: keeper.store.load(keeper.conversation_id, keeper.owner))
     except StoreError:
         return False
     if row is None or row.version <= keeper.version:

@@ -250,7 +250,7 @@ class ConversationKeeper:
         until ``release_room``, so no turn on any process takes the same bytes; None too when the store cannot say
         (it is down): the save after the turn reports that, and keeps the turn in memory meanwhile. A store that does
         not answer (``StoreUnreachable``: a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S`` first
-        (``_asked``), so that a restart does not pass for "down" and let the turn skip a wait it owes.
+        (``ask_until_answered``), so that a restart does not pass for "down" and let the turn skip a wait it owes.
 
         With ``catch_up``, a turn that would fork only because another tab or process saved a later version since this
         tab opened or saved it (no turn running on it now), while this tab holds no unsaved work of its own (a
@@ -277,7 +277,7 @@ class ConversationKeeper:
             return CapReached("conversation", MAX_SAVED_BYTES)  # stored, it could never be restored (parse_saved)
         request = RoomRequest(self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after)
         try:
-            admission = _asked(lambda: self.store.book(request))
+            admission = ask_until_answered(lambda: self.store.book(request))
             waiting = False
             while catch_up and admission.busy and not self._unsaved_work(memory):
                 if admission.refusal is None:
@@ -285,9 +285,9 @@ class ConversationKeeper:
                 if not waiting and on_wait is not None:
                     on_wait()
                 waiting = True
-                while _asked(lambda: self.store.running(self.conversation_id, self.holder)):  # reads only: no booking, no lock
+                while ask_until_answered(lambda: self.store.running(self.conversation_id, self.holder)):  # reads only: no booking, no lock
                     time.sleep(BUSY_POLL_S)
-                admission = _asked(lambda: self.store.book(request))  # once it has ended; busy again if another turn began
+                admission = ask_until_answered(lambda: self.store.book(request))  # once it has ended; busy again if another turn began
         except StoreError:
             return None
         if catch_up and admission.behind and not self._unsaved_work(memory):
@@ -306,11 +306,11 @@ class ConversationKeeper:
         alive by the store's account), whose save will come first: the page may say that her last reply is being
         finished, and look again. A conversation this keeper has not saved yet is asked about too: a page that came
         back during its first reply keeps its id while the stopping process saves it. A store that does not answer
-        (a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S`` (``_asked``): taken for "no turn", it let
+        (a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S`` (``ask_until_answered``): taken for "no turn", it let
         her next message start the conversation beside the stopping process's first reply, whose save then forked it.
         False when the store still cannot say; never raises."""
         try:
-            return _asked(lambda: self.store.running(self.conversation_id, self.holder, self.owner))
+            return ask_until_answered(lambda: self.store.running(self.conversation_id, self.holder, self.owner))
         except StoreError:
             return False
 
@@ -376,7 +376,7 @@ class ConversationKeeper:
         self.attach(memory)
 
 
-def _asked(question: Callable[[], T]) -> T:
+def ask_until_answered(question: Callable[[], T]) -> T:
     """``question()`` (a read or a booking of ``room``, the load of ``reopen``), asked again every ``BUSY_POLL_S`` while the store does not
     answer, up to ``STORE_RETURN_S``. Why: a turn sent unbooked while PostgreSQL restarts is not told of the turn a
     stopping process is finishing on its conversation, whose save then lands first and makes this turn's save a copy
@@ -461,7 +461,7 @@ def reopen(
     saved by another browser or before owners existed, or not an id at all: these are not told apart, and
     nothing of another owner's conversation is read). ``refused``: its payload is malformed
     (``problem`` is a SavedConversationError). ``failed``: the store could not be read (``problem`` is a
-    StoreError), after asking again for up to ``STORE_RETURN_S`` while it did not answer (``_asked``). In every
+    StoreError), after asking again for up to ``STORE_RETURN_S`` while it did not answer (``ask_until_answered``). In every
     case but ``restored`` the keeper holds a new id, so nothing overwrites the conversation that was asked for.
     """
     fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
@@ -472,7 +472,7 @@ def reopen(
     try:
         # Asked again while the store does not answer: a page that opens during a PostgreSQL restart would else start
         # a second conversation beside hers (``failed`` gives a new id).
-        row = _asked(lambda: store.load(requested_id, owner))
+        row = ask_until_answered(lambda: store.load(requested_id, owner))
     except StoreError as error:
         return Reopened("failed", fresh, requested_id=requested_id, problem=error)
     if row is None:
