@@ -13,7 +13,8 @@ after Streamlit has stopped serving and before daemon threads are killed):
    They get ``UNWIND_S`` for that.
 3. The message of each turn that did not commit is saved with its conversation as a *pending message*
    (``ConversationKeeper.save_pending``); the next visit puts it back in the input box, with a notice.
-4. A conversation the store refused earlier (``dirty``) is tried once more, and so are the server
+4. A conversation the store refused earlier (``dirty``) is tried once more (again every ``POLL_S`` for up to
+   ``RESAVE_S`` while the store does not answer: a PostgreSQL restart), and so are the server
    budget's settlements held in memory (``CappedSpend.write_held``; unwritten, their bookings stay
    counted at their largest cost, so the cap holds either way). A conversation still unsaved then is
    lost with the process: the line counts those conversations and their billed tokens, and an error
@@ -38,12 +39,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memora.classroom.flights import FLIGHTS, Flight, Flights
-from memora.classroom.grace import UNWIND_S
+from memora.classroom.grace import EXIT_MARGIN_S, UNWIND_S
 from memora.classroom.server_budget import CappedSpend
+from memora.classroom.store.base import StoreUnreachable
 
 LOCK_WAIT_S = 1.0
 """How long saving a pending message waits for its memory's lock, which a turn that would not unwind still holds."""
 POLL_S = 0.1
+RESAVE_S = EXIT_MARGIN_S / 2
+"""How long step 4 tries again the conversations whose save the store did not answer (``StoreUnreachable``), within the
+exit's margin (half of it, leaving the rest for the held spend and the exit): a PostgreSQL restart during the grace
+takes a few seconds (2.3 s in docs/classroom.md's runs), and a save tried once while it was down was lost with the
+process, the student's reply and message with it."""
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +105,7 @@ def drain(
             kept += 1
         else:
             lost += 1
-    resaved = flights.resave()
+    resaved = flights.resave() + _resave_while_unreachable(flights, interrupted)
     left = flights.unsaved()
     _write_held(ledger)
     drained = Drained(
@@ -135,6 +142,19 @@ def _log(drained: Drained) -> None:
             drained.unsaved,
             f"{drained.unsaved_tokens:,}",
         )
+
+
+def _resave_while_unreachable(flights: Flights, interrupted: threading.Event) -> int:
+    """Tries the unsaved flights again every ``POLL_S`` while one of them failed because the store did not answer, up
+    to ``RESAVE_S`` or a second Ctrl-C; returns how many it saved. Edge case: a store that answered with an error (a
+    full disk, say) is not waited on: it would fail the same way."""
+    deadline, resaved = time.monotonic() + RESAVE_S, 0
+    while any(isinstance(flight.keeper.failure, StoreUnreachable) for flight in flights.unsaved()):
+        if interrupted.is_set() or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+        resaved += flights.resave()
+    return resaved
 
 
 def _write_held(ledger: CappedSpend | None) -> None:
