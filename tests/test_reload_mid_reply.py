@@ -342,6 +342,29 @@ def test_drain_tries_again_a_save_postgresql_did_not_answer_while_it_restarts(tm
     assert saved.transcript.history[0].content == "Saved after the restart."
 
 
+def test_a_turn_whose_save_met_a_restart_keeps_its_booking_until_a_retry_saves_it(tmp_path):
+    """Issue 44's campaign: a stopping process's reply whose save met the PostgreSQL restart gave its booking back at
+    once, so the student's page on the other process saw no turn running, sent and saved first, and the stopping
+    process's retry then made a copy that her conversation lacked (1 of 24 students). Now the booking stays until the
+    retry lands: a page elsewhere is told a turn still runs there, and waits."""
+    from memora.app.page.handover import turn_ended
+
+    inner = SqliteStore(tmp_path / "c.sqlite3")
+    store = RestartingStore(inner, unanswered=0)
+    keeper = ConversationKeeper(store)
+    keeper.attach(memory := ShortTermMemory(ScriptedBackend()))
+    assert keeper.room("Hello.") is None, "the turn is booked"
+    store.unanswered = 1  # its save meets the restart
+    chat(memory, "Hello.")
+    assert keeper.dirty
+
+    turn_ended(keeper)
+    assert inner.running(keeper.conversation_id, "the page back elsewhere"), "its save is still to come: a turn runs"
+    assert keeper.retry() and not keeper.dirty
+    assert not inner.running(keeper.conversation_id, "the page back elsewhere"), "saved: the booking is given back"
+    inner.close()
+
+
 def test_drain_stops_a_reply_past_the_grace_records_its_spend_and_keeps_the_message(tmp_path):
     held = HeldBackend(pieces=2)
     held.free.set()

@@ -237,10 +237,14 @@ class ConversationKeeper:
     def retry(self) -> bool:
         """Saves again after a failure (the page calls it on its next run); True when nothing is left unsaved.
 
-        Never waits for a turn running in another thread: that turn's commit saves anyway."""
+        Never waits for a turn running in another thread: that turn's commit saves anyway. Once saved, the booking
+        that the failed save's turn kept (``handover.turn_ended``) is given back: no save of it is to come now."""
         if not self.dirty or self.memory is None:
             return not self.dirty
-        return self.save(self.memory, wait=False)
+        saved = self.save(self.memory, wait=False)
+        if saved:
+            self.release_room()
+        return saved
 
     def room(self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None) -> CapReached | Gone | None:
         """The cap a turn for ``message`` would reach at its largest (``memora.classroom.store.room``), asked before it is
