@@ -9,6 +9,8 @@ Run from the repository root::
         --target "1 process=http://127.0.0.1:8501=111" --target "2 behind caddy=http://127.0.0.1:8080=222,333"
     MEMORA_STORE_URL=postgresql://... python benchmarks/classroom_load.py --students 80 --serve 1 2
     MEMORA_STORE_URL=postgresql://... python benchmarks/classroom_load.py --students 80 --serve 2 --rolling-restart 15
+    MEMORA_STORE_URL=postgresql://...:5434/... python benchmarks/classroom_load.py --students 24 --serve 2 \
+        --rolling-restart 2 --restart-postgres 15/roll
 
 ``--serve N``: the class as a teacher starts a big one, ``python -m memora.serve --processes N`` (N Streamlit
 processes behind Caddy with the shipped Caddyfile) on the PostgreSQL database of ``MEMORA_STORE_URL``, each count
@@ -24,6 +26,11 @@ the student acts, so for idle students it is an upper bound). Its turn in flight
 keeps what a browser keeps, the page's ``memora_browser`` cookie and the ``?c=`` of its address, so the page that
 comes back on another process opens the student's conversation from PostgreSQL: "conversations back" counts the
 pages back (of those that had sent a message) whose run drew one of the student's earlier messages.
+``--restart-postgres VERSION/NAME`` also restarts that PostgreSQL cluster (``pg_ctlcluster VERSION NAME restart``, as
+root or its owner) in each wave, ``--restart-postgres-after`` seconds after the roll's first stop, while the stopping
+process drains its students' replies and they reconnect: it must be the cluster ``MEMORA_STORE_URL`` names (checked by
+port with ``pg_lsclusters``), and one of its own, since every connection to it drops. The report says when each
+restart began, counted from the roll's start, and how long it took.
 
 Each student opens a websocket to ``/_stcore/stream``, as a browser tab does, asks for
 the first run, and then sends ``--messages`` chat messages (a ``rerun_script`` BackMsg
@@ -823,6 +830,8 @@ class RestartResult:
     window_s: float
     errors: tuple[str, ...]
     audit: ClassAudit | None = None
+    postgres: PostgresRestart | None = None
+    """The PostgreSQL restart in this wave (``--restart-postgres``); None without one."""
 
 
 @dataclass(frozen=True)
@@ -881,6 +890,62 @@ def audit_class(store_url: str, crowd: Sequence[Student], billed_before: int | N
     return ClassAudit(len(crowd), forks, forked, billed, kept, typed, lost)
 
 
+@dataclass(frozen=True)
+class PostgresRestart:
+    """A restart of the class's PostgreSQL cluster during a roll: ``at_s``, when it began, in seconds from the roll's
+    start; ``took_s``, until ``pg_ctlcluster`` returned (it waits for the server to accept connections again);
+    ``error``, its output when it failed (the wave then went on with PostgreSQL in whatever state it left)."""
+
+    at_s: float
+    took_s: float
+    error: str = ""
+
+
+def postgres_cluster(text: str) -> tuple[str, str]:
+    """``--restart-postgres``'s VERSION/NAME (``15/roll``, as ``pg_lsclusters`` names a cluster) as a pair; raises
+    ``argparse.ArgumentTypeError`` for anything else, so that no other text reaches ``pg_ctlcluster``'s command line."""
+    version, _, name = text.partition("/")
+    if not re.fullmatch(r"\d+(\.\d+)?", version) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise argparse.ArgumentTypeError(f"wants VERSION/NAME, as pg_lsclusters lists a cluster (15/roll), not {text!r}")
+    return version, name
+
+
+def cluster_port(cluster: tuple[str, str]) -> int | None:
+    """The port ``pg_lsclusters`` gives ``cluster``; None when it lists no such cluster."""
+    listed = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        version, name, port, *_ = line.split()
+        if (version, name) == cluster:
+            return int(port)
+    return None
+
+
+def check_cluster(cluster: tuple[str, str], store_url: str) -> str:
+    """Why ``cluster`` must not be restarted for a class on ``store_url``, or "" when it may: it must exist and listen
+    on the URL's port (default 5432). A host other than this machine's is refused too, since only a local cluster can
+    be restarted here; the URL's password is never quoted."""
+    from urllib.parse import urlsplit
+
+    where = urlsplit(store_url)
+    if where.hostname not in ("127.0.0.1", "localhost", "::1"):
+        return "--restart-postgres restarts a cluster on this machine: MEMORA_STORE_URL must name 127.0.0.1 or localhost"
+    port = cluster_port(cluster)
+    if port is None:
+        return f"--restart-postgres: pg_lsclusters lists no cluster {'/'.join(cluster)}"
+    if port != (where.port or 5432):
+        return f"--restart-postgres: cluster {'/'.join(cluster)} listens on {port}, MEMORA_STORE_URL on {where.port or 5432}"
+    return ""
+
+
+def restart_postgres(cluster: tuple[str, str], since: float) -> PostgresRestart:
+    """``pg_ctlcluster VERSION NAME restart`` (fast shutdown: every connection is cut, open transactions roll back),
+    timed from ``since`` (the roll's start, ``time.perf_counter``)."""
+    began = time.perf_counter()
+    done = subprocess.run(["pg_ctlcluster", *cluster, "restart"], capture_output=True, text=True)
+    error = "" if done.returncode == 0 else (done.stdout + done.stderr).strip() or f"exit {done.returncode}"
+    return PostgresRestart(at_s=began - since, took_s=time.perf_counter() - began, error=error)
+
+
 ROLL_SERVER_TOKENS = 10**9
 """The server budget a ``--rolling-restart`` class runs under: far above what it spends, so that it refuses nothing
 and its ledger records every billed request."""
@@ -930,11 +995,35 @@ FAILOVERS = {
 """The ways a class's processes go away mid-lesson, each measured in a wave of its own (``--rolling-restart``)."""
 
 
-def failover(served: Served, how: Callable[[Served], None], after_s: float, window: list[float]) -> None:
-    """From ``after_s`` seconds on, ``how``; ``window`` gets the clock times of its start and its end."""
+def failover(
+    served: Served,
+    how: Callable[[Served], None],
+    after_s: float,
+    window: list[float],
+    postgres: tuple[tuple[str, str], float] | None = None,
+    restarted: list[PostgresRestart] | None = None,
+) -> None:
+    """From ``after_s`` seconds on, ``how``; ``window`` gets the clock times of its start and its end. With
+    ``postgres`` (a cluster and a delay), that cluster is also restarted the delay after the roll's first stop, on a
+    thread of its own so that the roll goes on meanwhile, and ``restarted`` gets what happened; a roll that ends before
+    the delay still waits for it, so every wave has its restart."""
     time.sleep(after_s)
     window.append(time.perf_counter())
+    restarter = None
+    if postgres is not None:
+        ran = served.logged("ran the page")
+
+        def restart_mid_roll() -> None:
+            if how is hang_up:  # the command stops its first old process as soon as the successor has run its page
+                wait_for_log(served, "ran the page", ran + 1)
+            time.sleep(postgres[1])  # SIGTERM and by hand stop a process at the roll's start
+            restarted.append(restart_postgres(postgres[0], window[0]))  # type: ignore[union-attr]
+
+        restarter = threading.Thread(target=restart_mid_roll, daemon=True)
+        restarter.start()
     how(served)
+    if restarter is not None:
+        restarter.join()
     window.append(time.perf_counter())
 
 
@@ -945,7 +1034,9 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
         asyncio.run(wave(ws_url, 1, _one_message(args), [], seed=warm_up))
     billed_before = billed_replies(served.store_url) if served.store_url else None  # the warm-up's, not the class's
     window: list[float] = []
-    restarter = threading.Thread(target=failover, args=(served, how, args.rolling_restart, window), daemon=True)
+    restarted: list[PostgresRestart] = []
+    postgres = None if args.restart_postgres is None else (args.restart_postgres, args.restart_postgres_after)
+    restarter = threading.Thread(target=failover, args=(served, how, args.rolling_restart, window, postgres, restarted), daemon=True)
     # The restart's clock starts with the message phase, once every student's page has run, as the wave's own does.
     crowd, _ = asyncio.run(wave(ws_url, students, args, [], seed=1, on_start=restarter.start))
     restarter.join()
@@ -965,6 +1056,7 @@ def measure_restart(label: str, served: Served, how: Callable[[Served], None], s
         window_s=end - start,
         errors=tuple(sorted({t.error for t in turns if t.error})),
         audit=audit_class(served.store_url, crowd, billed_before) if served.store_url else None,
+        postgres=restarted[0] if restarted else None,
     )
 
 
@@ -993,6 +1085,10 @@ def restart_report(results: Sequence[RestartResult]) -> str:
     errors = sorted({e for r in results for e in r.errors})
     if errors:
         lines += ["", "Failed turns: " + "; ".join(errors)]
+    for r in results:
+        if r.postgres is not None:
+            outcome = f"failed: {r.postgres.error}" if r.postgres.error else f"back in {r.postgres.took_s:.2f} s"
+            lines.append(f'PostgreSQL restarted in "{r.label}": {r.postgres.at_s:.2f} s into the roll, {outcome}')
     return "\n".join(lines)
 
 
@@ -1129,6 +1225,22 @@ def main() -> None:
         metavar="S",
         help="with --serve: one wave in which each process is stopped in turn, from S s into the message phase",
     )
+    parser.add_argument(
+        "--restart-postgres",
+        type=postgres_cluster,
+        default=None,
+        metavar="VERSION/NAME",
+        help="with --rolling-restart: restart this PostgreSQL cluster (pg_ctlcluster; the one MEMORA_STORE_URL names, "
+        "and one of its own: every connection to it drops) in each wave, mid-roll",
+    )
+    parser.add_argument(
+        "--restart-postgres-after",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds after the roll's first stop (with kill -HUP: once the first successor has run its page) "
+        "that --restart-postgres restarts the cluster (default 1)",
+    )
     args = parser.parse_args()
     targets = [parse_target(text, parser) for text in args.target]
     store_url = os.environ.get("MEMORA_STORE_URL", "").strip()
@@ -1136,6 +1248,10 @@ def main() -> None:
         parser.error("--serve needs MEMORA_STORE_URL=postgresql://..., the database every process shares")
     if args.rolling_restart is not None and not args.serve:
         parser.error("--rolling-restart needs --serve")
+    if args.restart_postgres is not None and args.rolling_restart is None:
+        parser.error("--restart-postgres needs --rolling-restart")
+    if args.restart_postgres is not None and (refused := check_cluster(args.restart_postgres, store_url)):
+        parser.error(refused)
     if args.serve:
         serve(args, store_url)
         return

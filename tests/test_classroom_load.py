@@ -13,10 +13,11 @@ import random
 import subprocess
 import sys
 
+import pytest
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from benchmarks.classroom_load import PacedChatServer, Student, wave
+from benchmarks.classroom_load import PacedChatServer, Student, check_cluster, postgres_cluster, wave
 from benchmarks.harness.processes import ROOT, streamlit_process, streamlit_run
 from benchmarks.page_rerun import Tab, capped_conversation, conversation_of, measure_panel, measure_turn_box, saved_store
 
@@ -152,3 +153,19 @@ def test_the_benchmark_runs_a_big_class_through_memora_serve_only_on_postgresql(
     assert refused.returncode == 2 and "--serve needs MEMORA_STORE_URL=postgresql://" in refused.stderr
     shown = subprocess.run([*command, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "--serve N" in shown.stdout and "--rolling-restart S" in shown.stdout
+
+
+def test_the_benchmark_restarts_only_a_local_cluster_named_as_pg_lsclusters_names_it():
+    """``--restart-postgres`` takes VERSION/NAME and nothing that could carry more onto ``pg_ctlcluster``'s command
+    line, needs ``--rolling-restart``, and refuses a MEMORA_STORE_URL on another machine before asking
+    ``pg_lsclusters`` anything (whose port check needs PostgreSQL's tools, not run here)."""
+    assert postgres_cluster("15/roll") == ("15", "roll")
+    for text in ("15", "roll", "15/", "/roll", "15/roll;reboot", "15/roll x", "v15/roll"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            postgres_cluster(text)
+    assert "127.0.0.1 or localhost" in check_cluster(("15", "roll"), "postgresql://u:secret@db.example:5434/d")
+    assert "secret" not in check_cluster(("15", "roll"), "postgresql://u:secret@db.example:5434/d")
+    env = {**os.environ, "MEMORA_STORE_URL": "postgresql://u:p@127.0.0.1:5434/d"}
+    command = [sys.executable, "benchmarks/classroom_load.py", "--serve", "2", "--restart-postgres", "15/roll"]
+    refused = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--restart-postgres needs --rolling-restart" in refused.stderr

@@ -23,6 +23,7 @@ from memora.classroom.guard import GuardedBackend
 from memora.classroom.job import ReplyJob
 from memora.classroom.server_budget import ServerLedger
 from memora.classroom.shutdown import drain
+from memora.classroom.store.base import StoreUnreachable
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_browser_secret, owner_of
 from memora.classroom.store.saved import dumps_saved, parse_saved
@@ -309,6 +310,59 @@ def test_drain_with_the_storage_still_down_counts_what_it_could_not_save(tmp_pat
     store.down = False
     drained = drain(flights, grace_s=5)
     assert (drained.resaved, drained.unsaved) == (2, 0)
+
+
+class RestartingStore(FlakyStore):
+    """A store that does not answer (StoreUnreachable, as PostgreSQL restarting) for its next ``unanswered`` calls."""
+
+    def __init__(self, inner, unanswered: int) -> None:
+        super().__init__(inner)
+        self.unanswered = unanswered
+
+    def _check(self) -> None:
+        if self.unanswered > 0:
+            self.unanswered -= 1
+            raise StoreUnreachable("PostgreSQL: OperationalError; the server's log says where and why")
+
+
+def test_drain_tries_again_a_save_postgresql_did_not_answer_while_it_restarts(tmp_path):
+    """Issue 44's campaign, PostgreSQL restarted during a roll's grace: a stopping process's reply whose save met the
+    restart was tried once more at the drain's end, still in the restart, and lost with the process (3 typed messages
+    of 24 students in one roll). Now the drain tries again while the store does not answer. No clock: the store
+    answers after a count of calls."""
+    store = RestartingStore(SqliteStore(tmp_path / "c.sqlite3"), unanswered=1)
+    keeper, flights = ConversationKeeper(store), Flights()
+    assert flight_of(flights, ShortTermMemory(ScriptedBackend()), keeper, "Saved after the restart.").wait(JOB_WAIT_S)
+    assert keeper.dirty and isinstance(keeper.failure, StoreUnreachable), "the reply's own save met the restart"
+    store.unanswered = 3  # the drain's first try and two more still meet it
+
+    drained = drain(flights, grace_s=5)
+    assert (drained.resaved, drained.unsaved) == (1, 0) and store.unanswered == 0
+    saved = parse_saved(store.load(keeper.conversation_id, keeper.owner).payload)
+    assert saved.transcript.history[0].content == "Saved after the restart."
+
+
+def test_a_turn_whose_save_met_a_restart_keeps_its_booking_until_a_retry_saves_it(tmp_path):
+    """Issue 44's campaign: a stopping process's reply whose save met the PostgreSQL restart gave its booking back at
+    once, so the student's page on the other process saw no turn running, sent and saved first, and the stopping
+    process's retry then made a copy that her conversation lacked (1 of 24 students). Now the booking stays until the
+    retry lands: a page elsewhere is told a turn still runs there, and waits."""
+    from memora.app.page.handover import turn_ended
+
+    inner = SqliteStore(tmp_path / "c.sqlite3")
+    store = RestartingStore(inner, unanswered=0)
+    keeper = ConversationKeeper(store)
+    keeper.attach(memory := ShortTermMemory(ScriptedBackend()))
+    assert keeper.room("Hello.") is None, "the turn is booked"
+    store.unanswered = 1  # its save meets the restart
+    chat(memory, "Hello.")
+    assert keeper.dirty
+
+    turn_ended(keeper)
+    assert inner.running(keeper.conversation_id, "the page back elsewhere"), "its save is still to come: a turn runs"
+    assert keeper.retry() and not keeper.dirty
+    assert not inner.running(keeper.conversation_id, "the page back elsewhere"), "saved: the booking is given back"
+    inner.close()
 
 
 def test_drain_stops_a_reply_past_the_grace_records_its_spend_and_keeps_the_message(tmp_path):

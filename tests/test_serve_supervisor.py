@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ import pytest
 
 from benchmarks.harness.servers import ResponsesServer, slow_start
 from memora.app import ports, served_grace
-from memora.app.serve import Child, ClassSetup, Supervisor
+from memora.app.serve import RESTART_DELAY_S, STEADY_S, Child, ClassSetup, Supervisor
 from memora.app.settings import DEFAULT_SHUTDOWN_GRACE_S as SETTINGS_DEFAULT
 from memora.app.settings import SettingsError, load_settings
 from memora.classroom import grace, shutdown
@@ -181,6 +182,61 @@ def test_a_second_ctrl_c_is_passed_on_and_a_child_past_its_deadline_is_killed() 
     assert draining.signals == ["SIGTERM", "SIGTERM"], "the second signal was passed on, and it exited"
     assert stuck.signals == ["SIGTERM", "SIGTERM", "SIGKILL"], "passed on too, then killed past its deadline"
     assert caddy.signals == ["SIGTERM"]
+
+
+@pytest.mark.unit
+def test_a_process_that_keeps_exiting_waits_twice_as_long_each_time_up_to_30_s_and_afresh_once_it_stayed_up(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, a process that could not start (its port taken by another program, say) was started again every second
+    without end, the main loop asleep in between. Now the waits double up to ``RESTART_DELAY_MAX_S``, the main loop
+    never sleeps through one, and a process that ran ``STEADY_S`` waits ``RESTART_DELAY_S`` again. The clock is the
+    test's, stepped by hand; each spawn is a process that has already exited, as one that fails at once."""
+    now = [1000.0]
+    starts: list[float] = []
+    stays_up = [False]
+
+    def spawn(command: list[str], environ: dict[str, str], **_: object) -> FakeProcess:
+        starts.append(now[0])
+        process = FakeProcess(200 + len(starts))
+        process.returncode = None if stays_up[0] else 1
+        return process
+
+    monkeypatch.setattr("memora.app.serve.spawn", spawn)
+    monkeypatch.setattr("memora.app.serve.grace_of_next_process", lambda environ: 5.0)
+    monkeypatch.setattr(Supervisor, "_first_run", lambda self, port: self.processes[port].process.poll() is None)
+    crashed, caddy = FakeProcess(101), FakeProcess(103)
+    running = _class_of([crashed, FakeProcess(102)], caddy)
+    running.clock = lambda: now[0]
+    crashed.returncode = 1
+
+    def tick(seconds: float) -> None:
+        # One pass of the main loop per step; a second pass at the same instant sees a process that failed at once.
+        for _ in range(int(seconds / 0.5)):
+            running._start_exited()
+            running._start_exited()
+            now[0] += 0.5
+
+    tick(200)
+    gaps = [later - earlier for earlier, later in itertools.pairwise([1000.0, *starts])]
+    assert gaps[:8] == [1, 2, 4, 8, 16, 30, 30, 30], "doubling from 1 s, capped at 30 s: not one start a second"
+    assert len(starts) == 10 and 8502 not in running.due, "200 s of a crash loop: 10 starts, and only of its own port"
+    assert "starting it again in 30 s" in capsys.readouterr().out, "the log says how long it waits"
+
+    stays_up[0] = True
+    tick(30)  # the next start comes within 30 s, and this one stays up
+    assert running.processes[8501].process.poll() is None
+    tick(STEADY_S)
+    running.processes[8501].process.returncode = 1  # a crash after a minute of work
+    before = len(starts)
+    tick(RESTART_DELAY_S + 0.5)  # the pass that sees the exit, and those until the wait is over
+    assert len(starts) == before + 1, "a process that had stayed up waits the first wait again"
+
+    running.ask_stop()
+    running.processes[8501].process.returncode = 1
+    tick(60)
+    assert len(starts) == before + 1, "a stop asked during a wait starts nothing more"
+    assert running.watch() == 0, "and the main loop, asleep in no wait, returns at once"
 
 
 def _gone(pid: int) -> bool:

@@ -26,7 +26,7 @@ from memora.app.page.conversation import shared_store
 from memora.app.page.state import new_memory
 from memora.app.settings import Settings
 from memora.classroom.store import StoreCaps, new_conversation_id
-from memora.classroom.store.base import RoomRequest
+from memora.classroom.store.base import RoomRequest, StoreUnreachable
 from memora.classroom.store.holders import dead_holders, new_holder
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.owner import new_owner
@@ -433,6 +433,102 @@ def test_a_tab_with_nothing_unsaved_waits_for_a_turn_running_elsewhere_and_goes_
         store.close()
 
 
+class Restarting:
+    """A store (``inner``) whose ``book`` and ``running`` do not answer while PostgreSQL restarts: each call named in
+    ``script`` raises StoreUnreachable, after running the step given for it (the stopping process's save landing, as
+    the database comes back), and every later call is the inner store's. No clock: the calls alone set the order."""
+
+    def __init__(self, inner, script: dict[tuple[str, int], object]) -> None:
+        self.inner, self.script, self.calls = inner, script, {"book": 0, "running": 0, "load": 0}
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def _call(self, name: str, *args):
+        self.calls[name] += 1
+        if (name, self.calls[name]) in self.script:
+            step = self.script[(name, self.calls[name])]
+            if callable(step):
+                step()
+            raise StoreUnreachable("PostgreSQL: AdminShutdown, SQLSTATE 57P01; the server's log says where and why")
+        return getattr(self.inner, name)(*args)
+
+    def book(self, request):
+        return self._call("book", request)
+
+    def running(self, conversation_id, holder, owner=None):
+        return self._call("running", conversation_id, holder, owner)
+
+    def load(self, conversation_id, owner):
+        return self._call("load", conversation_id, owner)
+
+
+@pytest.mark.parametrize("fails", ["book", "running"])
+def test_a_postgresql_restart_while_a_tab_sends_neither_forks_it_nor_loses_the_stopping_process_reply(fails, tmp_path):
+    """Issue 44's campaign, PostgreSQL restarted mid-roll: 5 of 24 students forked. Tab B (a page back on another
+    process) sends while A's reply (the stopping process's) is being written. The database does not answer B's
+    booking (``book``), or B's question whether A's turn still runs while B waits (``running``); A's save lands as it
+    comes back. Before, ``room`` took the failure for "the store is down", sent B's turn unbooked, and B's save, behind
+    A's, made a copy without A's reply. Now B asks again until the store answers, then opens A's version."""
+    inner = make_store("sqlite", tmp_path)
+    try:
+        tab_a = keeper_with(inner, "Hello.")
+        store = Restarting(inner, {})
+        opened = reopen(store, tab_a.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        tab_b = opened.keeper
+        tab_b.attach(opened.memory)
+        assert tab_a.room("A writes a reply.") is None, "A's turn is booked on the conversation"
+
+        def a_saves() -> None:
+            chat(tab_a.memory, "A writes a reply.")
+            tab_a.release_room()
+
+        # The database goes away at B's first call of that kind; A's save lands at the second, which still fails.
+        store.script = {(fails, 1): None, (fails, 2): a_saves}
+        assert tab_b.room("B sends meanwhile.") is None
+        assert store.calls[fails] >= 3, "asked again until the store answered"
+        assert tab_b.behind and not tab_b.would_fork, "B opens A's version, with A's reply, and sends on it"
+        assert [m.content for m in reopen(inner, tab_a.conversation_id, opened.memory, owner=OWNER, locked=False).memory.history][-1] == (
+            "reply 2"
+        )
+    finally:
+        inner.close()
+
+
+def test_a_page_back_during_a_first_reply_is_told_it_still_runs_though_postgresql_restarts_as_it_asks(tmp_path):
+    """Issue 44's campaign again, after the fix above: 4 of 24 students still forked, each during the conversation's first
+    reply, which ``room`` cannot weigh (no row yet); the page's own wait (``wait_for_finishing``) asks
+    ``turn_running_elsewhere``, which took "no answer" for "no turn", so her message started the conversation beside
+    the stopping process's first reply, whose save then came first. Now it asks again until the store answers."""
+    inner = make_store("sqlite", tmp_path)
+    try:
+        tab_a = ConversationKeeper(inner, owner=OWNER)
+        tab_a.attach(ShortTermMemory(ScriptedBackend(), max_recent_turns=1))
+        assert tab_a.room("A's first message.") is None, "A's first turn is booked under the id it will be saved as"
+        store = Restarting(inner, {("running", 1): None, ("running", 2): None})
+        page_back = ConversationKeeper(store, tab_a.conversation_id, 0, owner=OWNER)
+        assert page_back.turn_running_elsewhere() is True and store.calls["running"] == 3
+        chat(tab_a.memory, "A's first message.")
+        tab_a.release_room()
+        assert page_back.turn_running_elsewhere() is False, "once A's turn has ended, and saved"
+    finally:
+        inner.close()
+
+
+def test_a_page_that_opens_while_postgresql_restarts_opens_her_conversation_not_a_second_one(tmp_path):
+    """Before, a load that failed during the restart gave the page a new id, and her next message a second
+    conversation beside hers; now the load is asked again until the store answers."""
+    inner = make_store("sqlite", tmp_path)
+    try:
+        tab = keeper_with(inner, "Hello.")
+        store = Restarting(inner, {("load", 1): None, ("load", 2): None})
+        opened = reopen(store, tab.conversation_id, ShortTermMemory(ScriptedBackend(), max_recent_turns=1), owner=OWNER, locked=False)
+        assert opened.outcome == "restored" and opened.keeper.conversation_id == tab.conversation_id
+        assert store.calls["load"] == 3
+    finally:
+        inner.close()
+
+
 @pytest.mark.parametrize("kind", STORE_KINDS)
 def test_a_turn_running_elsewhere_is_told_only_to_its_own_browser(kind, tmp_path):
     """A page asking about the id in its URL (``running`` with an owner) learns of that owner's live turn only: another
@@ -450,3 +546,14 @@ def test_a_turn_running_elsewhere_is_told_only_to_its_own_browser(kind, tmp_path
         assert not store.running(cid, "", OWNER)
     finally:
         store.close()
+
+
+def test_a_postgresql_server_that_cannot_be_reached_is_unreachable_not_merely_failed():
+    """What ``room`` asks again: a refused connection (nothing listens on port 1 here) is StoreUnreachable."""
+    from memora.classroom.store.postgres_pool import PostgresPool
+
+    pool = PostgresPool("postgresql://memora:secret@127.0.0.1:1/memora")
+    with pytest.raises(StoreUnreachable) as raised:
+        pool.run(lambda connection: connection.execute("SELECT 1"))
+    assert "secret" not in str(raised.value)
+    pool.close()

@@ -12,7 +12,10 @@ announced as ready.
 It keeps them running:
 
 - A Streamlit process that exits (crashed, or stopped by hand) is started again on its port, while
-  Caddy sends its students to the others.
+  Caddy sends its students to the others: after 1 s, and after twice the last wait (up to 30 s) when
+  it exits again within a minute of its start (``restart_delay``), so that a process that cannot
+  start (its port taken by another program, a broken setting) costs a start every 30 s, not one a
+  second. The command goes on meanwhile: a stop or a SIGHUP asked during a wait is acted on at once.
 - SIGHUP (``kill -HUP <pid>``, the pid it prints) restarts the processes one at a time, for new code
   or new settings, with no student waiting on a cold process: each successor starts on the *spare*
   port (the one after the last process; Caddy knows it, and its health check keeps it out of the
@@ -49,7 +52,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,12 +67,29 @@ ROOT = Path(__file__).resolve().parents[2]
 CADDYFILE = ROOT / "Caddyfile"
 APP = ROOT / "streamlit_app.py"
 RESTART_DELAY_S = 1.0
-"""How long a process that exited waits before it is started again: a crash loop costs a second, not
-a core."""
+"""How long a process that exited waits before it is started again the first time: a crash costs a
+second, not a core."""
+RESTART_DELAY_MAX_S = 30.0
+"""The longest wait before a process that keeps exiting is started again (``restart_delay``)."""
+STEADY_S = 60.0
+"""How long a process must have run for its exit to count as a first one again (a wait of
+``RESTART_DELAY_S``)."""
 LISTEN_WAIT_S = 60.0
 """How long a new process may take to listen on its port before the start or restart that started it
 gives up on it."""
 POLL_S = 0.1
+
+
+def restart_delay(last_s: float | None, up_s: float) -> float:
+    """How long to wait before starting again a process that exited after ``up_s`` seconds, on a
+    port whose last wait was ``last_s`` (None: its process never exited before). Edge cases: a first
+    exit, or one after ``STEADY_S`` or more up (it had been working: a crash, or a stop by hand),
+    waits ``RESTART_DELAY_S``; an exit sooner than that waits twice ``last_s``, up to
+    ``RESTART_DELAY_MAX_S``, so a process that never starts waits 1, 2, 4, 8, 16, 30, 30 ... s, and
+    a class that cannot serve a port says so every 30 s rather than every second."""
+    if last_s is None or up_s >= STEADY_S:
+        return RESTART_DELAY_S
+    return min(2 * last_s, RESTART_DELAY_MAX_S)
 
 
 class ServeError(RuntimeError):
@@ -190,11 +210,13 @@ def streamlit_command(port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Child:
-    """A process this command started, and how long it may take to exit once stopped
-    (``exit_within_s`` of the grace it was started with) before it is killed."""
+    """A process this command started, how long it may take to exit once stopped
+    (``exit_within_s`` of the grace it was started with) before it is killed, and when it was
+    started (``Supervisor.clock``), which tells how long it ran."""
 
     process: subprocess.Popen
     exit_within_s: float
+    started_at: float = 0.0
 
     @property
     def pid(self) -> int:
@@ -209,9 +231,15 @@ class Supervisor:
     acts on them, and so do the waits of a start or a rolling restart, which give up when a stop is
     asked."""
 
-    def __init__(self, setup: ClassSetup, environ: dict[str, str]) -> None:
+    def __init__(
+        self,
+        setup: ClassSetup,
+        environ: dict[str, str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.setup = setup
         self.environ = environ
+        self.clock = clock
         self.processes: dict[int, Child] = {}
         """The processes students are sent to, by port."""
         self.spare = setup.spare
@@ -225,6 +253,11 @@ class Supervisor:
         self.restart_asked = False
         self.deadlines: dict[int, float] = {}
         """By pid: when a child sent SIGTERM must have exited, past which it is killed."""
+        self.waits: dict[int, float] = {}
+        """By port: the last wait before its exited process was started again
+        (``restart_delay``)."""
+        self.due: dict[int, float] = {}
+        """By port: when its exited process is to be started again (``clock``'s time)."""
 
     @property
     def stopping(self) -> bool:
@@ -306,6 +339,8 @@ class Supervisor:
             if not self._retire(old_port, self.processes.pop(old_port)):
                 return
             self.spare = old_port
+            # Its next process is a successor: its exits count afresh.
+            self.waits.pop(old_port, None)
         _say(
             "rolling restart done; the class is on ports "
             f"{' '.join(map(str, sorted(self.processes)))}"
@@ -347,20 +382,30 @@ class Supervisor:
             self.deadlines[child.pid] = time.monotonic() + child.exit_within_s
 
     def _start_exited(self) -> None:
+        """Starts again each process that exited, once its wait (``restart_delay``) is over. It
+        never sleeps: the main loop goes on, so a stop or a SIGHUP asked during a 30 s wait is acted
+        on at once."""
+        now = self.clock()
         for port, child in list(self.processes.items()):
-            if child.process.poll() is not None and not self.stopping:
+            if self.stopping or child.process.poll() is None:
+                continue
+            if port not in self.due:
+                wait = restart_delay(self.waits.get(port), now - child.started_at)
+                self.waits[port] = wait
+                self.due[port] = now + wait
                 _say(
                     f"the process on port {port} (pid {child.pid}) exited with "
-                    f"{child.process.returncode}; starting it again"
+                    f"{child.process.returncode}; starting it again in {wait:g} s"
                 )
-                time.sleep(RESTART_DELAY_S)
+            elif now >= self.due[port]:
                 self._start_process(port)
                 self._first_run(port)
 
     def _start_process(self, port: int) -> None:
         grace_s = grace_of_next_process(self.environ)
         process = spawn(streamlit_command(port), self.environ, stdin=subprocess.DEVNULL)
-        self.processes[port] = Child(process, exit_within_s(grace_s))
+        self.processes[port] = Child(process, exit_within_s(grace_s), self.clock())
+        self.due.pop(port, None)  # a start, whoever asked for it, ends the wait on this port
         _say(f"process on 127.0.0.1:{port} (pid {process.pid})")
 
     def _first_run(self, port: int) -> bool:

@@ -15,11 +15,12 @@ after Streamlit has stopped serving and before daemon threads are killed):
 3. The message of each turn that did not commit is saved with its conversation as a *pending
    message* (``ConversationKeeper.save_pending``); the next visit puts it back in the input box,
    with a notice.
-4. A conversation the store refused earlier (``dirty``) is tried once more, and so are the server
-   budget's settlements held in memory (``CappedSpend.write_held``; unwritten, their bookings stay
-   counted at their largest cost, so the cap holds either way). A conversation still unsaved then is
-   lost with the process: the line counts those conversations and their billed tokens, and an error
-   line says so, so a full disk at shutdown is never reported as "0 lost".
+4. A conversation the store refused earlier (``dirty``) is tried once more (again every ``POLL_S``
+   for up to ``RESAVE_S`` while the store does not answer: a PostgreSQL restart), and so are the
+   server budget's settlements held in memory (``CappedSpend.write_held``; unwritten, their bookings
+   stay counted at their largest cost, so the cap holds either way). A conversation still unsaved
+   then is lost with the process: the line counts those conversations and their billed tokens, and
+   an error line says so, so a full disk at shutdown is never reported as "0 lost".
 
 A second Ctrl-C or SIGTERM during the wait ends it at once (steps 2-4 still run, briefly), so a
 teacher's laptop never hangs. With no reply running, the exit is as fast as before. One line says
@@ -41,13 +42,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memora.classroom.flights import FLIGHTS, Flight, Flights
-from memora.classroom.grace import UNWIND_S
+from memora.classroom.grace import EXIT_MARGIN_S, UNWIND_S
 from memora.classroom.server_budget import CappedSpend
+from memora.classroom.store.base import StoreUnreachable
 
 LOCK_WAIT_S = 1.0
 """How long saving a pending message waits for its memory's lock, which a turn that would not unwind
 still holds."""
 POLL_S = 0.1
+RESAVE_S = EXIT_MARGIN_S / 2
+"""How long step 4 tries again the conversations whose save the store did not answer
+(``StoreUnreachable``), within the exit's margin (half of it, leaving the rest for the held spend
+and the exit): a PostgreSQL restart during the grace takes a few seconds (2.3 s in
+docs/classroom.md's runs), and a save tried once while it was down was lost with the process, the
+student's reply and message with it."""
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +120,7 @@ def drain(
             kept += 1
         else:
             lost += 1
-    resaved = flights.resave()
+    resaved = flights.resave() + _resave_while_unreachable(flights, interrupted)
     left = flights.unsaved()
     _write_held(ledger)
     drained = Drained(
@@ -149,6 +157,21 @@ def _log(drained: Drained) -> None:
             drained.unsaved,
             f"{drained.unsaved_tokens:,}",
         )
+
+
+def _resave_while_unreachable(flights: Flights, interrupted: threading.Event) -> int:
+    """Tries the unsaved flights again every ``POLL_S`` while one of them failed because the store
+    did not answer, up to ``RESAVE_S`` or a second Ctrl-C; returns how many it saved. Edge case: a
+    store that answered with an error (a full disk, say) is not waited on: it would fail the same
+    way."""
+    deadline = time.monotonic() + RESAVE_S
+    resaved = 0
+    while any(isinstance(flight.keeper.failure, StoreUnreachable) for flight in flights.unsaved()):
+        if interrupted.is_set() or time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+        resaved += flights.resave()
+    return resaved
 
 
 def _write_held(ledger: CappedSpend | None) -> None:

@@ -46,7 +46,7 @@ from memora.classroom.store import (
     is_conversation_id,
     open_store,
 )
-from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper
+from memora.classroom.store.keeper import BUSY_POLL_S, ConversationKeeper, ask_until_answered
 from memora.classroom.store.owner import owner_of
 from memora.classroom.store.reopen import Reopened, carry_choices, reopen, save_import
 from memora.memory import ShortTermMemory
@@ -237,7 +237,10 @@ def follow_stored(state: Any) -> bool:
     if memory is None or len(memory.history) != keeper.stored_messages:
         return False
     try:
-        row = keeper.store.load(keeper.conversation_id, keeper.owner)
+        # Asked again while PostgreSQL restarts: a first reply's save missed here lets her message
+        # start the conversation beside it (version 0 is never "behind" in ``room``), and the two
+        # saves fork it.
+        row = ask_until_answered(lambda: keeper.store.load(keeper.conversation_id, keeper.owner))
     except StoreError:
         return False
     if row is None or row.version <= keeper.version:

@@ -62,12 +62,20 @@ def track(job: ReplyJob, url_param: str) -> None:
 
 
 def turn_ended(keeper: ConversationKeeper) -> None:
-    """A turn's job has ended (on its thread): the store room booked for it is given back and, when
-    the turn was saved (so the store works), the conversations this process still holds unsaved are
-    tried again."""
+    """A turn's job has ended (on its thread): when the turn was saved (so the store works), the
+    store room booked for it is given back and the conversations this process still holds unsaved
+    are tried again.
+
+    A turn whose save did not land (``dirty``: PostgreSQL restarting, say) keeps its booking: to
+    every other process its conversation still has a turn running, whose save is to come, so a page
+    back elsewhere waits for it. Given back at once, the page sent and saved first, and the late
+    save (a retry, the shutdown drain's) became a copy that her conversation lacks. The booking ends
+    with that save (``ConversationKeeper.retry``), its process (its holder is then gone by the
+    store's account) or its lease."""
+    if keeper.dirty:
+        return
     keeper.release_room()
-    if not keeper.dirty:
-        FLIGHTS.resave()
+    FLIGHTS.resave()
 
 
 def in_flight(keeper: ConversationKeeper) -> bool:

@@ -52,6 +52,12 @@ class StoreError(RuntimeError):
     it."""
 
 
+class StoreUnreachable(StoreError):
+    """The store did not answer: its connection was cut or refused, or the database is starting (a
+    PostgreSQL restart, say). Nothing was changed by it, and the same question asked again once the
+    database is back may succeed."""
+
+
 class VersionConflict(StoreError):
     """The conversation was saved by someone else (another tab) since this copy was loaded or
     saved."""

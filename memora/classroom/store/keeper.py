@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from memora.classroom.store.base import (
     CapReached,
@@ -35,6 +36,7 @@ from memora.classroom.store.base import (
     RoomRequest,
     StoredConversation,
     StoreError,
+    StoreUnreachable,
     VersionConflict,
     new_conversation_id,
 )
@@ -57,6 +59,13 @@ BUSY_POLL_S = 0.2
 conversation elsewhere has ended. It waits for no fixed time: as long as that turn's holder lives
 (``ConversationStore.book``: on PostgreSQL by its presence lock, on SQLite by its pid), at most the
 booking's lease."""
+
+STORE_RETURN_S = 10.0
+"""How long ``room`` asks again a store that did not answer (``StoreUnreachable``: a PostgreSQL
+restart takes a few seconds; 2.3 s in docs/classroom.md's runs) before it sends the turn unbooked,
+as for a store that is down."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -284,10 +293,15 @@ class ConversationKeeper:
         """Saves again after a failure (the page calls it on its next run); True when nothing is
         left unsaved.
 
-        Never waits for a turn running in another thread: that turn's commit saves anyway."""
+        Never waits for a turn running in another thread: that turn's commit saves anyway. Once
+        saved, the booking that the failed save's turn kept (``handover.turn_ended``) is given back:
+        no save of it is to come now."""
         if not self.dirty or self.memory is None:
             return not self.dirty
-        return self.save(self.memory, wait=False)
+        saved = self.save(self.memory, wait=False)
+        if saved:
+            self.release_room()
+        return saved
 
     def room(
         self, message: str, *, catch_up: bool = True, on_wait: Callable[[], None] | None = None
@@ -299,7 +313,10 @@ class ConversationKeeper:
         conversation was deleted, or the browser forgotten, in another tab. None when there is room:
         the turn is then booked in the store until ``release_room``, so no turn on any process takes
         the same bytes; None too when the store cannot say (it is down): the save after the turn
-        reports that, and keeps the turn in memory meanwhile.
+        reports that, and keeps the turn in memory meanwhile. A store that does not answer
+        (``StoreUnreachable``: a PostgreSQL restart) is asked again for up to ``STORE_RETURN_S``
+        first (``ask_until_answered``), so that a restart does not pass for "down" and let the turn
+        skip a wait it owes.
 
         With ``catch_up``, a turn that would fork only because another tab or process saved a later
         version since this tab opened or saved it (no turn running on it now), while this tab holds
@@ -338,7 +355,7 @@ class ConversationKeeper:
             self.holder, self.owner, self.conversation_id, self.version, self.stored_bytes, after
         )
         try:
-            admission = self.store.book(request)
+            admission = ask_until_answered(lambda: self.store.book(request))
             waiting = False
             while catch_up and admission.busy and not self._unsaved_work(memory):
                 if admission.refusal is None:
@@ -346,13 +363,13 @@ class ConversationKeeper:
                 if not waiting and on_wait is not None:
                     on_wait()
                 waiting = True
-                while self.store.running(
-                    self.conversation_id, self.holder
-                ):  # reads only: no booking, no lock
+                # Reads only: no booking, no lock.
+                while ask_until_answered(
+                    lambda: self.store.running(self.conversation_id, self.holder)
+                ):
                     time.sleep(BUSY_POLL_S)
-                admission = self.store.book(
-                    request
-                )  # once it has ended; busy again if another turn began meanwhile
+                # Once it has ended; busy again if another turn began meanwhile.
+                admission = ask_until_answered(lambda: self.store.book(request))
         except StoreError:
             return None
         if catch_up and admission.behind and not self._unsaved_work(memory):
@@ -371,9 +388,14 @@ class ConversationKeeper:
         stopping mid-reply, alive by the store's account), whose save will come first: the page may
         say that her last reply is being finished, and look again. A conversation this keeper has
         not saved yet is asked about too: a page that came back during its first reply keeps its id
-        while the stopping process saves it. False when the store cannot say; never raises."""
+        while the stopping process saves it. A store that does not answer (a PostgreSQL restart) is
+        asked again for up to ``STORE_RETURN_S`` (``ask_until_answered``): taken for "no turn", it
+        let her next message start the conversation beside the stopping process's first reply,
+        whose save then forked it. False when the store still cannot say; never raises."""
         try:
-            return self.store.running(self.conversation_id, self.holder, self.owner)
+            return ask_until_answered(
+                lambda: self.store.running(self.conversation_id, self.holder, self.owner)
+            )
         except StoreError:
             return False
 
@@ -453,3 +475,22 @@ class ConversationKeeper:
         with self._lock:
             self._new_id()
         self.attach(memory)
+
+
+def ask_until_answered(question: Callable[[], T]) -> T:
+    """``question()`` (a read or a booking of ``room``, the load of ``reopen``), asked again every
+    ``BUSY_POLL_S`` while the store does not answer, up to ``STORE_RETURN_S``.
+
+    Why: a turn sent unbooked while PostgreSQL restarts is not told of the turn a stopping process
+    is finishing on its conversation, whose save then lands first and makes this turn's save a copy
+    (a fork). Edge cases: any other StoreError is raised at once (a full disk is not waited on);
+    past ``STORE_RETURN_S`` the last StoreUnreachable is raised, and ``room`` goes on as for a store
+    that is down."""
+    deadline = time.monotonic() + STORE_RETURN_S
+    while True:
+        try:
+            return question()
+        except StoreUnreachable:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(BUSY_POLL_S)

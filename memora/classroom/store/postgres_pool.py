@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
-from memora.classroom.store.base import StoreError
+from memora.classroom.store.base import StoreError, StoreUnreachable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,8 +73,9 @@ class PostgresPool:
 
     def run(self, work: Callable[[Any], T], schema: str = "") -> T:
         """``work(connection)`` inside one transaction on one of the pool's connections, once
-        ``schema``'s tables exist; psycopg's and the pool's errors become StoreError, whose text
-        names no host, role or password."""
+        ``schema``'s tables exist; psycopg's and the pool's errors become StoreError
+        (StoreUnreachable when the server was not reached, cut the connection or is starting),
+        whose text names no host, role or password."""
         import psycopg
 
         for attempt in (1, 2):
@@ -93,9 +94,8 @@ class PostgresPool:
             except psycopg.Error as error:
                 if broken:
                     with self._lock:
-                        self._down = (
-                            True  # the next transaction probes the database and makes a new pool
-                        )
+                        # The next transaction probes the database and makes a new pool.
+                        self._down = True
                 if attempt == 1 and broken:
                     continue
                 # libpq's text names the host, port, role and database: the teacher's log only,
@@ -106,7 +106,10 @@ class PostgresPool:
                     self._role,
                     self._safe(error),
                 )
-                raise StoreError(
+                # OperationalError: the server was not reached, cut us off or is starting (the
+                # pool's timeout too).
+                unreachable = isinstance(error, psycopg.OperationalError)
+                raise (StoreUnreachable if unreachable else StoreError)(
                     f"PostgreSQL: {_reason(error)}; the server's log says where and why"
                 ) from None
         raise AssertionError("unreachable")

@@ -23,7 +23,7 @@ from memora.classroom.store.base import (
     is_conversation_id,
     new_conversation_id,
 )
-from memora.classroom.store.keeper import ConversationKeeper
+from memora.classroom.store.keeper import ConversationKeeper, ask_until_answered
 from memora.classroom.store.saved import (
     MAX_SAVED_BYTES,
     SavedConversationError,
@@ -115,8 +115,9 @@ def reopen(
     idle, saved by another browser or before owners existed, or not an id at all: these are not told
     apart, and nothing of another owner's conversation is read). ``refused``: its payload is
     malformed (``problem`` is a SavedConversationError). ``failed``: the store could not be read
-    (``problem`` is a StoreError). In every case but ``restored`` the keeper holds a new id, so
-    nothing overwrites the conversation that was asked for.
+    (``problem`` is a StoreError), after asking again for up to ``STORE_RETURN_S`` while it did
+    not answer (``ask_until_answered``). In every case but ``restored`` the keeper holds a new id,
+    so nothing overwrites the conversation that was asked for.
     """
     fresh = ConversationKeeper(store, owner=owner, sweep=sweep)
     if requested_id is None:
@@ -124,7 +125,9 @@ def reopen(
     if not is_conversation_id(requested_id):
         return Reopened("missing", fresh, requested_id=requested_id)
     try:
-        row = store.load(requested_id, owner)
+        # Asked again while the store does not answer: a page that opens during a PostgreSQL
+        # restart would else start a second conversation beside hers (``failed`` gives a new id).
+        row = ask_until_answered(lambda: store.load(requested_id, owner))
     except StoreError as error:
         return Reopened("failed", fresh, requested_id=requested_id, problem=error)
     if row is None:
