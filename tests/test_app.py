@@ -512,6 +512,9 @@ def test_the_glossary_explains_the_lesson_s_words_where_they_first_appear(lang):
         at = send(at, text)
     at.session_state[keys.USAGE_PANEL_OPEN] = True  # the ledger is drawn only in its open panel
     at.run()
+    assert not any(entry(lang, term) in texts(at) for term in TERMS), "closed, the glossary draws no words"
+    at.session_state[keys.GLOSSARY_OPEN] = True
+    at.run()
     page = texts(at)
     assert all(entry(lang, term) in page for term in TERMS), "the glossary popover lists every term"
     helps = {element.proto.help for kind in ("caption", "markdown", "metric", "radio") for element in getattr(at, kind)}

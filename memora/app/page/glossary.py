@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from memora.app.page import render
+from memora.app.page import state as keys
 from memora.app.page.i18n import t
 
 TERMS = ("fold", "summary", "recent_window", "budget", "token", "watermark", "ledger")
@@ -36,7 +37,20 @@ def explain(lang: str, *terms: str) -> str:
 
 
 def render_glossary(lang: str) -> None:
-    """The glossary's popover, under the page's caption: every term, in the lesson's order."""
-    with st.popover(t(lang, "glossary.title"), icon=":material/menu_book:", type="tertiary"):
-        render.caption(t(lang, "glossary.intro"))
-        render.markdown("\n".join(f"- {entry(lang, term)}" for term in TERMS))
+    """The glossary's popover, under the page's caption: every term, in the lesson's order.
+
+    Its words are drawn only while it is open (``keys.GLOSSARY_OPEN``): a popover's body is sent by
+    every run, open or not, and the glossary was the longest text that every run of every student's
+    page sent. Opening it reruns the page once; a reader waits a moment for the words, as for any
+    closed panel."""
+    popover = st.popover(
+        t(lang, "glossary.title"),
+        icon=":material/menu_book:",
+        type="tertiary",
+        key=keys.GLOSSARY_OPEN,
+        on_change="rerun",
+    )
+    with popover:
+        if popover.open:
+            render.caption(t(lang, "glossary.intro"))
+            render.markdown("\n".join(f"- {entry(lang, term)}" for term in TERMS))

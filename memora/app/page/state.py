@@ -73,6 +73,9 @@ WHAT_IF_PANEL_OPEN = "what_if_panel_open"
 # (issue 28, 80 students).
 TOOLS_PANEL_OPEN = "tools_panel_open"
 SETTINGS_PANEL_OPEN = "settings_panel_open"
+# Whether the glossary's popover is open: closed, its words are not drawn
+# (memora/app/page/glossary.py).
+GLOSSARY_OPEN = "glossary_open"
 WHAT_IF = "what_if"
 PANELS_OPEN = (
     OLDER_MESSAGES_OPEN,
@@ -83,9 +86,10 @@ PANELS_OPEN = (
     WHAT_IF_PANEL_OPEN,
     TOOLS_PANEL_OPEN,
     SETTINGS_PANEL_OPEN,
+    GLOSSARY_OPEN,
 )
-"""Every expander whose open state the page keeps. A language switch renames them, and Streamlit
-counts a renamed expander as a new one, closed: the switch carries their state over
+"""Every expander and popover whose open state the page keeps. A language switch renames them, and
+Streamlit counts a renamed expander as a new one, closed: the switch carries their state over
 (``settings_panel.render_language``)."""
 TURN_BOX_OPEN_PREFIX = "turn_box_open_"
 """Whether a turn's box in the chat is open (``chat._render_turn_box``), one key a turn:
