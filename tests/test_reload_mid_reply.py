@@ -365,6 +365,29 @@ def test_a_turn_whose_save_met_a_restart_keeps_its_booking_until_a_retry_saves_i
     inner.close()
 
 
+def test_a_turn_whose_save_the_store_refused_gives_its_booking_back_at_once(tmp_path):
+    """A store that answered with an error (a full disk) is not about to save the turn: its booking
+    goes back at once, as before issue 44's campaign, so that a tab of the same conversation opened
+    meanwhile in this process does not wait for it until the lease ends (Chromium: the full-disk
+    reload drill in test_browser_reload)."""
+    from memora.app.page.handover import turn_ended
+
+    inner = SqliteStore(tmp_path / "c.sqlite3")
+    store = FlakyStore(inner)
+    keeper = ConversationKeeper(store)
+    keeper.attach(memory := ShortTermMemory(ScriptedBackend()))
+    assert keeper.room("Hello.") is None, "the turn is booked"
+    store.down = True  # its save is refused
+    chat(memory, "Hello.")
+    assert keeper.dirty and not isinstance(keeper.failure, StoreUnreachable)
+    store.down = False
+
+    turn_ended(keeper)
+    assert not inner.running(keeper.conversation_id, "another tab"), "no save is coming: no turn runs"
+    assert keeper.dirty, "the conversation itself is still to be saved"
+    inner.close()
+
+
 def test_drain_stops_a_reply_past_the_grace_records_its_spend_and_keeps_the_message(tmp_path):
     held = HeldBackend(pieces=2)
     held.free.set()

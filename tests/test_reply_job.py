@@ -19,7 +19,7 @@ from memora.classroom.transcript.format import dumps_transcript
 from memora.memory import ShortTermMemory
 from memora.memory.backend import BackendError
 from memora.text.messages import Message
-from tests.support.app import JOB_WAIT_S, expander, finish, new_app, running_job, send, texts
+from tests.support.app import JOB_WAIT_S, drawn_words, expander, finish, new_app, running_job, send, texts
 from tests.support.fakes import GatedBackend, ScriptedBackend
 
 pytestmark = pytest.mark.usefixtures("no_secrets")
@@ -179,12 +179,12 @@ def held_reply(gated: GatedBackend, text: str = "A question whose reply is slow.
 def test_while_a_reply_streams_the_page_draws_it_and_the_input_waits(gated: GatedBackend) -> None:
     at, _ = held_reply(gated)
     at.run()  # the tail's next redraw, as the browser's timer causes
-    assert [m.markdown[0].value for m in at.chat_message] == ["First question.", "reply 1", "A question whose reply is slow.", "reply"]
+    assert [drawn_words(m) for m in at.chat_message] == ["First question.", "reply 1", "A question whose reply is slow.", "reply"]
     assert at.chat_input[0].proto.disabled
     assert at.button(key=keys.STOP_BUTTON).label == "Stop"
     gated.release()
     finish(at)
-    assert [m.markdown[0].value for m in at.chat_message][-2:] == ["A question whose reply is slow.", "reply 2"]
+    assert [drawn_words(m) for m in at.chat_message][-2:] == ["A question whose reply is slow.", "reply 2"]
     assert not at.chat_input[0].proto.disabled and running_job(at) is None
 
 
@@ -205,7 +205,7 @@ def test_clicks_during_a_reply_let_it_complete_and_commit(gated: GatedBackend) -
     assert [m.content for m in memory.history] == ["First question.", "reply 1", "A question whose reply is slow.", "reply 2"]
     assert [r.kind for r in memory.ledger] == ["reply", "reply"]
     assert gated.closed == [] and len(gated.replies) == 2
-    assert at.chat_message[-1].markdown[0].value == "reply 2"
+    assert drawn_words(at.chat_message[-1]) == "reply 2"
     assert at.chat_input[0].proto.value == "", "nothing was given back: nothing was lost"
 
 

@@ -15,7 +15,7 @@ from memora.app.page import state as keys
 from memora.app.repl import format_stats, run_command
 from memora.memory import ShortTermMemory
 from memora.teaching.story import story
-from tests.support.app import expander, new_app, open_turn_boxes, send, status_figures
+from tests.support.app import expander, new_app, number_line, open_turn_boxes, send, status_figures
 from tests.support.lesson import B1, FILLER
 from tests.support.memory import chat
 
@@ -48,7 +48,7 @@ def test_every_view_of_a_conversation_agrees_on_its_folds_and_its_total():
     # Every fold says why, not only the newest: the window of 3 turns pushed each pair out.
     assert all(", because the recent window holds 3 turns." in event for event in events), events
     assert told.folds[-1].session_total == told.total, "the last fold came after the last reply"
-    numbers = [m.caption[0].value.split(" ")[0] for m in at.chat_message]
+    numbers = [number_line(m).removeprefix(":gray[:small[").split("]")[0].split(" ")[0] for m in at.chat_message]
     assert numbers == [f"#{n}" for n in range(1, len(memory.history) + 1)]
 
     # The turn box of the turn each fold served counts it; the other boxes count none. A box draws only when opened.

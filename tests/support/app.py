@@ -105,6 +105,13 @@ def words(message) -> str:
     return body
 
 
+def drawn_words(message) -> str:
+    """A chat message's words, with or without a number line above them: the reply being written
+    (``reply_tail``) has none yet, a message of the history has one."""
+    value = message.markdown[0].value
+    return words(message) if value.startswith(":gray[:small[") else value
+
+
 def number_line(message) -> str:
     """The line a chat message is drawn under: its number, and whether it is folded."""
     return message.markdown[0].value.partition("\n\n")[0]

@@ -36,6 +36,7 @@ from memora.app.settings import Settings
 from memora.classroom.flights import FLIGHTS, Flight
 from memora.classroom.job import ReplyJob
 from memora.classroom.shutdown import install as install_shutdown
+from memora.classroom.store.base import StoreUnreachable
 from memora.classroom.store.keeper import ConversationKeeper
 from memora.classroom.store.reopen import Reopened, reopen_live
 from memora.memory import ShortTermMemory
@@ -62,20 +63,23 @@ def track(job: ReplyJob, url_param: str) -> None:
 
 
 def turn_ended(keeper: ConversationKeeper) -> None:
-    """A turn's job has ended (on its thread): when the turn was saved (so the store works), the
-    store room booked for it is given back and the conversations this process still holds unsaved
-    are tried again.
+    """A turn's job has ended (on its thread): the store room booked for it is given back and, when
+    the turn was saved (so the store works), the conversations this process still holds unsaved are
+    tried again.
 
-    A turn whose save did not land (``dirty``: PostgreSQL restarting, say) keeps its booking: to
-    every other process its conversation still has a turn running, whose save is to come, so a page
-    back elsewhere waits for it. Given back at once, the page sent and saved first, and the late
-    save (a retry, the shutdown drain's) became a copy that her conversation lacks. The booking ends
-    with that save (``ConversationKeeper.retry``), its process (its holder is then gone by the
-    store's account) or its lease."""
-    if keeper.dirty:
+    A turn whose save the store did not answer (``StoreUnreachable``: PostgreSQL restarting) keeps
+    its booking: to every other process its conversation still has a turn running, whose save is to
+    come, so a page back elsewhere waits for it. Given back at once, the page sent and saved first,
+    and the late save (a retry, the shutdown drain's) became a copy that her conversation lacks. The
+    booking ends with that save (``ConversationKeeper.retry``), its process (its holder is then gone
+    by the store's account) or its lease. A store that answered with an error (a full disk) gets the
+    booking back at once: its save is not about to land, and a tab of the same conversation opened
+    meanwhile would wait for it until the lease ends."""
+    if keeper.dirty and isinstance(keeper.failure, StoreUnreachable):
         return
     keeper.release_room()
-    FLIGHTS.resave()
+    if not keeper.dirty:
+        FLIGHTS.resave()
 
 
 def in_flight(keeper: ConversationKeeper) -> bool:
